@@ -22,6 +22,11 @@ struct tutti_bootstrap;
  * interface chosen by NCCL_SOCKET_IFNAME, with a fresh random secret. */
 ncclResult_t tutti_bootstrap_get_unique_id(ncclUniqueId* id);
 
+/* Like tutti_bootstrap_get_unique_id but always starts a fresh root in this
+ * process, whatever NCCL_COMM_ID says: for communicators made from inside
+ * the library (ncclCommInitAll, ncclCommSplit). */
+ncclResult_t tutti_bootstrap_new_root(ncclUniqueId* id);
+
 /* Checks that `id` is well formed (magic, version, address family). */
 ncclResult_t tutti_bootstrap_check_id(const ncclUniqueId* id);
 

@@ -16,6 +16,8 @@ ncclResult_t tutti_error(ncclResult_t res, const char* fmt, ...)
 /* The text recorded by the last tutti_error on this thread ("" when none). */
 const char* tutti_last_error(void);
 void tutti_clear_error(void);
+/* Sets this thread's last error text without logging (errors carried across threads). */
+void tutti_set_last_error(const char* text);
 
 #define NCCLCHECK(call)                    \
   do {                                     \

@@ -41,8 +41,8 @@ static void conf_read_file(const char* path) {
     char* v = eq + 1;
     v[strcspn(v, "\r\n")] = '\0';
     struct conf_entry* e = &conf_entries[conf_count++];
-    snprintf(e->key, sizeof e->key, "%s", s);
-    snprintf(e->value, sizeof e->value, "%s", v);
+    snprintf(e->key, sizeof e->key, "%.63s", s);
+    snprintf(e->value, sizeof e->value, "%.191s", v);
   }
   fclose(f);
 }

@@ -1,0 +1,130 @@
+/* Schedules: a collective becomes, for each rank, a few lanes of steps.
+ * A lane is an ordered list of steps; lanes of one operation run
+ * concurrently (an all-to-all sends to and receives from every peer at once),
+ * steps of one lane run in order. A step moves `bytes` between the rank's
+ * buffers and point-to-point connections (send to one peer, receive from
+ * one peer), possibly reducing on the way. Schedules are pure functions of
+ * (collective, count, nranks, rank, root): they never see a transport. */
+#ifndef TUTTI_ALGO_ALGO_H
+#define TUTTI_ALGO_ALGO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl.h"
+
+enum tutti_coll {
+  TUTTI_COLL_ALLREDUCE = 0,
+  TUTTI_COLL_BROADCAST,
+  TUTTI_COLL_REDUCE,
+  TUTTI_COLL_ALLGATHER,
+  TUTTI_COLL_REDUCESCATTER,
+  TUTTI_COLL_ALLTOALL,
+  TUTTI_COLL_GATHER,
+  TUTTI_COLL_SCATTER,
+  TUTTI_COLL_SEND,
+  TUTTI_COLL_RECV,
+  TUTTI_COLL_COUNT
+};
+
+enum tutti_algo_id {
+  TUTTI_ALGO_RING = 0,
+  TUTTI_ALGO_DIRECT, /* one-shot: every rank talks to every rank in one round */
+  TUTTI_ALGO_COUNT
+};
+
+/* Which buffer a step reads or writes. */
+enum tutti_buf {
+  TUTTI_BUF_NONE = 0,
+  TUTTI_BUF_SEND,    /* the user's send buffer: reading it applies PreMulSum scaling */
+  TUTTI_BUF_RECV,    /* the user's receive buffer */
+  TUTTI_BUF_SCRATCH, /* per-operation scratch of `scratch_bytes` */
+};
+
+enum tutti_step_kind {
+  TUTTI_STEP_SEND = 0,          /* src -> send_peer */
+  TUTTI_STEP_RECV,              /* recv_peer -> dst */
+  TUTTI_STEP_COPY,              /* src -> dst */
+  TUTTI_STEP_REDUCE,            /* dst = dst OP src (local, src read from `src`) */
+  TUTTI_STEP_RECV_REDUCE_SEND,  /* in OP src -> send_peer */
+  TUTTI_STEP_RECV_REDUCE_COPY,  /* dst = in OP src */
+  TUTTI_STEP_RECV_REDUCE_COPY_SEND, /* dst = in OP src; dst -> send_peer */
+  TUTTI_STEP_RECV_COPY_SEND,    /* dst = in; in -> send_peer */
+  TUTTI_STEP_WAIT_LANE,         /* wait until lane `wait_lane` of this op has finished */
+  TUTTI_STEP_KIND_COUNT
+};
+
+#define TUTTI_STEP_FINAL 0x1 /* this step produces final results (apply avg division) */
+
+struct tutti_step {
+  uint8_t kind;
+  uint8_t flags;
+  uint8_t src_buf;
+  uint8_t dst_buf;
+  int32_t send_peer; /* -1 when the step sends nothing */
+  int32_t recv_peer; /* -1 when the step receives nothing */
+  int32_t wait_lane;
+  size_t src_off; /* bytes */
+  size_t dst_off; /* bytes */
+  size_t bytes;
+};
+
+struct tutti_lane {
+  int first_step; /* index into the schedule's steps */
+  int nsteps;
+};
+
+struct tutti_schedule {
+  enum tutti_algo_id algo;
+  int nlanes;
+  int nsteps;
+  int cap_lanes;
+  int cap_steps;
+  struct tutti_lane* lanes;
+  struct tutti_step* steps;
+  size_t scratch_bytes;
+};
+
+/* What a schedule is built from. Counts are in elements of `elem_size` bytes:
+ * `count` is what the NCCL call took (per-rank count for allgather /
+ * reducescatter / alltoall / gather / scatter, as in the API). */
+struct tutti_coll_args {
+  enum tutti_coll coll;
+  size_t count;
+  size_t elem_size;
+  int nranks;
+  int rank;
+  int root; /* root of broadcast / reduce / gather / scatter; peer of send / recv */
+  int in_place;
+};
+
+/* One algorithm: a name and a builder for each collective it implements
+ * (NULL where it does not). A builder appends lanes and steps to `s`. */
+typedef ncclResult_t (*tutti_schedule_fn)(const struct tutti_coll_args* a,
+                                          struct tutti_schedule* s);
+
+struct tutti_algo {
+  enum tutti_algo_id id;
+  const char* name; /* as NCCL_ALGO spells it */
+  tutti_schedule_fn build[TUTTI_COLL_COUNT];
+};
+
+extern const struct tutti_algo tutti_algo_ring;
+extern const struct tutti_algo tutti_algo_direct;
+
+/* The table of every algorithm, indexed by enum tutti_algo_id. */
+const struct tutti_algo* tutti_algo_get(enum tutti_algo_id id);
+const char* tutti_coll_name(enum tutti_coll coll);
+
+/* Builds the schedule of `a` with algorithm `id` into `s` (reset first).
+ * ncclInvalidUsage (quietly, no error text) when the algorithm does not
+ * implement that collective. */
+ncclResult_t tutti_schedule_build(enum tutti_algo_id id, const struct tutti_coll_args* a,
+                                  struct tutti_schedule* s);
+void tutti_schedule_free(struct tutti_schedule* s);
+
+/* Builder helpers (algo/schedule.c). */
+ncclResult_t tutti_sched_lane(struct tutti_schedule* s);
+ncclResult_t tutti_sched_step(struct tutti_schedule* s, const struct tutti_step* step);
+
+#endif

@@ -1,0 +1,40 @@
+/* Shorthands the algorithm files use to append steps. */
+#ifndef TUTTI_ALGO_STEPS_H
+#define TUTTI_ALGO_STEPS_H
+
+#include "algo/algo.h"
+#include "util/check.h"
+
+static inline ncclResult_t tutti_add(struct tutti_schedule* s, enum tutti_step_kind kind,
+                                     int flags, enum tutti_buf src_buf, size_t src_off,
+                                     enum tutti_buf dst_buf, size_t dst_off, size_t bytes,
+                                     int send_peer, int recv_peer) {
+  struct tutti_step st = {.kind = (uint8_t)kind,
+                          .flags = (uint8_t)flags,
+                          .src_buf = (uint8_t)src_buf,
+                          .dst_buf = (uint8_t)dst_buf,
+                          .send_peer = send_peer,
+                          .recv_peer = recv_peer,
+                          .wait_lane = -1,
+                          .src_off = src_off,
+                          .dst_off = dst_off,
+                          .bytes = bytes};
+  return tutti_sched_step(s, &st);
+}
+
+static inline ncclResult_t tutti_add_wait(struct tutti_schedule* s, int lane) {
+  struct tutti_step st = {.kind = TUTTI_STEP_WAIT_LANE,
+                          .send_peer = -1,
+                          .recv_peer = -1,
+                          .wait_lane = lane};
+  return tutti_sched_step(s, &st);
+}
+
+#define ADD_SEND(s, fl, sb, so, bytes, peer) \
+  tutti_add((s), TUTTI_STEP_SEND, (fl), (sb), (so), TUTTI_BUF_NONE, 0, (bytes), (peer), -1)
+#define ADD_RECV(s, fl, db, dof, bytes, peer) \
+  tutti_add((s), TUTTI_STEP_RECV, (fl), TUTTI_BUF_NONE, 0, (db), (dof), (bytes), -1, (peer))
+#define ADD_COPY(s, fl, sb, so, db, dof, bytes) \
+  tutti_add((s), TUTTI_STEP_COPY, (fl), (sb), (so), (db), (dof), (bytes), -1, -1)
+
+#endif

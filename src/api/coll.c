@@ -1,0 +1,238 @@
+/* The collective and point-to-point entry points: argument checks, then a
+ * schedule chosen by tune, queued in the caller's group. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/comm.h"
+#include "api/group.h"
+#include "api/redop.h"
+#include "reduce/reduce.h"
+#include "tune/tune.h"
+#include "util/check.h"
+#include "util/cuda.h"
+
+struct call {
+  enum tutti_coll coll;
+  const char* fn; /* the API function, for error texts */
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  int root; /* or peer */
+  int reduces;
+  int needs_send; /* this rank reads sendbuff */
+  int needs_recv; /* this rank writes recvbuff */
+};
+
+/* Elements this rank's send and receive buffers hold, in units of count. */
+static size_t send_blocks(const struct call* c, int nranks) {
+  return (c->coll == TUTTI_COLL_REDUCESCATTER || c->coll == TUTTI_COLL_ALLTOALL ||
+          c->coll == TUTTI_COLL_SCATTER)
+             ? (size_t)nranks
+             : 1;
+}
+
+static size_t recv_blocks(const struct call* c, int nranks) {
+  return (c->coll == TUTTI_COLL_ALLGATHER || c->coll == TUTTI_COLL_ALLTOALL ||
+          c->coll == TUTTI_COLL_GATHER)
+             ? (size_t)nranks
+             : 1;
+}
+
+static ncclResult_t check_call(struct ncclComm* comm, struct call* c) {
+  NCCLCHECK(tutti_comm_check(comm, c->fn));
+  if ((int)c->type < 0 || c->type >= ncclNumTypes) {
+    return tutti_error(ncclInvalidArgument, "%s: invalid datatype %d (valid: 0..%d)", c->fn,
+                       (int)c->type, ncclNumTypes - 1);
+  }
+  const int n = comm->nranks, r = comm->rank;
+  const int rooted = c->coll == TUTTI_COLL_BROADCAST || c->coll == TUTTI_COLL_REDUCE ||
+                     c->coll == TUTTI_COLL_GATHER || c->coll == TUTTI_COLL_SCATTER ||
+                     c->coll == TUTTI_COLL_SEND || c->coll == TUTTI_COLL_RECV;
+  if (rooted && (c->root < 0 || c->root >= n)) {
+    return tutti_error(ncclInvalidArgument, "%s: %s %d is out of range [0, %d)", c->fn,
+                       c->coll == TUTTI_COLL_SEND || c->coll == TUTTI_COLL_RECV ? "peer" : "root",
+                       c->root, n);
+  }
+  const int is_root = rooted && c->root == r;
+  c->needs_send = c->coll != TUTTI_COLL_RECV;
+  c->needs_recv = c->coll != TUTTI_COLL_SEND;
+  if (c->coll == TUTTI_COLL_BROADCAST || c->coll == TUTTI_COLL_SCATTER) {
+    c->needs_send = is_root;
+  }
+  if (c->coll == TUTTI_COLL_REDUCE || c->coll == TUTTI_COLL_GATHER) {
+    c->needs_recv = is_root;
+  }
+  const size_t es = tutti_type_size(c->type);
+  size_t blocks = send_blocks(c, n) > recv_blocks(c, n) ? send_blocks(c, n) : recv_blocks(c, n);
+  if (c->count > SIZE_MAX / es / blocks) {
+    return tutti_error(ncclInvalidArgument, "%s: count %zu of %s overflows the address space",
+                       c->fn, c->count, tutti_type_name(c->type));
+  }
+  if (c->count > 0 && ((c->needs_send && c->sendbuff == NULL) ||
+                       (c->needs_recv && c->recvbuff == NULL))) {
+    return tutti_error(ncclInvalidArgument, "%s: %s is NULL on rank %d (count %zu)", c->fn,
+                       c->needs_send && c->sendbuff == NULL ? "sendbuff" : "recvbuff", r,
+                       c->count);
+  }
+  if (c->count > 0 && (tutti_cuda_is_device_ptr(c->needs_send ? c->sendbuff : NULL) ||
+                       tutti_cuda_is_device_ptr(c->needs_recv ? c->recvbuff : NULL))) {
+    return tutti_error(ncclInvalidArgument,
+                       "%s: rank %d passed device memory, and this build moves host buffers "
+                       "only: pass host buffers, or use a build with the device executor",
+                       c->fn, r);
+  }
+  return ncclSuccess;
+}
+
+static int in_place(const struct call* c, int rank, size_t bytes) {
+  const char* s = c->sendbuff;
+  const char* d = c->recvbuff;
+  switch (c->coll) {
+    case TUTTI_COLL_ALLGATHER:
+      return s == d + (size_t)rank * bytes;
+    case TUTTI_COLL_REDUCESCATTER:
+      return d == s + (size_t)rank * bytes;
+    case TUTTI_COLL_GATHER:
+      return s == d + (size_t)c->root * bytes;
+    case TUTTI_COLL_SCATTER:
+      return d == s + (size_t)c->root * bytes;
+    default:
+      return s == d;
+  }
+}
+
+static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t stream) {
+  NCCLCHECK(check_call(comm, c));
+  struct tutti_op* op = calloc(1, sizeof *op);
+  if (op == NULL) {
+    return tutti_error(ncclSystemError, "%s: out of host memory", c->fn);
+  }
+  ncclResult_t res = ncclSuccess;
+  op->er = &comm->er;
+  op->redop.type = c->type;
+  if (c->reduces) {
+    NCCLCHECKGOTO(tutti_redop_resolve(comm, c->op, c->type, c->fn, &op->redop), res, fail);
+  }
+  const size_t es = tutti_type_size(c->type);
+  struct tutti_coll_args* a = &op->args;
+  a->coll = c->coll;
+  a->count = c->count;
+  a->elem_size = es;
+  a->nranks = comm->nranks;
+  a->rank = comm->rank;
+  a->root = c->root;
+  a->in_place = in_place(c, comm->rank, c->count * es);
+  enum tutti_algo_id algo = tutti_tune_algo(a);
+  NCCLCHECKGOTO(tutti_schedule_build(algo, a, &op->sched), res, fail);
+  if (op->sched.scratch_bytes > 0) {
+    op->scratch = malloc(op->sched.scratch_bytes);
+    if (op->scratch == NULL) {
+      res = tutti_error(ncclSystemError, "%s: out of host memory for %zu bytes of scratch", c->fn,
+                        op->sched.scratch_bytes);
+      goto fail;
+    }
+  }
+  op->bufs[TUTTI_BUF_SEND] = (void*)c->sendbuff;
+  op->bufs[TUTTI_BUF_RECV] = c->recvbuff;
+  op->bufs[TUTTI_BUF_SCRATCH] = op->scratch;
+  op->seq = ++comm->er.op_count;
+  TRACE(TUTTI_COLL, "%s #%llu: count %zu %s root %d algo %s in-place %d", c->fn,
+        (unsigned long long)op->seq, c->count, tutti_type_name(c->type), c->root,
+        tutti_algo_get(algo)->name, a->in_place);
+  return tutti_group_add_op(op, comm, stream);
+fail:
+  tutti_op_free(op);
+  return res;
+}
+
+static ncclResult_t run(struct ncclComm* comm, struct call c, cudaStream_t stream) {
+  ncclResult_t res = enqueue(comm, &c, stream);
+  /* An invalid call inside a group makes the whole group fail, as in NCCL. */
+  return res == ncclSuccess ? res : tutti_group_fail(res);
+}
+
+NCCL_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                    ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                    cudaStream_t stream) {
+  struct call c = {TUTTI_COLL_ALLREDUCE, "ncclAllReduce", sendbuff, recvbuff, count, datatype,
+                   op, 0, 1};
+  return run(comm, c, stream);
+}
+
+NCCL_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                    ncclDataType_t datatype, int root, ncclComm_t comm,
+                                    cudaStream_t stream) {
+  struct call c = {TUTTI_COLL_BROADCAST, "ncclBroadcast", sendbuff, recvbuff, count, datatype,
+                   ncclSum, root, 0};
+  return run(comm, c, stream);
+}
+
+NCCL_API ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
+                                ncclComm_t comm, cudaStream_t stream) {
+  struct call c = {TUTTI_COLL_BROADCAST, "ncclBcast", buff, buff, count, datatype, ncclSum, root,
+                   0};
+  return run(comm, c, stream);
+}
+
+NCCL_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                 ncclDataType_t datatype, ncclRedOp_t op, int root,
+                                 ncclComm_t comm, cudaStream_t stream) {
+  struct call c = {TUTTI_COLL_REDUCE, "ncclReduce", sendbuff, recvbuff, count, datatype, op, root,
+                   1};
+  return run(comm, c, stream);
+}
+
+NCCL_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                    ncclDataType_t datatype, ncclComm_t comm,
+                                    cudaStream_t stream) {
+  struct call c = {TUTTI_COLL_ALLGATHER, "ncclAllGather", sendbuff, recvbuff, sendcount,
+                   datatype, ncclSum, 0, 0};
+  return run(comm, c, stream);
+}
+
+NCCL_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                        ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                        cudaStream_t stream) {
+  struct call c = {TUTTI_COLL_REDUCESCATTER, "ncclReduceScatter", sendbuff, recvbuff, recvcount,
+                   datatype, op, 0, 1};
+  return run(comm, c, stream);
+}
+
+NCCL_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                   ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  struct call c = {TUTTI_COLL_ALLTOALL, "ncclAlltoAll", sendbuff, recvbuff, count, datatype,
+                   ncclSum, 0, 0};
+  return run(comm, c, stream);
+}
+
+NCCL_API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
+                                 ncclDataType_t datatype, int root, ncclComm_t comm,
+                                 cudaStream_t stream) {
+  struct call c = {TUTTI_COLL_GATHER, "ncclGather", sendbuff, recvbuff, count, datatype, ncclSum,
+                   root, 0};
+  return run(comm, c, stream);
+}
+
+NCCL_API ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
+                                  ncclDataType_t datatype, int root, ncclComm_t comm,
+                                  cudaStream_t stream) {
+  struct call c = {TUTTI_COLL_SCATTER, "ncclScatter", sendbuff, recvbuff, count, datatype,
+                   ncclSum, root, 0};
+  return run(comm, c, stream);
+}
+
+NCCL_API ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype,
+                               int peer, ncclComm_t comm, cudaStream_t stream) {
+  struct call c = {TUTTI_COLL_SEND, "ncclSend", sendbuff, NULL, count, datatype, ncclSum, peer, 0};
+  return run(comm, c, stream);
+}
+
+NCCL_API ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                               ncclComm_t comm, cudaStream_t stream) {
+  struct call c = {TUTTI_COLL_RECV, "ncclRecv", NULL, recvbuff, count, datatype, ncclSum, peer, 0};
+  return run(comm, c, stream);
+}

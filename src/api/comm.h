@@ -1,0 +1,70 @@
+/* The communicator. */
+#ifndef TUTTI_API_COMM_H
+#define TUTTI_API_COMM_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "exec/exec.h"
+#include "nccl.h"
+#include "transport/transport.h"
+
+#define TUTTI_MAX_USER_REDOPS 64
+
+struct tutti_user_redop {
+  int used;
+  ncclDataType_t type;
+  ncclScalarResidence_t residence;
+  const void* scalar_ptr; /* ncclScalarDevice: read when the operation starts */
+  uint64_t scalar_bits;   /* ncclScalarHostImmediate: the value, read at creation */
+};
+
+struct ncclComm {
+  int rank;
+  int nranks;
+  int cuda_dev; /* -1 when the process has no CUDA device */
+  int blocking;
+  char name[128];
+  unsigned char secret[16];
+  uint64_t comm_hash;
+  uint64_t splits; /* children made by ncclCommSplit, to name their ids */
+
+  struct tutti_bootstrap* boot;
+  struct tutti_peer_info* peers;
+  struct tutti_transport_comm tc;
+  struct tutti_exec_rank er;
+
+  volatile int abort_flag;
+  int finalized;
+  int active_calls;        /* calls inside the library now; abort waits for them */
+  ncclResult_t async_error; /* read from any thread with __atomic */
+  pthread_mutex_t error_lock;
+  char last_error[1024];
+
+  pthread_t init_thread; /* non-blocking init runs here */
+  int init_thread_live;
+
+  struct tutti_user_redop redops[TUTTI_MAX_USER_REDOPS];
+};
+
+/* api/registry.c: which communicator handles are alive. */
+void tutti_comm_register(struct ncclComm* comm);
+void tutti_comm_unregister(struct ncclComm* comm);
+int tutti_comm_is_live(const struct ncclComm* comm);
+
+/* Checks a handle passed by the user: non-NULL, alive, initialized, not
+ * aborted. `what` names the calling function for the error text. */
+ncclResult_t tutti_comm_check(struct ncclComm* comm, const char* what);
+
+/* Records an operation's failure on the communicator (sticky async error). */
+void tutti_comm_set_error(struct ncclComm* comm, ncclResult_t res);
+
+/* api/init.c: the body of ncclCommInitRankConfig, runnable on any thread. */
+ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUniqueId* id, int rank);
+struct ncclComm* tutti_comm_alloc(const ncclConfig_t* config, ncclResult_t* res);
+void tutti_comm_free(struct ncclComm* comm);
+
+/* api/config.c: validates a user config as NCCL does. */
+ncclResult_t tutti_config_apply(struct ncclComm* comm, const ncclConfig_t* config);
+
+#endif

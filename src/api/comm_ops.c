@@ -1,0 +1,114 @@
+/* Communicator life and queries: finalize, destroy, abort, count, rank,
+ * device, asynchronous error. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "api/api.h"
+#include "api/comm.h"
+#include "api/group.h"
+#include "util/check.h"
+
+/* A handle is usable for queries once allocated, even while initializing. */
+static ncclResult_t check_handle(struct ncclComm* comm, const char* what) {
+  if (comm == NULL) {
+    return tutti_error(ncclInvalidArgument, "%s: comm is NULL", what);
+  }
+  if (!tutti_comm_is_live(comm)) {
+    return tutti_error(ncclInvalidArgument,
+                       "%s: comm %p is not a live communicator (destroyed, or never created)",
+                       what, (void*)comm);
+  }
+  return ncclSuccess;
+}
+
+static void join_init(struct ncclComm* comm) {
+  if (comm->init_thread_live) {
+    pthread_join(comm->init_thread, NULL);
+    comm->init_thread_live = 0;
+  }
+}
+
+NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  NCCLCHECK(check_handle(comm, "ncclCommFinalize"));
+  if (comm->finalized) {
+    return tutti_error(ncclInvalidUsage, "ncclCommFinalize: comm %p is already finalized",
+                       (void*)comm);
+  }
+  join_init(comm);
+  /* Host operations complete before their call returns: nothing is in flight. */
+  comm->finalized = 1;
+  return ncclSuccess;
+}
+
+NCCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (comm == NULL) {
+    return ncclSuccess; /* as NCCL: destroying NULL is a no-op */
+  }
+  NCCLCHECK(check_handle(comm, "ncclCommDestroy"));
+  join_init(comm);
+  INFO(TUTTI_INIT, "comm %p rank %d nranks %d - Destroy COMPLETE", (void*)comm, comm->rank,
+       comm->nranks);
+  tutti_comm_free(comm);
+  return ncclSuccess;
+}
+
+NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (comm == NULL) {
+    return ncclSuccess;
+  }
+  NCCLCHECK(check_handle(comm, "ncclCommAbort"));
+  /* Every wait polls this flag at least every 100 ms; then nobody is inside. */
+  __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_SEQ_CST);
+  join_init(comm);
+  tutti_group_wait_idle(comm);
+  INFO(TUTTI_INIT, "comm %p rank %d nranks %d - Abort COMPLETE", (void*)comm, comm->rank,
+       comm->nranks);
+  tutti_comm_free(comm);
+  return ncclSuccess;
+}
+
+NCCL_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  NCCLCHECK(check_handle(comm, "ncclCommRevoke"));
+  if (revokeFlags != NCCL_REVOKE_DEFAULT) {
+    return tutti_error(ncclInvalidArgument, "ncclCommRevoke: revokeFlags must be 0");
+  }
+  __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_SEQ_CST);
+  tutti_group_wait_idle(comm);
+  return ncclSuccess;
+}
+
+NCCL_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  NCCLCHECK(check_handle(comm, "ncclCommCount"));
+  if (count == NULL) {
+    return tutti_error(ncclInvalidArgument, "ncclCommCount: count is NULL");
+  }
+  *count = comm->nranks;
+  return ncclSuccess;
+}
+
+NCCL_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  NCCLCHECK(check_handle(comm, "ncclCommUserRank"));
+  if (rank == NULL) {
+    return tutti_error(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
+  }
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+NCCL_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  NCCLCHECK(check_handle(comm, "ncclCommCuDevice"));
+  if (device == NULL) {
+    return tutti_error(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
+  }
+  *device = comm->cuda_dev;
+  return ncclSuccess;
+}
+
+NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  NCCLCHECK(check_handle(comm, "ncclCommGetAsyncError"));
+  if (asyncError == NULL) {
+    return tutti_error(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+  }
+  *asyncError = __atomic_load_n(&comm->async_error, __ATOMIC_SEQ_CST);
+  return ncclSuccess;
+}

@@ -1,0 +1,288 @@
+/* Group semantics (see group.h). */
+#include "api/group.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "util/check.h"
+#include "util/cuda.h"
+
+struct job {
+  struct ncclComm* comm;
+  ncclComm_t* out; /* cleared when a blocking init fails */
+  tutti_group_job_fn fn; /* NULL: communicator init */
+  void* arg;
+  int nranks;
+  int rank;
+  ncclUniqueId id;
+  ncclResult_t res;
+  char err[1024];
+  pthread_t thread;
+};
+
+struct queued_op {
+  struct tutti_op* op;
+  struct ncclComm* comm;
+};
+
+static __thread struct {
+  int depth;
+  ncclResult_t error;
+  struct job* jobs;
+  int njobs, cap_jobs;
+  struct queued_op* ops;
+  int nops, cap_ops;
+} grp;
+
+int tutti_group_depth(void) {
+  return grp.depth;
+}
+
+ncclResult_t tutti_group_fail(ncclResult_t res) {
+  if (grp.depth > 0 && grp.error == ncclSuccess) {
+    grp.error = res;
+  }
+  return res;
+}
+
+static void* job_main(void* p) {
+  struct job* j = p;
+  tutti_clear_error();
+  j->res = j->fn ? j->fn(j->arg) : tutti_comm_init(j->comm, j->nranks, &j->id, j->rank);
+  snprintf(j->err, sizeof j->err, "%s", tutti_last_error());
+  return NULL;
+}
+
+static void* nonblocking_init_main(void* p) {
+  job_main(p);
+  free(p);
+  return NULL;
+}
+
+static void free_ops(void) {
+  for (int i = 0; i < grp.nops; i++) {
+    tutti_op_free(grp.ops[i].op);
+  }
+  free(grp.ops);
+  grp.ops = NULL;
+  grp.nops = grp.cap_ops = 0;
+}
+
+/* A failed or simulated group runs nothing: queued inits are undone. */
+static void drop_queued(void) {
+  for (int i = 0; i < grp.njobs; i++) {
+    if (grp.jobs[i].fn == NULL) {
+      tutti_comm_free(grp.jobs[i].comm);
+      if (grp.jobs[i].out != NULL) {
+        *grp.jobs[i].out = NULL;
+      }
+    }
+  }
+  free(grp.jobs);
+  grp.jobs = NULL;
+  grp.njobs = grp.cap_jobs = 0;
+  free_ops();
+  grp.error = ncclSuccess;
+}
+
+/* Runs blocking jobs concurrently; a non-blocking communicator's init goes
+ * on in the background and reports through ncclCommGetAsyncError. */
+static ncclResult_t run_jobs(struct job* jobs, int n) {
+  ncclResult_t res = ncclSuccess;
+  int in_progress = 0;
+  for (int i = 0; i < n; i++) {
+    struct job* j = &jobs[i];
+    if (j->fn == NULL && !j->comm->blocking) {
+      struct job* copy = malloc(sizeof *copy);
+      if (copy == NULL || pthread_create(&j->comm->init_thread, NULL, nonblocking_init_main,
+                                         copy) != 0) {
+        free(copy);
+        j->res = tutti_error(ncclSystemError, "could not start the init thread");
+        continue;
+      }
+      *copy = *j;
+      j->comm->init_thread_live = 1;
+      j->res = ncclInProgress;
+      in_progress = 1;
+    } else if (n == 1) {
+      job_main(j);
+    } else if (pthread_create(&j->thread, NULL, job_main, j) != 0) {
+      j->res = tutti_error(ncclSystemError, "could not start an init thread");
+      j->thread = 0;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    struct job* j = &jobs[i];
+    if (n > 1 && j->res != ncclInProgress && j->thread != 0) {
+      pthread_join(j->thread, NULL);
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    struct job* j = &jobs[i];
+    if (j->res == ncclSuccess || j->res == ncclInProgress) {
+      continue;
+    }
+    if (res == ncclSuccess) {
+      res = j->res;
+      tutti_set_last_error(j->err);
+    }
+    if (j->fn == NULL && j->out != NULL) {
+      tutti_comm_free(j->comm); /* a failed blocking init leaves nothing behind */
+      *j->out = NULL;
+    }
+  }
+  return res != ncclSuccess ? res : (in_progress ? ncclInProgress : ncclSuccess);
+}
+
+static ncclResult_t push_job(const struct job* j) {
+  if (grp.njobs == grp.cap_jobs) {
+    int cap = grp.cap_jobs ? 2 * grp.cap_jobs : 8;
+    struct job* n = realloc(grp.jobs, (size_t)cap * sizeof *n);
+    if (n == NULL) {
+      return tutti_group_fail(tutti_error(ncclSystemError, "out of host memory"));
+    }
+    grp.jobs = n;
+    grp.cap_jobs = cap;
+  }
+  grp.jobs[grp.njobs++] = *j;
+  return ncclSuccess;
+}
+
+ncclResult_t tutti_group_add_init(struct ncclComm* comm, ncclComm_t* out, int nranks,
+                                  const ncclUniqueId* id, int rank) {
+  struct job j;
+  memset(&j, 0, sizeof j);
+  j.comm = comm;
+  j.out = out;
+  j.nranks = nranks;
+  j.rank = rank;
+  j.id = *id;
+  if (grp.depth == 0) {
+    return run_jobs(&j, 1);
+  }
+  return push_job(&j);
+}
+
+ncclResult_t tutti_group_add_job(struct ncclComm* comm, tutti_group_job_fn fn, void* arg) {
+  struct job j;
+  memset(&j, 0, sizeof j);
+  j.comm = comm;
+  j.fn = fn;
+  j.arg = arg;
+  if (grp.depth == 0) {
+    return run_jobs(&j, 1);
+  }
+  return push_job(&j);
+}
+
+static ncclResult_t run_ops(struct queued_op* q, int n) {
+  struct tutti_op* stack_ops[16];
+  struct tutti_op** ops = n <= 16 ? stack_ops : malloc((size_t)n * sizeof *ops);
+  if (ops == NULL) {
+    return tutti_error(ncclSystemError, "out of host memory");
+  }
+  for (int i = 0; i < n; i++) {
+    ops[i] = q[i].op;
+    __atomic_fetch_add(&q[i].comm->active_calls, 1, __ATOMIC_SEQ_CST);
+  }
+  ncclResult_t res = tutti_exec_run(ops, n);
+  for (int i = 0; i < n; i++) {
+    if (res != ncclSuccess) {
+      tutti_comm_set_error(q[i].comm, res);
+    }
+    __atomic_fetch_sub(&q[i].comm->active_calls, 1, __ATOMIC_SEQ_CST);
+  }
+  if (ops != stack_ops) {
+    free(ops);
+  }
+  return res;
+}
+
+ncclResult_t tutti_group_add_op(struct tutti_op* op, struct ncclComm* comm, cudaStream_t stream) {
+  /* Host buffers: whatever the stream still has to do to them happens first. */
+  ncclResult_t res = tutti_cuda_stream_sync(stream);
+  if (res == ncclSuccess && grp.depth == 0) {
+    struct queued_op q = {op, comm};
+    res = run_ops(&q, 1);
+  } else if (res == ncclSuccess && grp.nops == grp.cap_ops) {
+    int cap = grp.cap_ops ? 2 * grp.cap_ops : 16;
+    struct queued_op* n = realloc(grp.ops, (size_t)cap * sizeof *n);
+    if (n == NULL) {
+      res = tutti_error(ncclSystemError, "out of host memory");
+    } else {
+      grp.ops = n;
+      grp.cap_ops = cap;
+    }
+  }
+  if (res == ncclSuccess && grp.depth > 0) {
+    grp.ops[grp.nops].op = op;
+    grp.ops[grp.nops].comm = comm;
+    grp.nops++;
+    return ncclSuccess;
+  }
+  tutti_op_free(op);
+  return tutti_group_fail(res);
+}
+
+NCCL_API ncclResult_t ncclGroupStart(void) {
+  if (grp.depth == 0) {
+    grp.error = ncclSuccess;
+  }
+  grp.depth++;
+  return ncclSuccess;
+}
+
+NCCL_API ncclResult_t ncclGroupEnd(void) {
+  if (grp.depth == 0) {
+    return tutti_error(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
+  }
+  if (--grp.depth > 0) {
+    return ncclSuccess;
+  }
+  ncclResult_t res = grp.error;
+  if (res != ncclSuccess) {
+    drop_queued();
+    return res;
+  }
+  if (grp.njobs > 0) {
+    res = run_jobs(grp.jobs, grp.njobs);
+  }
+  free(grp.jobs);
+  grp.jobs = NULL;
+  grp.njobs = grp.cap_jobs = 0;
+  if ((res == ncclSuccess || res == ncclInProgress) && grp.nops > 0) {
+    ncclResult_t ores = run_ops(grp.ops, grp.nops);
+    res = ores != ncclSuccess ? ores : res;
+  }
+  free_ops();
+  return res;
+}
+
+NCCL_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  if (simInfo != NULL && (simInfo->magic != 0x74685283 || simInfo->size < sizeof *simInfo)) {
+    return tutti_error(ncclInvalidArgument,
+                       "ncclGroupSimulateEnd: simInfo was not set with NCCL_SIM_INFO_INITIALIZER");
+  }
+  if (grp.depth == 0) {
+    return tutti_error(ncclInvalidUsage, "ncclGroupSimulateEnd called outside a group");
+  }
+  /* Nothing runs: the queued work is dropped, as NCCL does. The estimate is
+   * not modelled; -1 tells the caller so. */
+  if (simInfo != NULL) {
+    simInfo->estimatedTime = NCCL_UNDEF_FLOAT;
+  }
+  if (--grp.depth == 0) {
+    drop_queued();
+  }
+  return ncclSuccess;
+}
+
+void tutti_group_wait_idle(struct ncclComm* comm) {
+  while (__atomic_load_n(&comm->active_calls, __ATOMIC_SEQ_CST) > 0) {
+    sched_yield();
+  }
+}

@@ -1,0 +1,31 @@
+/* Groups: ncclGroupStart / ncclGroupEnd, per thread. Inside a group,
+ * communicator inits and operations are queued; ncclGroupEnd runs the inits
+ * concurrently (one thread each, so one thread can create every rank), then
+ * all queued operations together as one fused schedule. Outside a group each
+ * call is a group of its own. */
+#ifndef TUTTI_API_GROUP_H
+#define TUTTI_API_GROUP_H
+
+#include "api/comm.h"
+#include "exec/exec.h"
+
+/* Queues (or, outside a group, runs) the init of `comm`. */
+ncclResult_t tutti_group_add_init(struct ncclComm* comm, ncclComm_t* out, int nranks,
+                                  const ncclUniqueId* id, int rank);
+
+/* A blocking job run at ncclGroupEnd on its own thread (ncclCommSplit). */
+typedef ncclResult_t (*tutti_group_job_fn)(void* arg);
+ncclResult_t tutti_group_add_job(struct ncclComm* comm, tutti_group_job_fn fn, void* arg);
+
+/* Queues (or runs) an operation; the group owns `op` from here on. */
+ncclResult_t tutti_group_add_op(struct tutti_op* op, struct ncclComm* comm, cudaStream_t stream);
+
+/* Records an error that makes the whole group fail at ncclGroupEnd. */
+ncclResult_t tutti_group_fail(ncclResult_t res);
+
+int tutti_group_depth(void);
+
+/* Blocks until no call of this thread or another is inside `comm`. */
+void tutti_group_wait_idle(struct ncclComm* comm);
+
+#endif

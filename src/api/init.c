@@ -1,0 +1,260 @@
+/* Communicator creation: ncclGetUniqueId, ncclCommInitRank[Config|Scalable],
+ * and the init body shared with ncclCommInitAll, ncclCommSplit and groups. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/comm.h"
+#include "api/group.h"
+#include "bootstrap/bootstrap.h"
+#include "topo/topo.h"
+#include "util/check.h"
+#include "util/cuda.h"
+#include "util/hash.h"
+#include "util/param.h"
+
+static TUTTI_PARAM(timeout, "TUTTI_TIMEOUT", 300);
+static TUTTI_PARAM(buffsize, "NCCL_BUFFSIZE", 1 << 20);
+
+double tutti_timeout_s(void) {
+  int64_t t = tutti_param_timeout();
+  return t > 0 ? (double)t : 300.0;
+}
+
+NCCL_API ncclResult_t ncclGetVersion(int* version) {
+  if (version == NULL) {
+    return tutti_error(ncclInvalidArgument, "ncclGetVersion: version is NULL");
+  }
+  tutti_log_init();
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+NCCL_API ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  if (uniqueId == NULL) {
+    return tutti_error(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+  }
+  tutti_log_init();
+  return tutti_bootstrap_get_unique_id(uniqueId);
+}
+
+struct ncclComm* tutti_comm_alloc(const ncclConfig_t* config, ncclResult_t* res) {
+  struct ncclComm* comm = calloc(1, sizeof *comm);
+  if (comm == NULL) {
+    *res = tutti_error(ncclSystemError, "out of host memory allocating a communicator");
+    return NULL;
+  }
+  pthread_mutex_init(&comm->error_lock, NULL);
+  comm->rank = -1;
+  comm->cuda_dev = -2; /* detected at init unless ncclCommInitAll assigns one */
+  *res = tutti_config_apply(comm, config);
+  if (*res != ncclSuccess) {
+    pthread_mutex_destroy(&comm->error_lock);
+    free(comm);
+    return NULL;
+  }
+  comm->async_error = ncclInProgress;
+  tutti_comm_register(comm);
+  return comm;
+}
+
+void tutti_comm_free(struct ncclComm* comm) {
+  tutti_comm_unregister(comm);
+  tutti_transport_teardown(&comm->tc);
+  tutti_bootstrap_close(comm->boot);
+  free(comm->tc.send);
+  free(comm->tc.recv);
+  free(comm->tc.peer_bells);
+  free(comm->peers);
+  pthread_mutex_destroy(&comm->error_lock);
+  free(comm);
+}
+
+static ncclResult_t connect_ranks(struct ncclComm* comm) {
+  struct tutti_transport_comm* tc = &comm->tc;
+  const int n = comm->nranks;
+  tc->rank = comm->rank;
+  tc->nranks = n;
+  tc->peers = comm->peers;
+  tc->boot = comm->boot;
+  tc->secret = comm->secret;
+  tc->comm_hash = comm->comm_hash;
+  tc->buffsize = (size_t)tutti_param_buffsize();
+  tc->send = calloc((size_t)n, sizeof *tc->send);
+  tc->recv = calloc((size_t)n, sizeof *tc->recv);
+  tc->peer_bells = calloc((size_t)n, sizeof *tc->peer_bells);
+  if (tc->send == NULL || tc->recv == NULL || tc->peer_bells == NULL) {
+    return tutti_error(ncclSystemError, "out of host memory connecting %d ranks", n);
+  }
+  NCCLCHECK(tutti_transport_setup(tc));
+
+  struct tutti_exec_rank* er = &comm->er;
+  er->rank = comm->rank;
+  er->nranks = n;
+  er->send = tc->send;
+  er->recv = tc->recv;
+  er->bell = tc->bell;
+  er->peer_bells = tc->peer_bells;
+  er->peers = comm->peers;
+  er->abort_flag = &comm->abort_flag;
+  er->timeout_s = tutti_timeout_s();
+  er->piece_bytes = 0;
+  for (int r = 0; r < n; r++) {
+    struct tutti_conn* cs[2] = {tc->send[r], tc->recv[r]};
+    for (int d = 0; d < 2; d++) {
+      if (cs[d] != NULL && (er->piece_bytes == 0 || cs[d]->slot_bytes < er->piece_bytes)) {
+        er->piece_bytes = cs[d]->slot_bytes;
+      }
+    }
+  }
+  /* Every rank must cut steps into the same pieces: agree on the smallest. */
+  size_t* pieces = calloc((size_t)n, sizeof *pieces);
+  if (pieces == NULL) {
+    return tutti_error(ncclSystemError, "out of host memory");
+  }
+  pieces[comm->rank] = er->piece_bytes;
+  ncclResult_t res = tutti_bootstrap_allgather(comm->boot, pieces, sizeof *pieces);
+  for (int r = 0; r < n && res == ncclSuccess; r++) {
+    if (pieces[r] != 0 && pieces[r] < er->piece_bytes) {
+      er->piece_bytes = pieces[r];
+    }
+  }
+  free(pieces);
+  return res;
+}
+
+ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUniqueId* id, int rank) {
+  ncclResult_t res;
+  tutti_log_init();
+  comm->rank = rank;
+  comm->nranks = nranks;
+  if (comm->cuda_dev == -2) {
+    comm->cuda_dev = tutti_cuda_current_device();
+  }
+  tutti_bootstrap_id_secret(id, comm->secret);
+  comm->comm_hash = tutti_hash(id, sizeof *id, TUTTI_HASH_INIT);
+  NCCLCHECKGOTO(tutti_bootstrap_init(id, rank, nranks, tutti_timeout_s(), &comm->abort_flag,
+                                     &comm->boot),
+                res, fail);
+  comm->peers = calloc((size_t)nranks, sizeof *comm->peers);
+  if (comm->peers == NULL) {
+    res = tutti_error(ncclSystemError, "out of host memory for %d ranks", nranks);
+    goto fail;
+  }
+  tutti_topo_fill_self(&comm->peers[rank], rank, comm->cuda_dev);
+  NCCLCHECKGOTO(tutti_bootstrap_allgather(comm->boot, comm->peers, sizeof *comm->peers), res,
+                fail);
+  NCCLCHECKGOTO(connect_ranks(comm), res, fail);
+  tutti_topo_log(&comm->tc);
+  INFO(TUTTI_INIT, "comm %p rank %d nranks %d cudaDev %d%s%s - Init COMPLETE", (void*)comm, rank,
+       nranks, comm->cuda_dev, comm->name[0] ? " commName " : "", comm->name);
+  __atomic_store_n(&comm->async_error, ncclSuccess, __ATOMIC_SEQ_CST);
+  return ncclSuccess;
+fail:
+  tutti_comm_set_error(comm, res);
+  return res;
+}
+
+ncclResult_t tutti_comm_check(struct ncclComm* comm, const char* what) {
+  if (comm == NULL) {
+    return tutti_error(ncclInvalidArgument, "%s: comm is NULL", what);
+  }
+  if (!tutti_comm_is_live(comm)) {
+    return tutti_error(ncclInvalidArgument,
+                       "%s: comm %p is not a live communicator (destroyed, or never created)",
+                       what, (void*)comm);
+  }
+  ncclResult_t state = __atomic_load_n(&comm->async_error, __ATOMIC_SEQ_CST);
+  if (state == ncclInProgress) {
+    return tutti_error(ncclInvalidUsage,
+                       "%s: comm %p is still initializing: wait until ncclCommGetAsyncError "
+                       "reports ncclSuccess",
+                       what, (void*)comm);
+  }
+  if (comm->abort_flag) {
+    return tutti_error(ncclInvalidUsage, "%s: comm %p was aborted", what, (void*)comm);
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t check_init_args(ncclComm_t* out, int nranks, const ncclUniqueId* id,
+                                    int rank) {
+  if (out == NULL) {
+    return tutti_error(ncclInvalidArgument, "ncclCommInitRank: comm (the output) is NULL");
+  }
+  *out = NULL;
+  if (nranks < 1) {
+    return tutti_error(ncclInvalidArgument, "ncclCommInitRank: nranks is %d, it must be >= 1",
+                       nranks);
+  }
+  if (rank < 0 || rank >= nranks) {
+    return tutti_error(ncclInvalidArgument,
+                       "ncclCommInitRank: rank %d is out of range [0, %d)", rank, nranks);
+  }
+  return tutti_bootstrap_check_id(id);
+}
+
+NCCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* newcomm, int nranks, ncclUniqueId commId,
+                                             int rank, ncclConfig_t* config) {
+  tutti_log_init();
+  NCCLCHECK(check_init_args(newcomm, nranks, &commId, rank));
+  ncclResult_t res;
+  struct ncclComm* comm = tutti_comm_alloc(config, &res);
+  if (comm == NULL) {
+    return res;
+  }
+  *newcomm = comm;
+  return tutti_group_add_init(comm, newcomm, nranks, &commId, rank);
+}
+
+NCCL_API ncclResult_t ncclCommInitRank(ncclComm_t* newcomm, int nranks, ncclUniqueId commId,
+                                       int rank) {
+  return ncclCommInitRankConfig(newcomm, nranks, commId, rank, NULL);
+}
+
+NCCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank,
+                                               int nId, ncclUniqueId* commIds,
+                                               ncclConfig_t* config) {
+  if (nId < 1 || commIds == NULL) {
+    return tutti_error(ncclInvalidArgument,
+                       "ncclCommInitRankScalable: nId is %d and commIds %p: give at least one id",
+                       nId, (void*)commIds);
+  }
+  /* Every id reaches the same job; tutti's root scales to the ranks it
+   * serves, so the first id is enough (all ranks pass the same list). */
+  return ncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
+}
+
+NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  tutti_log_init();
+  if (comms == NULL) {
+    return tutti_error(ncclInvalidArgument, "ncclCommInitAll: comms is NULL");
+  }
+  if (ndev < 1) {
+    return tutti_error(ncclInvalidArgument, "ncclCommInitAll: ndev is %d, it must be >= 1", ndev);
+  }
+  if (devlist != NULL) {
+    for (int i = 0; i < ndev; i++) {
+      for (int j = 0; j < i; j++) {
+        if (devlist[i] == devlist[j]) {
+          return tutti_error(ncclInvalidUsage, "ncclCommInitAll: device %d is listed twice",
+                             devlist[i]);
+        }
+      }
+    }
+  }
+  ncclUniqueId id;
+  NCCLCHECK(tutti_bootstrap_new_root(&id));
+  NCCLCHECK(ncclGroupStart());
+  ncclResult_t res = ncclSuccess;
+  for (int i = 0; i < ndev && res == ncclSuccess; i++) {
+    res = ncclCommInitRank(&comms[i], ndev, id, i);
+    if (res == ncclSuccess) {
+      comms[i]->cuda_dev = devlist ? devlist[i] : i;
+    }
+  }
+  ncclResult_t gres = ncclGroupEnd();
+  return res != ncclSuccess ? res : gres;
+}

@@ -1,0 +1,112 @@
+/* Memory calls: ncclMemAlloc / ncclMemFree, buffer registration, windows. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/comm.h"
+#include "util/check.h"
+
+#define REG_MAGIC 0x74757474726567ULL /* "tuttireg" */
+
+struct registration {
+  uint64_t magic;
+  struct ncclComm* comm;
+  void* buff;
+  size_t size;
+};
+
+NCCL_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
+  if (ptr == NULL) {
+    return tutti_error(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
+  }
+  *ptr = NULL;
+  if (size == 0) {
+    return tutti_error(ncclInvalidArgument, "ncclMemAlloc: size is 0");
+  }
+  /* Host memory, page aligned: what host-buffer collectives move best. */
+  if (posix_memalign(ptr, 4096, size) != 0) {
+    *ptr = NULL;
+    return tutti_error(ncclSystemError, "ncclMemAlloc: could not allocate %zu bytes", size);
+  }
+  return ncclSuccess;
+}
+
+NCCL_API ncclResult_t ncclMemFree(void* ptr) {
+  free(ptr);
+  return ncclSuccess;
+}
+
+/* Registration is an optimization hint: host collectives need none, so a
+ * handle only records the range (and is checked on deregistration). */
+NCCL_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size,
+                                       void** handle) {
+  NCCLCHECK(tutti_comm_check(comm, "ncclCommRegister"));
+  if (handle == NULL || (buff == NULL && size > 0)) {
+    return tutti_error(ncclInvalidArgument, "ncclCommRegister: buff or handle is NULL");
+  }
+  struct registration* r = calloc(1, sizeof *r);
+  if (r == NULL) {
+    return tutti_error(ncclSystemError, "ncclCommRegister: out of host memory");
+  }
+  *r = (struct registration){REG_MAGIC, comm, buff, size};
+  *handle = r;
+  return ncclSuccess;
+}
+
+NCCL_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+  NCCLCHECK(tutti_comm_check(comm, "ncclCommDeregister"));
+  struct registration* r = handle;
+  if (r == NULL || r->magic != REG_MAGIC || r->comm != comm) {
+    return tutti_error(ncclInvalidArgument,
+                       "ncclCommDeregister: handle %p was not returned by ncclCommRegister on "
+                       "this communicator",
+                       handle);
+  }
+  r->magic = 0;
+  free(r);
+  return ncclSuccess;
+}
+
+/* Symmetric windows need device memory mapped by every peer: not offered.
+ * ncclInvalidUsage is what NCCL answers where symmetric memory is unsupported,
+ * and callers (PyTorch) fall back to ordinary buffers. */
+NCCL_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size,
+                                             ncclWindow_t* win, int winFlags) {
+  (void)buff;
+  (void)size;
+  (void)winFlags;
+  NCCLCHECK(tutti_comm_check(comm, "ncclCommWindowRegister"));
+  if (win != NULL) {
+    *win = NULL;
+  }
+  return tutti_error(ncclInvalidUsage,
+                     "ncclCommWindowRegister: tutti has no symmetric memory windows; use "
+                     "ordinary buffers");
+}
+
+NCCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  NCCLCHECK(tutti_comm_check(comm, "ncclCommWindowDeregister"));
+  if (win != NULL) {
+    return tutti_error(ncclInvalidArgument,
+                       "ncclCommWindowDeregister: window %p was not registered", (void*)win);
+  }
+  return ncclSuccess;
+}
+
+/* Device communicators (nccl_device.h) are not offered; same answer. */
+NCCL_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void* reqs, void* outDevComm) {
+  (void)reqs;
+  (void)outDevComm;
+  NCCLCHECK(tutti_comm_check(comm, "ncclDevCommCreate"));
+  return tutti_error(ncclInvalidUsage, "ncclDevCommCreate: tutti has no device communicators");
+}
+
+NCCL_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const void* devComm) {
+  (void)devComm;
+  NCCLCHECK(tutti_comm_check(comm, "ncclDevCommDestroy"));
+  return tutti_error(ncclInvalidUsage, "ncclDevCommDestroy: tutti has no device communicators");
+}
+
+NCCL_API void ncclResetDebugInit(void) {
+  /* Logging settings are read once per process; nothing to reset. */
+}

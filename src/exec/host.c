@@ -1,0 +1,263 @@
+/* The host executor (see exec.h). Each pass walks every lane of every
+ * operation and moves as many pieces as the connections allow, never
+ * blocking; when a whole pass moves nothing it waits (exec/wait.c). A lane
+ * uses a connection only when its ticket on that connection comes up, so
+ * operations share a connection in issue order, as their peers do. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exec/exec.h"
+#include "exec/step.h"
+#include "util/check.h"
+
+struct tutti_lane_state {
+  int step; /* index into sched.steps */
+  int end;
+  size_t done; /* bytes of the current step already moved */
+  int finished;
+  int nheld;
+  struct tutti_conn** held; /* connections this lane holds a ticket on */
+  uint64_t* tickets;
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static ncclResult_t lane_ticket(struct tutti_lane_state* l, struct tutti_conn* c) {
+  for (int i = 0; i < l->nheld; i++) {
+    if (l->held[i] == c) {
+      return ncclSuccess;
+    }
+  }
+  l->held[l->nheld] = c;
+  l->tickets[l->nheld] = c->ticket_next++;
+  l->nheld++;
+  return ncclSuccess;
+}
+
+/* The connection a step needs, and whether this lane's turn on it has come. */
+int tutti_exec_conn_ready(const struct tutti_lane_state* l, const struct tutti_conn* c) {
+  for (int i = 0; i < l->nheld; i++) {
+    if (l->held[i] == c) {
+      return c->ticket_serving == l->tickets[i];
+    }
+  }
+  return 0;
+}
+
+static ncclResult_t op_prepare(struct tutti_op* op) {
+  struct tutti_schedule* s = &op->sched;
+  struct tutti_exec_rank* er = op->er;
+  /* One allocation: lane states, then held-connection and ticket arrays. */
+  size_t slots = 2 * (size_t)s->nsteps + 1;
+  size_t bytes = (size_t)s->nlanes * sizeof(struct tutti_lane_state) +
+                 slots * (sizeof(struct tutti_conn*) + sizeof(uint64_t));
+  char* mem = calloc(1, bytes);
+  if (mem == NULL) {
+    return tutti_error(ncclSystemError, "out of host memory starting %s",
+                       tutti_coll_name(op->args.coll));
+  }
+  op->lanes = (struct tutti_lane_state*)mem;
+  struct tutti_conn** held = (struct tutti_conn**)(mem + (size_t)s->nlanes * sizeof *op->lanes);
+  uint64_t* tickets = (uint64_t*)(held + slots);
+  for (int i = 0; i < s->nlanes; i++) {
+    struct tutti_lane_state* l = &op->lanes[i];
+    l->step = s->lanes[i].first_step;
+    l->end = l->step + s->lanes[i].nsteps;
+    l->held = held + 2 * (size_t)l->step;
+    l->tickets = tickets + 2 * (size_t)l->step;
+    for (int k = l->step; k < l->end; k++) {
+      const struct tutti_step* st = &s->steps[k];
+      int peers[2] = {st->send_peer, st->recv_peer};
+      for (int d = 0; d < 2; d++) {
+        if (peers[d] < 0) {
+          continue;
+        }
+        struct tutti_conn* c = d == 0 ? er->send[peers[d]] : er->recv[peers[d]];
+        if (c == NULL) {
+          return tutti_error(ncclInternalError,
+                             "%s on rank %d: no connection %s rank %d (host %s); no transport "
+                             "joins these ranks",
+                             tutti_coll_name(op->args.coll), er->rank, d == 0 ? "to" : "from",
+                             peers[d], er->peers ? er->peers[peers[d]].hostname : "?");
+        }
+        NCCLCHECK(lane_ticket(l, c));
+      }
+    }
+  }
+  return ncclSuccess;
+}
+
+static void lane_release(struct tutti_lane_state* l) {
+  for (int i = 0; i < l->nheld; i++) {
+    l->held[i]->ticket_serving++;
+  }
+  l->finished = 1;
+}
+
+/* Moves what can be moved on one lane; *moved is set when anything moved. */
+static ncclResult_t lane_progress(struct tutti_op* op, struct tutti_lane_state* l, int* moved) {
+  const struct tutti_schedule* s = &op->sched;
+  while (l->step < l->end) {
+    const struct tutti_step* st = &s->steps[l->step];
+    if (st->kind == TUTTI_STEP_WAIT_LANE) {
+      if (!op->lanes[st->wait_lane].finished) {
+        return ncclSuccess;
+      }
+    } else {
+      int step_done = 0;
+      NCCLCHECK(tutti_step_progress(op, l, st, &l->done, moved, &step_done));
+      if (!step_done) {
+        return ncclSuccess;
+      }
+    }
+    l->step++;
+    l->done = 0;
+    *moved = 1;
+  }
+  lane_release(l);
+  *moved = 1;
+  return ncclSuccess;
+}
+
+/* Which peer a stuck lane waits for, for the error text. */
+static void describe_stall(const struct tutti_op* op, char* buf, size_t len) {
+  const struct tutti_schedule* s = &op->sched;
+  for (int i = 0; i < s->nlanes; i++) {
+    const struct tutti_lane_state* l = &op->lanes[i];
+    if (l->finished || l->step >= l->end) {
+      continue;
+    }
+    const struct tutti_step* st = &s->steps[l->step];
+    int peer = st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
+    snprintf(buf, len, "%s rank %d at step %d of %d (%zu of %zu bytes moved)",
+             st->recv_peer >= 0 ? "receiving from" : "sending to", peer,
+             l->step - s->lanes[i].first_step + 1, s->lanes[i].nsteps, l->done, st->bytes);
+    return;
+  }
+  snprintf(buf, len, "finishing");
+}
+
+/* A peer that can no longer answer turns the wait into an error at once. */
+static ncclResult_t check_peers(struct tutti_op* op) {
+  struct tutti_exec_rank* er = op->er;
+  const struct tutti_schedule* s = &op->sched;
+  for (int i = 0; i < s->nlanes; i++) {
+    const struct tutti_lane_state* l = &op->lanes[i];
+    if (l->finished || l->step >= l->end) {
+      continue;
+    }
+    const struct tutti_step* st = &s->steps[l->step];
+    int peers[2] = {st->recv_peer, st->send_peer};
+    for (int d = 0; d < 2; d++) {
+      int p = peers[d];
+      if (p < 0 || er->peer_bells == NULL || er->peer_bells[p] == NULL) {
+        continue;
+      }
+      const char* why = tutti_exec_peer_gone(er->peer_bells[p]);
+      if (why != NULL) {
+        return tutti_error(ncclRemoteError,
+                           "rank %d (pid %d on host %s) %s while rank %d waits for it in %s #%llu",
+                           p, (int)er->peers[p].pid, er->peers[p].hostname, why, er->rank,
+                           tutti_coll_name(op->args.coll), (unsigned long long)op->seq);
+      }
+    }
+  }
+  return ncclSuccess;
+}
+
+void tutti_op_free(struct tutti_op* op) {
+  if (op == NULL) {
+    return;
+  }
+  tutti_schedule_free(&op->sched);
+  free(op->lanes);
+  free(op->scratch);
+  free(op);
+}
+
+ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
+  ncclResult_t res = ncclSuccess;
+  int prepared = 0;
+  for (; prepared < nops; prepared++) {
+    NCCLCHECKGOTO(op_prepare(ops[prepared]), res, out);
+  }
+  struct tutti_waiter w;
+  memset(&w, 0, sizeof w);
+  w.bell = ops[0]->er->bell;
+  for (int i = 1; i < nops; i++) {
+    if (ops[i]->er != ops[0]->er) {
+      w.bell = NULL; /* several ranks on this thread: no single doorbell */
+    }
+  }
+  tutti_wait_prepare(&w);
+  double last_move = now_s(), last_check = last_move;
+  for (;;) {
+    int moved = 0, pending = 0;
+    for (int i = 0; i < nops; i++) {
+      struct tutti_op* op = ops[i];
+      for (int k = 0; k < op->sched.nlanes; k++) {
+        struct tutti_lane_state* l = &op->lanes[k];
+        if (!l->finished) {
+          NCCLCHECKGOTO(lane_progress(op, l, &moved), res, out);
+          pending += !l->finished;
+        }
+      }
+    }
+    if (pending == 0) {
+      break;
+    }
+    if (moved) {
+      tutti_wait_reset(&w);
+      last_move = now_s();
+      continue;
+    }
+    /* Spins, then yields, then sleeps until a peer rings the doorbell. */
+    if (!tutti_wait_idle(&w)) {
+      continue;
+    }
+    /* Long idle: look at aborts, dead peers and the timeout a few times a second. */
+    double t = now_s();
+    if (t - last_check < 0.05) {
+      continue;
+    }
+    last_check = t;
+    for (int i = 0; i < nops; i++) {
+      struct tutti_op* op = ops[i];
+      struct tutti_exec_rank* er = op->er;
+      if (er->abort_flag != NULL && *er->abort_flag) {
+        res = tutti_error(ncclRemoteError, "%s #%llu on rank %d stopped: the communicator was aborted",
+                          tutti_coll_name(op->args.coll), (unsigned long long)op->seq, er->rank);
+        goto out;
+      }
+      NCCLCHECKGOTO(check_peers(op), res, out);
+      if (t - last_move > er->timeout_s) {
+        char what[160];
+        describe_stall(op, what, sizeof what);
+        res = tutti_error(ncclRemoteError,
+                          "%s #%llu on rank %d made no progress for %.0f s (TUTTI_TIMEOUT), "
+                          "%s: is that rank alive and calling the same collectives in the same "
+                          "order?",
+                          tutti_coll_name(op->args.coll), (unsigned long long)op->seq, er->rank,
+                          er->timeout_s, what);
+        goto out;
+      }
+    }
+  }
+out:
+  tutti_wait_reset(&w);
+  for (int i = 0; i < prepared && i < nops; i++) {
+    free(ops[i]->lanes);
+    ops[i]->lanes = NULL;
+  }
+  if (prepared < nops && ops[prepared]->lanes != NULL) {
+    free(ops[prepared]->lanes);
+    ops[prepared]->lanes = NULL;
+  }
+  return res;
+}

@@ -1,0 +1,149 @@
+/* The data movement of each step kind, one piece at a time. A piece is at
+ * most one slot; both ends cut a step into the same pieces because they
+ * share the piece size and the step sizes. */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+
+#include "exec/step.h"
+#include "util/check.h"
+
+/* Local copies and reductions are cut too, so other lanes keep moving. */
+#define TUTTI_LOCAL_PIECE (1u << 20)
+
+static inline char* buf_at(const struct tutti_op* op, int buf, size_t off) {
+  return (char*)op->bufs[buf] + off;
+}
+
+static inline int src_flags(const struct tutti_step* st) {
+  return (st->src_buf == TUTTI_BUF_SEND ? TUTTI_RED_SCALE_B : 0) |
+         ((st->flags & TUTTI_STEP_FINAL) ? TUTTI_RED_FINAL : 0);
+}
+
+const char* tutti_exec_peer_gone(const struct tutti_doorbell* bell) {
+  if (__atomic_load_n(&bell->departed, __ATOMIC_ACQUIRE)) {
+    return "destroyed its communicator";
+  }
+  if (bell->pid > 0 && kill(bell->pid, 0) != 0 && errno == ESRCH) {
+    return "exited";
+  }
+  return NULL;
+}
+
+static ncclResult_t size_mismatch(const struct tutti_op* op, const struct tutti_step* st,
+                                  size_t got, size_t want) {
+  return tutti_error(ncclInvalidUsage,
+                     "%s #%llu on rank %d: rank %d sent a piece of %zu bytes where %zu were "
+                     "expected: the ranks called different collectives, counts or datatypes",
+                     tutti_coll_name(op->args.coll), (unsigned long long)op->seq, op->er->rank,
+                     st->recv_peer, got, want);
+}
+
+static void local_piece(const struct tutti_op* op, const struct tutti_step* st, size_t off,
+                        size_t len) {
+  const size_t es = op->args.elem_size;
+  char* dst = buf_at(op, st->dst_buf, st->dst_off + off);
+  const char* src = buf_at(op, st->src_buf, st->src_off + off);
+  if (st->kind == TUTTI_STEP_COPY) {
+    tutti_copy(dst, src, len / es, &op->redop, src_flags(st));
+  } else {
+    tutti_reduce(dst, dst, src, len / es, &op->redop, src_flags(st));
+  }
+}
+
+/* One piece of a step that touches connections; `in` / `out` are the slots. */
+static void conn_piece(const struct tutti_op* op, const struct tutti_step* st, size_t off,
+                       size_t len, const void* in, void* out) {
+  const size_t n = len / op->args.elem_size;
+  const struct tutti_redop* ro = &op->redop;
+  char* dst = st->dst_buf ? buf_at(op, st->dst_buf, st->dst_off + off) : NULL;
+  const char* src = st->src_buf ? buf_at(op, st->src_buf, st->src_off + off) : NULL;
+  const int final = (st->flags & TUTTI_STEP_FINAL) ? TUTTI_RED_FINAL : 0;
+  switch (st->kind) {
+    case TUTTI_STEP_SEND:
+      tutti_copy(out, src, n, ro, src_flags(st) & ~TUTTI_RED_FINAL);
+      break;
+    case TUTTI_STEP_RECV:
+      tutti_copy(dst, in, n, ro, final);
+      break;
+    case TUTTI_STEP_RECV_REDUCE_SEND:
+      tutti_reduce(out, in, src, n, ro, src_flags(st) & ~TUTTI_RED_FINAL);
+      break;
+    case TUTTI_STEP_RECV_REDUCE_COPY:
+      tutti_reduce(dst, in, src, n, ro, src_flags(st));
+      break;
+    case TUTTI_STEP_RECV_REDUCE_COPY_SEND:
+      tutti_reduce(dst, in, src, n, ro, src_flags(st));
+      memcpy(out, dst, len);
+      break;
+    case TUTTI_STEP_RECV_COPY_SEND:
+      memcpy(dst, in, len);
+      memcpy(out, in, len);
+      break;
+    default:
+      break;
+  }
+}
+
+ncclResult_t tutti_step_progress(struct tutti_op* op, const struct tutti_lane_state* l,
+                                 const struct tutti_step* st, size_t* done, int* moved,
+                                 int* step_done) {
+  struct tutti_exec_rank* er = op->er;
+  if (st->kind == TUTTI_STEP_COPY || st->kind == TUTTI_STEP_REDUCE) {
+    /* One bounded piece per call keeps a huge local copy from starving other lanes. */
+    if (*done < st->bytes) {
+      size_t len = st->bytes - *done;
+      len = len > TUTTI_LOCAL_PIECE ? TUTTI_LOCAL_PIECE : len;
+      local_piece(op, st, *done, len);
+      *done += len;
+      *moved = 1;
+    }
+    *step_done = *done == st->bytes;
+    return ncclSuccess;
+  }
+  struct tutti_conn* sc = st->send_peer >= 0 ? er->send[st->send_peer] : NULL;
+  struct tutti_conn* rc = st->recv_peer >= 0 ? er->recv[st->recv_peer] : NULL;
+  if (st->bytes == 0) {
+    *step_done = 1;
+    return ncclSuccess;
+  }
+  if ((sc != NULL && !tutti_exec_conn_ready(l, sc)) ||
+      (rc != NULL && !tutti_exec_conn_ready(l, rc))) {
+    return ncclSuccess;
+  }
+  while (*done < st->bytes) {
+    size_t len = st->bytes - *done;
+    if (len > er->piece_bytes) {
+      len = er->piece_bytes;
+    }
+    const void* in = NULL;
+    void* out = NULL;
+    if (rc != NULL) {
+      size_t got = 0;
+      in = rc->ops->recv_begin(rc, &got);
+      if (in == NULL) {
+        break;
+      }
+      if (got != len) {
+        return size_mismatch(op, st, got, len);
+      }
+    }
+    if (sc != NULL) {
+      out = sc->ops->send_begin(sc);
+      if (out == NULL) {
+        break;
+      }
+    }
+    conn_piece(op, st, *done, len, in, out);
+    if (sc != NULL) {
+      sc->ops->send_end(sc, len);
+    }
+    if (rc != NULL) {
+      rc->ops->recv_end(rc);
+    }
+    *done += len;
+    *moved = 1;
+  }
+  *step_done = *done == st->bytes;
+  return ncclSuccess;
+}

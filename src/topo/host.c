@@ -1,0 +1,78 @@
+/* Host identity and the INFO lines describing a communicator's layout. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "topo/topo.h"
+#include "util/hash.h"
+#include "util/log.h"
+#include "util/param.h"
+
+static void read_first_line(const char* path, char* buf, size_t len) {
+  buf[0] = '\0';
+  FILE* f = fopen(path, "r");
+  if (f == NULL) {
+    return;
+  }
+  if (fgets(buf, (int)len, f) == NULL) {
+    buf[0] = '\0';
+  }
+  buf[strcspn(buf, "\n")] = '\0';
+  fclose(f);
+}
+
+uint64_t tutti_topo_host_hash(void) {
+  const char* forced = tutti_getenv("TUTTI_HOSTID");
+  if (forced != NULL && *forced != '\0') {
+    return tutti_hash(forced, strlen(forced), TUTTI_HASH_INIT);
+  }
+  char host[256], boot[128], netns[128];
+  if (gethostname(host, sizeof host) != 0) {
+    host[0] = '\0';
+  }
+  host[sizeof host - 1] = '\0';
+  read_first_line("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
+  ssize_t n = readlink("/proc/self/ns/net", netns, sizeof netns - 1);
+  netns[n > 0 ? n : 0] = '\0';
+  uint64_t h = tutti_hash(host, strlen(host), TUTTI_HASH_INIT);
+  h = tutti_hash(boot, strlen(boot), h);
+  return tutti_hash(netns, strlen(netns), h);
+}
+
+void tutti_topo_fill_self(struct tutti_peer_info* info, int rank, int cuda_dev) {
+  memset(info, 0, sizeof *info);
+  info->rank = rank;
+  info->cuda_dev = cuda_dev;
+  info->pid = (int32_t)getpid();
+  info->host_hash = tutti_topo_host_hash();
+  snprintf(info->hostname, sizeof info->hostname, "%s", tutti_hostname());
+}
+
+void tutti_topo_log(const struct tutti_transport_comm* tc) {
+  if (!TUTTI_LOG_ENABLED(TUTTI_LOG_INFO)) {
+    return;
+  }
+  int nhosts = 0;
+  for (int r = 0; r < tc->nranks; r++) {
+    int first = 1;
+    for (int q = 0; q < r && first; q++) {
+      first = tc->peers[q].host_hash != tc->peers[r].host_hash;
+    }
+    nhosts += first;
+  }
+  INFO(TUTTI_INIT, "rank %d of %d on host %s (pid %d); %d host(s)", tc->rank, tc->nranks,
+       tc->peers[tc->rank].hostname, (int)tc->peers[tc->rank].pid, nhosts);
+  if (tc->rank == 0) {
+    char line[512];
+    int o = snprintf(line, sizeof line, "Channel 00 :");
+    for (int r = 0; r < tc->nranks && o < (int)sizeof line - 16; r++) {
+      o += snprintf(line + o, sizeof line - (size_t)o, " %d", r);
+    }
+    INFO(TUTTI_GRAPH, "%s", line);
+  }
+  int next = (tc->rank + 1) % tc->nranks;
+  if (tc->send[next] != NULL && next != tc->rank) {
+    INFO(TUTTI_INIT | TUTTI_P2P, "Channel 00 : %d[%d] -> %d[%d] via %s", tc->rank,
+         tc->peers[tc->rank].cuda_dev, next, tc->peers[next].cuda_dev, tc->send[next]->via);
+  }
+}

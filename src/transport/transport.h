@@ -1,0 +1,95 @@
+/* The transport table. A transport connects two ranks with a pair of
+ * one-directional connections, each a queue of fixed-size slots: the sender
+ * fills a slot and posts it, the receiver reads it in place and frees it.
+ * The executor sees only struct tutti_conn; it never knows which transport
+ * carries the bytes. */
+#ifndef TUTTI_TRANSPORT_TRANSPORT_H
+#define TUTTI_TRANSPORT_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "nccl.h"
+
+struct tutti_conn;
+struct tutti_bootstrap;
+
+struct tutti_conn_ops {
+  /* Sender: a slot to fill (NULL when the queue is full), then post it. */
+  void* (*send_begin)(struct tutti_conn* c);
+  void (*send_end)(struct tutti_conn* c, size_t bytes);
+  /* Receiver: the oldest posted slot and its size (NULL when none yet);
+   * the data stays valid until recv_end frees the slot. */
+  const void* (*recv_begin)(struct tutti_conn* c, size_t* bytes);
+  void (*recv_end)(struct tutti_conn* c);
+};
+
+struct tutti_conn {
+  const struct tutti_conn_ops* ops;
+  int peer;
+  size_t slot_bytes; /* the largest piece one slot carries */
+  /* Executor bookkeeping: operations use a connection strictly in the order
+   * they were issued, which is the order peers issued the matching ones. */
+  uint64_t ticket_next;
+  uint64_t ticket_serving;
+  const char* via; /* "SHM", "NET/Socket/eth0", ... for logs */
+};
+
+/* What a rank knows of every rank after the bootstrap all-gather. */
+struct tutti_peer_info {
+  int rank;
+  int cuda_dev;
+  int32_t pid;
+  uint32_t pad;
+  uint64_t host_hash; /* hostname + boot id + network namespace */
+  char hostname[64];
+};
+
+/* Where a rank sleeps when it has nothing to do, and how others wake it.
+ * Lives in shared memory when a shared-memory transport exists. */
+struct tutti_doorbell {
+  uint32_t ring;     /* futex word: bumped by peers that post or free a slot */
+  uint32_t sleeping; /* non-zero while the owner may sleep on `ring` */
+  int32_t pid;
+  uint32_t departed; /* set when the owner destroyed its communicator */
+};
+
+/* The communicator as transports see it. */
+struct tutti_transport_comm {
+  int rank;
+  int nranks;
+  const struct tutti_peer_info* peers;
+  struct tutti_bootstrap* boot;
+  const unsigned char* secret; /* 16 bytes: names shared segments of this job */
+  uint64_t comm_hash;          /* distinguishes communicators of one job */
+  size_t buffsize;             /* bytes of queue per connection (NCCL_BUFFSIZE) */
+  struct tutti_conn** send;    /* [nranks]: filled by transports' setup */
+  struct tutti_conn** recv;    /* [nranks] */
+  struct tutti_doorbell* bell; /* this rank's doorbell (points into shm when shm runs) */
+  struct tutti_doorbell** peer_bells; /* [nranks]: peers' doorbells when reachable, else NULL */
+  void* priv[4];               /* per-transport state */
+};
+
+struct tutti_transport {
+  const char* name;
+  int index; /* slot in tutti_transport_comm.priv */
+  /* Can this transport join the two ranks? */
+  int (*can_connect)(const struct tutti_transport_comm* tc, int peer);
+  /* Collective over all ranks: connect every peer this transport can join
+   * and that no earlier transport joined. */
+  ncclResult_t (*setup)(struct tutti_transport_comm* tc);
+  void (*teardown)(struct tutti_transport_comm* tc);
+};
+
+extern const struct tutti_transport tutti_transport_shm;
+
+/* Runs every transport's setup in preference order; fails naming the first
+ * pair of ranks no transport can join. */
+ncclResult_t tutti_transport_setup(struct tutti_transport_comm* tc);
+void tutti_transport_teardown(struct tutti_transport_comm* tc);
+
+/* Wakes the owner of `bell` if it may be asleep. */
+void tutti_doorbell_ring(struct tutti_doorbell* bell);
+
+#endif

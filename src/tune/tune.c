@@ -1,0 +1,121 @@
+/* Algorithm selection. Direct (one round, every rank to every rank) wins
+ * while latency dominates; the ring wins once bandwidth does, because it
+ * moves 2(N-1)/N of the data per rank instead of N-1 times it. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "tune/tune.h"
+#include "util/log.h"
+#include "util/param.h"
+
+/* Bytes each rank receives in a direct algorithm below which it is chosen. */
+static TUTTI_PARAM(direct_max_bytes, "TUTTI_DIRECT_MAX_BYTES", 256 * 1024);
+
+static unsigned allowed_mask[TUTTI_COLL_COUNT];
+static pthread_once_t algo_once = PTHREAD_ONCE_INIT;
+
+static unsigned algo_bits(const char* list) {
+  unsigned bits = 0;
+  int invert = list[0] == '^';
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", list + invert);
+  char* save = NULL;
+  for (char* tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+    int known = 0;
+    for (int id = 0; id < TUTTI_ALGO_COUNT; id++) {
+      if (strcasecmp(tok, tutti_algo_get(id)->name) == 0) {
+        bits |= 1u << id;
+        known = 1;
+      }
+    }
+    /* NCCL's names for what tutti calls direct on one host. */
+    if (strcasecmp(tok, "Tree") == 0 || strcasecmp(tok, "NVLS") == 0 ||
+        strcasecmp(tok, "CollnetDirect") == 0 || strcasecmp(tok, "PAT") == 0) {
+      bits |= 1u << TUTTI_ALGO_DIRECT;
+      known = 1;
+    }
+    if (!known) {
+      WARN("NCCL_ALGO names \"%s\", which tutti does not know: use Ring or Direct", tok);
+    }
+  }
+  unsigned all = (1u << TUTTI_ALGO_COUNT) - 1;
+  return invert ? (all & ~bits) : bits;
+}
+
+void tutti_tune_parse_algo(const char* spec, unsigned allowed[TUTTI_COLL_COUNT]) {
+  unsigned all = (1u << TUTTI_ALGO_COUNT) - 1;
+  for (int c = 0; c < TUTTI_COLL_COUNT; c++) {
+    allowed[c] = all;
+  }
+  if (spec == NULL || *spec == '\0') {
+    return;
+  }
+  if (strchr(spec, ':') == NULL) {
+    unsigned bits = algo_bits(spec);
+    for (int c = 0; c < TUTTI_COLL_COUNT; c++) {
+      allowed[c] = bits;
+    }
+    return;
+  }
+  /* Per collective: "allreduce:ring;broadcast:direct". */
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", spec);
+  char* save = NULL;
+  for (char* part = strtok_r(buf, ";", &save); part != NULL; part = strtok_r(NULL, ";", &save)) {
+    char* colon = strchr(part, ':');
+    if (colon == NULL) {
+      continue;
+    }
+    *colon = '\0';
+    for (int c = 0; c < TUTTI_COLL_COUNT; c++) {
+      if (strcasecmp(part, tutti_coll_name(c)) == 0) {
+        allowed[c] = algo_bits(colon + 1);
+      }
+    }
+  }
+}
+
+static void load_algo_env(void) {
+  tutti_tune_parse_algo(tutti_getenv("NCCL_ALGO"), allowed_mask);
+}
+
+static size_t direct_recv_bytes(const struct tutti_coll_args* a) {
+  size_t b = a->count * a->elem_size;
+  switch (a->coll) {
+    case TUTTI_COLL_ALLREDUCE:
+    case TUTTI_COLL_ALLGATHER:
+    case TUTTI_COLL_REDUCESCATTER:
+    case TUTTI_COLL_REDUCE:
+      return b * (size_t)(a->nranks - 1);
+    default:
+      return b;
+  }
+}
+
+enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a) {
+  pthread_once(&algo_once, load_algo_env);
+  enum tutti_algo_id pick = direct_recv_bytes(a) <= (size_t)tutti_param_direct_max_bytes()
+                               ? TUTTI_ALGO_DIRECT
+                               : TUTTI_ALGO_RING;
+  unsigned allowed = allowed_mask[a->coll];
+  const struct tutti_algo* algo = tutti_algo_get(pick);
+  if ((allowed & (1u << pick)) && algo->build[a->coll] != NULL) {
+    return pick;
+  }
+  for (int id = 0; id < TUTTI_ALGO_COUNT; id++) {
+    if ((allowed & (1u << id)) && tutti_algo_get(id)->build[a->coll] != NULL) {
+      return (enum tutti_algo_id)id;
+    }
+  }
+  /* Nothing allowed implements it: any algorithm that does. */
+  for (int id = 0; id < TUTTI_ALGO_COUNT; id++) {
+    if (tutti_algo_get(id)->build[a->coll] != NULL) {
+      INFO(TUTTI_TUNING, "NCCL_ALGO allows no algorithm for %s: using %s",
+           tutti_coll_name(a->coll), tutti_algo_get(id)->name);
+      return (enum tutti_algo_id)id;
+    }
+  }
+  return TUTTI_ALGO_DIRECT;
+}

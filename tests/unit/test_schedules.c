@@ -1,0 +1,248 @@
+/* Every algorithm x collective x rank count (1..16, 24, 32, 64) x
+ * in-place/out-of-place x count, with all ranks simulated in one thread over
+ * in-memory queues and run by the real host executor. A deadlock shows up as
+ * the executor's no-progress error. Results are compared bit for bit. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo/algo.h"
+#include "exec/exec.h"
+#include "harness.h"
+#include "transport/mem.h"
+#include "util/check.h"
+
+static int32_t input(int q, size_t j) {
+  return (int32_t)((q + 1) * (int)((j % 13) + 1)) - 7;
+}
+
+struct rankbuf {
+  int32_t* send;
+  int32_t* recv;
+  int32_t* sendbase;
+  int32_t* recvbase;
+};
+
+static size_t send_elems(enum tutti_coll c, size_t count, int n) {
+  return (c == TUTTI_COLL_REDUCESCATTER || c == TUTTI_COLL_ALLTOALL || c == TUTTI_COLL_SCATTER)
+             ? count * (size_t)n
+             : count;
+}
+
+static size_t recv_elems(enum tutti_coll c, size_t count, int n) {
+  return (c == TUTTI_COLL_ALLGATHER || c == TUTTI_COLL_ALLTOALL || c == TUTTI_COLL_GATHER)
+             ? count * (size_t)n
+             : count;
+}
+
+/* The value rank r must hold at recv[i]; sets *check=0 where nothing is defined. */
+static int32_t expect(enum tutti_coll c, int n, int r, int root, size_t count, size_t i,
+                      int* check) {
+  int32_t s = 0;
+  *check = 1;
+  switch (c) {
+    case TUTTI_COLL_ALLREDUCE:
+      for (int q = 0; q < n; q++) s += input(q, i);
+      return s;
+    case TUTTI_COLL_REDUCE:
+      *check = r == root;
+      for (int q = 0; q < n; q++) s += input(q, i);
+      return s;
+    case TUTTI_COLL_BROADCAST:
+      return input(root, i);
+    case TUTTI_COLL_ALLGATHER:
+      return input((int)(i / count), i % count);
+    case TUTTI_COLL_REDUCESCATTER:
+      for (int q = 0; q < n; q++) s += input(q, (size_t)r * count + i);
+      return s;
+    case TUTTI_COLL_ALLTOALL:
+      return input((int)(i / count), (size_t)r * count + i % count);
+    case TUTTI_COLL_GATHER:
+      *check = r == root;
+      return input((int)(i / count), i % count);
+    case TUTTI_COLL_SCATTER:
+      return input(root, (size_t)r * count + i);
+    default:
+      *check = 0;
+      return 0;
+  }
+}
+
+static void setup_buffers(struct rankbuf* b, enum tutti_coll c, int n, int r, int root,
+                          size_t count, int in_place) {
+  size_t ns = send_elems(c, count, n), nr = recv_elems(c, count, n);
+  b->sendbase = calloc(ns + 1, sizeof(int32_t));
+  b->recvbase = calloc(nr + 1, sizeof(int32_t));
+  b->send = b->sendbase;
+  b->recv = b->recvbase;
+  for (size_t j = 0; j < nr; j++) b->recv[j] = -999;
+  for (size_t j = 0; j < ns; j++) b->send[j] = input(r, j);
+  if (!in_place) return;
+  switch (c) {
+    case TUTTI_COLL_ALLGATHER:
+      b->send = b->recv + (size_t)r * count;
+      break;
+    case TUTTI_COLL_REDUCESCATTER:
+      b->recv = b->send + (size_t)r * count;
+      return;
+    case TUTTI_COLL_GATHER:
+      if (r != root) return;
+      b->send = b->recv + (size_t)r * count;
+      break;
+    case TUTTI_COLL_SCATTER:
+      if (r != root) return;
+      b->recv = b->send + (size_t)r * count;
+      return;
+    default:
+      b->send = b->recv;
+      break;
+  }
+  for (size_t j = 0; j < ns; j++) b->send[j] = input(r, j);
+}
+
+static int run_case(enum tutti_algo_id algo, enum tutti_coll c, int n, size_t count, int in_place,
+                    int root) {
+  struct tutti_mem_world* w = NULL;
+  if (tutti_mem_world_create(n, 32 * 1024, &w) != ncclSuccess) return 0;
+  struct tutti_exec_rank* er = calloc((size_t)n, sizeof *er);
+  struct tutti_op* ops = calloc((size_t)n, sizeof *ops);
+  struct tutti_op** opp = calloc((size_t)n, sizeof *opp);
+  struct rankbuf* b = calloc((size_t)n, sizeof *b);
+  int ok = 1, built = 1;
+  for (int r = 0; r < n; r++) {
+    er[r] = (struct tutti_exec_rank){.rank = r, .nranks = n, .send = tutti_mem_world_send(w, r),
+                                     .recv = tutti_mem_world_recv(w, r),
+                                     .piece_bytes = tutti_mem_world_piece(w), .timeout_s = 2};
+    setup_buffers(&b[r], c, n, r, root, count, in_place);
+    struct tutti_op* op = &ops[r];
+    op->er = &er[r];
+    op->args = (struct tutti_coll_args){c, count, sizeof(int32_t), n, r, root, in_place};
+    op->redop.type = ncclInt32;
+    op->redop.kind = TUTTI_RED_SUM;
+    if (tutti_schedule_build(algo, &op->args, &op->sched) != ncclSuccess) built = 0;
+    op->scratch = op->sched.scratch_bytes ? malloc(op->sched.scratch_bytes) : NULL;
+    op->bufs[TUTTI_BUF_SEND] = b[r].send;
+    op->bufs[TUTTI_BUF_RECV] = b[r].recv;
+    op->bufs[TUTTI_BUF_SCRATCH] = op->scratch;
+    op->seq = 1;
+    opp[r] = op;
+  }
+  if (!built) {
+    ok = -1; /* not implemented by this algorithm */
+  } else if (tutti_exec_run(opp, n) != ncclSuccess) {
+    ok = 0;
+    fprintf(stderr, "  run failed: %s\n", tutti_last_error());
+  } else {
+    size_t nr = recv_elems(c, count, n);
+    for (int r = 0; r < n && ok; r++) {
+      for (size_t i = 0; i < nr; i++) {
+        int check;
+        int32_t want = expect(c, n, r, root, count, i, &check);
+        if (check && b[r].recv[i] != want) {
+          fprintf(stderr, "  rank %d elem %zu: got %d want %d\n", r, i, b[r].recv[i], want);
+          ok = 0;
+          break;
+        }
+      }
+    }
+  }
+  for (int r = 0; r < n; r++) {
+    tutti_schedule_free(&ops[r].sched);
+    free(ops[r].scratch);
+    free(b[r].sendbase);
+    free(b[r].recvbase);
+  }
+  free(er);
+  free(ops);
+  free(opp);
+  free(b);
+  tutti_mem_world_destroy(w);
+  return ok;
+}
+
+/* A group of point-to-point calls: each rank sends to r+1, r+3 and itself,
+ * and receives the matching messages, all as one fused operation set. */
+static int run_p2p(int n, size_t count) {
+  struct tutti_mem_world* w = NULL;
+  if (tutti_mem_world_create(n, 32 * 1024, &w) != ncclSuccess) return 0;
+  const int k = 3, offs[3] = {1, 3, 0};
+  struct tutti_exec_rank* er = calloc((size_t)n, sizeof *er);
+  struct tutti_op* ops = calloc((size_t)n * 2 * k, sizeof *ops);
+  struct tutti_op** opp = calloc((size_t)n * 2 * k, sizeof *opp);
+  int32_t* bufs = calloc((size_t)n * 2 * k * (count + 1), sizeof(int32_t));
+  int nops = 0, ok = 1;
+  for (int r = 0; r < n; r++) {
+    er[r] = (struct tutti_exec_rank){.rank = r, .nranks = n, .send = tutti_mem_world_send(w, r),
+                                     .recv = tutti_mem_world_recv(w, r),
+                                     .piece_bytes = tutti_mem_world_piece(w), .timeout_s = 2};
+    for (int j = 0; j < 2 * k; j++) {
+      int is_send = j < k, o = offs[j % k];
+      int peer = is_send ? (r + o) % n : ((r - o) % n + n) % n;
+      struct tutti_op* op = &ops[nops];
+      int32_t* buf = bufs + (size_t)nops * (count + 1);
+      for (size_t i = 0; i < count; i++) buf[i] = is_send ? input(r * 7 + o, i) : -1;
+      op->er = &er[r];
+      op->args = (struct tutti_coll_args){is_send ? TUTTI_COLL_SEND : TUTTI_COLL_RECV, count,
+                                          sizeof(int32_t), n, r, peer, 0};
+      op->redop.type = ncclInt32;
+      tutti_schedule_build(TUTTI_ALGO_DIRECT, &op->args, &op->sched);
+      op->bufs[is_send ? TUTTI_BUF_SEND : TUTTI_BUF_RECV] = buf;
+      opp[nops++] = op;
+    }
+  }
+  if (tutti_exec_run(opp, nops) != ncclSuccess) {
+    fprintf(stderr, "  p2p run failed: %s\n", tutti_last_error());
+    ok = 0;
+  }
+  /* Messages between one pair match in issue order, so the receive posted
+   * for offset o gets the send posted for offset o. */
+  for (int i = 0; i < nops && ok; i++) {
+    struct tutti_op* op = &ops[i];
+    if (op->args.coll != TUTTI_COLL_RECV) continue;
+    int peer = op->args.root, o = offs[(i % (2 * k)) - k];
+    const int32_t* buf = op->bufs[TUTTI_BUF_RECV];
+    for (size_t e = 0; e < count && ok; e++) {
+      if (buf[e] != input(peer * 7 + o, e)) {
+        fprintf(stderr, "  p2p n=%d rank %d from %d elem %zu: got %d\n", n, op->args.rank, peer,
+                e, buf[e]);
+        ok = 0;
+      }
+    }
+  }
+  for (int i = 0; i < nops; i++) tutti_schedule_free(&ops[i].sched);
+  free(er);
+  free(ops);
+  free(opp);
+  free(bufs);
+  tutti_mem_world_destroy(w);
+  return ok;
+}
+
+int main(void) {
+  const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 32, 64};
+  const size_t counts[] = {0, 1, 5, 3 * 1024 + 7};
+  for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+    int n = ns[ni];
+    for (int algo = 0; algo < TUTTI_ALGO_COUNT; algo++) {
+      for (int c = 0; c < TUTTI_COLL_SEND; c++) {
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+          size_t count = counts[ci];
+          if (n >= 24 && count > 1024 && (c == TUTTI_COLL_ALLTOALL || c == TUTTI_COLL_ALLGATHER ||
+                                          c == TUTTI_COLL_GATHER || c == TUTTI_COLL_REDUCESCATTER ||
+                                          c == TUTTI_COLL_SCATTER)) {
+            count = 301; /* n^2 * count memory: keep the large cases moderate */
+          }
+          for (int ip = 0; ip < 2; ip++) {
+            int root = n / 2;
+            int ok = run_case(algo, c, n, count, ip, root);
+            if (ok < 0) continue;
+            CHECK(ok, "%s %s n=%d count=%zu %s root=%d", tutti_algo_get(algo)->name,
+                  tutti_coll_name(c), n, count, ip ? "in-place" : "out-of-place", root);
+          }
+        }
+      }
+    }
+    CHECK(run_p2p(n, 1000), "p2p group n=%d", n);
+  }
+  return test_summary("schedules");
+}
