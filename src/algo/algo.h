@@ -96,6 +96,10 @@ struct tutti_coll_args {
   int rank;
   int root; /* root of broadcast / reduce / gather / scatter; peer of send / recv */
   int in_place;
+  /* Ring algorithms move their blocks in rounds of at most this many bytes
+   * per step (0: one round). A step may complete before its receiver reads
+   * it only if it fits in the queue, so tune keeps this at half the queue. */
+  size_t chunk_bytes;
 };
 
 /* One algorithm: a name and a builder for each collective it implements

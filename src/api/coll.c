@@ -126,6 +126,7 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   a->rank = comm->rank;
   a->root = c->root;
   a->in_place = in_place(c, comm->rank, c->count * es);
+  a->chunk_bytes = tutti_tune_chunk(comm->er.queue_bytes, comm->er.piece_bytes);
   enum tutti_algo_id algo = tutti_tune_algo(a);
   NCCLCHECKGOTO(tutti_schedule_build(algo, a, &op->sched), res, fail);
   if (op->sched.scratch_bytes > 0) {

@@ -100,28 +100,37 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
   er->peers = comm->peers;
   er->abort_flag = &comm->abort_flag;
   er->timeout_s = tutti_timeout_s();
-  er->piece_bytes = 0;
+  size_t mine[2] = {0, 0}; /* smallest slot, smallest queue */
   for (int r = 0; r < n; r++) {
     struct tutti_conn* cs[2] = {tc->send[r], tc->recv[r]};
     for (int d = 0; d < 2; d++) {
-      if (cs[d] != NULL && (er->piece_bytes == 0 || cs[d]->slot_bytes < er->piece_bytes)) {
-        er->piece_bytes = cs[d]->slot_bytes;
+      if (cs[d] != NULL && (mine[0] == 0 || cs[d]->slot_bytes < mine[0])) {
+        mine[0] = cs[d]->slot_bytes;
+      }
+      if (cs[d] != NULL && (mine[1] == 0 || cs[d]->queue_bytes < mine[1])) {
+        mine[1] = cs[d]->queue_bytes;
       }
     }
   }
-  /* Every rank must cut steps into the same pieces: agree on the smallest. */
-  size_t* pieces = calloc((size_t)n, sizeof *pieces);
-  if (pieces == NULL) {
+  /* Every rank must cut steps into the same pieces and rounds: agree on the smallest. */
+  size_t* all = calloc(2 * (size_t)n, sizeof *all);
+  if (all == NULL) {
     return tutti_error(ncclSystemError, "out of host memory");
   }
-  pieces[comm->rank] = er->piece_bytes;
-  ncclResult_t res = tutti_bootstrap_allgather(comm->boot, pieces, sizeof *pieces);
+  all[2 * comm->rank] = mine[0];
+  all[2 * comm->rank + 1] = mine[1];
+  ncclResult_t res = tutti_bootstrap_allgather(comm->boot, all, 2 * sizeof *all);
+  er->piece_bytes = mine[0];
+  er->queue_bytes = mine[1];
   for (int r = 0; r < n && res == ncclSuccess; r++) {
-    if (pieces[r] != 0 && pieces[r] < er->piece_bytes) {
-      er->piece_bytes = pieces[r];
+    if (all[2 * r] != 0 && all[2 * r] < er->piece_bytes) {
+      er->piece_bytes = all[2 * r];
+    }
+    if (all[2 * r + 1] != 0 && all[2 * r + 1] < er->queue_bytes) {
+      er->queue_bytes = all[2 * r + 1];
     }
   }
-  free(pieces);
+  free(all);
   return res;
 }
 

@@ -21,6 +21,7 @@ struct tutti_exec_rank {
   struct tutti_doorbell* bell;
   struct tutti_doorbell** peer_bells; /* [nranks], NULL where not shared */
   size_t piece_bytes;                 /* the same on every rank of the communicator */
+  size_t queue_bytes;                 /* the smallest queue of any connection, likewise */
   const struct tutti_peer_info* peers;
   volatile int* abort_flag;
   double timeout_s;

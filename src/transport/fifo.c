@@ -81,6 +81,7 @@ void tutti_fifo_conn_init(struct tutti_fifo_conn* send, struct tutti_fifo_conn* 
     f->base.ops = &fifo_ops;
     f->base.peer = i == 0 ? send_peer : recv_peer;
     f->base.slot_bytes = slot_bytes;
+    f->base.queue_bytes = slot_bytes * nslots;
     f->fifo = mem;
     f->data = (char*)mem + TUTTI_FIFO_HEADER;
     f->nslots = nslots;

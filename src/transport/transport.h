@@ -28,7 +28,8 @@ struct tutti_conn_ops {
 struct tutti_conn {
   const struct tutti_conn_ops* ops;
   int peer;
-  size_t slot_bytes; /* the largest piece one slot carries */
+  size_t slot_bytes;  /* the largest piece one slot carries */
+  size_t queue_bytes; /* all slots together */
   /* Executor bookkeeping: operations use a connection strictly in the order
    * they were issued, which is the order peers issued the matching ones. */
   uint64_t ticket_next;

@@ -94,6 +94,15 @@ static size_t direct_recv_bytes(const struct tutti_coll_args* a) {
   }
 }
 
+size_t tutti_tune_chunk(size_t queue_bytes, size_t piece_bytes) {
+  size_t c = queue_bytes / 2;
+  if (piece_bytes > 0) {
+    c -= c % piece_bytes;
+    c = c < piece_bytes ? piece_bytes : c;
+  }
+  return c;
+}
+
 enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a) {
   pthread_once(&algo_once, load_algo_env);
   enum tutti_algo_id pick = direct_recv_bytes(a) <= (size_t)tutti_param_direct_max_bytes()

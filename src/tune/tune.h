@@ -9,6 +9,11 @@
  * the collective is skipped, and the reason logged (NCCL_DEBUG_SUBSYS=TUNING). */
 enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a);
 
+/* Bytes a ring round moves per step: half the smallest queue, so that a rank
+ * one step ahead of its neighbour never fills the queue between them (which
+ * could close a cycle of ranks all waiting to send). */
+size_t tutti_tune_chunk(size_t queue_bytes, size_t piece_bytes);
+
 /* Parses an NCCL_ALGO value into an allowed-mask per collective (exposed for tests). */
 void tutti_tune_parse_algo(const char* spec, unsigned allowed[TUTTI_COLL_COUNT]);
 

@@ -116,7 +116,8 @@ static int run_case(enum tutti_algo_id algo, enum tutti_coll c, int n, size_t co
     setup_buffers(&b[r], c, n, r, root, count, in_place);
     struct tutti_op* op = &ops[r];
     op->er = &er[r];
-    op->args = (struct tutti_coll_args){c, count, sizeof(int32_t), n, r, root, in_place};
+    op->args = (struct tutti_coll_args){c, count, sizeof(int32_t), n, r, root, in_place,
+                                        4 * tutti_mem_world_piece(w)};
     op->redop.type = ncclInt32;
     op->redop.kind = TUTTI_RED_SUM;
     if (tutti_schedule_build(algo, &op->args, &op->sched) != ncclSuccess) built = 0;
@@ -220,13 +221,15 @@ static int run_p2p(int n, size_t count) {
 
 int main(void) {
   const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 32, 64};
-  const size_t counts[] = {0, 1, 5, 3 * 1024 + 7};
+  /* Queues hold 32 KB: the last two counts need several pieces, then several rounds. */
+  const size_t counts[] = {0, 1, 5, 3 * 1024 + 7, 20000};
   for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
     int n = ns[ni];
     for (int algo = 0; algo < TUTTI_ALGO_COUNT; algo++) {
       for (int c = 0; c < TUTTI_COLL_SEND; c++) {
         for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
           size_t count = counts[ci];
+          if (n >= 8 && count > 4000) continue; /* rounds: covered at small n */
           if (n >= 24 && count > 1024 && (c == TUTTI_COLL_ALLTOALL || c == TUTTI_COLL_ALLGATHER ||
                                           c == TUTTI_COLL_GATHER || c == TUTTI_COLL_REDUCESCATTER ||
                                           c == TUTTI_COLL_SCATTER)) {

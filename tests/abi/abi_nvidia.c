@@ -1,0 +1,90 @@
+/* Built against NVIDIA's nccl.h from the CUDA toolkit, not tutti's, and
+ * linked to libtutti.so: a program written for NCCL runs on tutti. Checks
+ * the ABI facts against tutti's header, that every function NVIDIA declares
+ * and tutti claims links with NVIDIA's signature, and runs real collectives. */
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "abi_layout.h"
+#include "abi_facts.inc"
+
+#ifndef NCCL_MAJOR
+#error "NVIDIA's nccl.h was not found"
+#endif
+
+void abi_facts_nvidia(struct abi_facts* f) {
+  gather(f);
+}
+
+/* Taking each function's address through NVIDIA's prototype: a missing
+ * symbol fails the link, and the call below goes through the exact type. */
+typedef ncclResult_t (*allreduce_fn)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
+                                     ncclComm_t, cudaStream_t);
+static const void* const symbols[] = {
+    (const void*)ncclGetVersion, (const void*)ncclGetUniqueId, (const void*)ncclCommInitRankConfig,
+    (const void*)ncclCommInitRank, (const void*)ncclCommInitAll,
+    (const void*)ncclCommInitRankScalable, (const void*)ncclCommFinalize,
+    (const void*)ncclCommDestroy, (const void*)ncclCommAbort, (const void*)ncclCommRevoke,
+    (const void*)ncclCommSplit, (const void*)ncclCommShrink, (const void*)ncclGetErrorString,
+    (const void*)ncclGetLastError, (const void*)ncclCommGetAsyncError, (const void*)ncclCommCount,
+    (const void*)ncclCommCuDevice, (const void*)ncclCommUserRank, (const void*)ncclCommRegister,
+    (const void*)ncclCommDeregister, (const void*)ncclCommWindowRegister,
+    (const void*)ncclCommWindowDeregister, (const void*)ncclRedOpCreatePreMulSum,
+    (const void*)ncclRedOpDestroy, (const void*)ncclReduce, (const void*)ncclBcast,
+    (const void*)ncclBroadcast, (const void*)ncclAllReduce, (const void*)ncclReduceScatter,
+    (const void*)ncclAllGather, (const void*)ncclAlltoAll, (const void*)ncclGather,
+    (const void*)ncclScatter, (const void*)ncclSend, (const void*)ncclRecv,
+    (const void*)ncclGroupStart, (const void*)ncclGroupEnd, (const void*)ncclGroupSimulateEnd,
+    (const void*)ncclMemAlloc, (const void*)ncclMemFree,
+};
+
+int main(void) {
+  int passed = 0, failed = 0;
+  struct abi_facts nv, tu;
+  abi_facts_nvidia(&nv);
+  abi_facts_tutti(&tu);
+  for (int i = 0; i < nv.n; i++) {
+    if (nv.value[i] == tu.value[i] && strcmp(nv.name[i], tu.name[i]) == 0) {
+      passed++;
+    } else {
+      failed++;
+      printf("FAIL %s: NVIDIA %lld, tutti %lld\n", nv.name[i], nv.value[i], tu.value[i]);
+    }
+  }
+  for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
+    if (symbols[i] != NULL) passed++; else failed++;
+  }
+  int version = 0;
+  if (ncclGetVersion(&version) == ncclSuccess && version == NCCL_VERSION_CODE) passed++;
+  else { failed++; printf("FAIL version %d\n", version); }
+
+  /* A real job through NVIDIA's types: a config from NVIDIA's initializer,
+   * ranks as communicators of one thread, a grouped allreduce and broadcast. */
+  ncclComm_t comms[3];
+  ncclUniqueId id;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.commName = "abi";
+  ncclResult_t r = ncclGetUniqueId(&id);
+  ncclGroupStart();
+  for (int i = 0; i < 3 && r == ncclSuccess; i++) r = ncclCommInitRankConfig(&comms[i], 3, id, i, &cfg);
+  ncclResult_t g = ncclGroupEnd();
+  if (r != ncclSuccess || g != ncclSuccess) {
+    printf("FAIL init: %s\n", ncclGetLastError(NULL));
+    printf("%d passed, %d failed\n", passed, failed + 1);
+    return 1;
+  }
+  allreduce_fn ar = ncclAllReduce;
+  double v[3][8];
+  for (int i = 0; i < 3; i++) for (int k = 0; k < 8; k++) v[i][k] = i + k;
+  ncclGroupStart();
+  for (int i = 0; i < 3; i++) ar(v[i], v[i], 8, ncclDouble, ncclSum, comms[i], (cudaStream_t)0);
+  g = ncclGroupEnd();
+  int ok = g == ncclSuccess;
+  for (int i = 0; i < 3; i++) for (int k = 0; k < 8; k++) ok &= v[i][k] == 3.0 + 3.0 * k;
+  if (ok) passed++; else { failed++; printf("FAIL allreduce: %s\n", ncclGetLastError(NULL)); }
+  for (int i = 0; i < 3; i++) ncclCommDestroy(comms[i]);
+  printf("abi: %d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,22 @@
+# A program compiled against NVIDIA's nccl.h (from the CUDA toolkit) and
+# linked to libtutti.so. Without the toolkit header the test reports itself
+# skipped, loudly.
+find_path(NVIDIA_NCCL_INCLUDE nccl.h PATHS /usr/local/cuda/include /usr/local/cuda-13.0/include
+  NO_DEFAULT_PATH)
+if(NVIDIA_NCCL_INCLUDE AND EXISTS ${NVIDIA_NCCL_INCLUDE}/cuda_runtime.h)
+  add_library(abi_tutti_facts OBJECT ${CMAKE_CURRENT_LIST_DIR}/abi_tutti.c)
+  target_include_directories(abi_tutti_facts PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_CURRENT_LIST_DIR})
+  add_executable(test_abi_nvidia ${CMAKE_CURRENT_LIST_DIR}/abi_nvidia.c $<TARGET_OBJECTS:abi_tutti_facts>)
+  # NVIDIA's directory only: tutti's include/ must not shadow its nccl.h.
+  target_include_directories(test_abi_nvidia PRIVATE ${NVIDIA_NCCL_INCLUDE} ${CMAKE_CURRENT_LIST_DIR})
+  target_compile_options(test_abi_nvidia PRIVATE -Wno-deprecated-declarations)
+  # Linked by file, so that tutti's public include directory does not come along.
+  add_dependencies(test_abi_nvidia tutti)
+  target_link_libraries(test_abi_nvidia PRIVATE $<TARGET_FILE:tutti> pthread)
+  add_test(NAME abi.nvidia_header COMMAND test_abi_nvidia)
+  set_tests_properties(abi.nvidia_header PROPERTIES TIMEOUT 120)
+else()
+  message(WARNING "NVIDIA's nccl.h (CUDA toolkit) not found: the ABI test is SKIPPED")
+  add_test(NAME abi.nvidia_header COMMAND ${CMAKE_COMMAND} -E echo "SKIPPED: no CUDA toolkit nccl.h")
+  set_tests_properties(abi.nvidia_header PROPERTIES SKIP_REGULAR_EXPRESSION "SKIPPED")
+endif()

@@ -1,0 +1,265 @@
+/* Every collective x datatype x reduction x in-place/out-of-place x count,
+ * with ranks as separate processes over shared memory, checked bit for bit
+ * (a tolerance only for avg on floating types). Usage:
+ *   test_coll_procs [nranks,...] [algo,...]     (defaults: 1,2,3,4,8 and default,Ring,Direct)
+ * Prints one summary line per configuration and a final "N passed, N failed". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "checker.h"
+#include "nccl.h"
+#include "reduce/reduce.h"
+
+enum { C_ALLREDUCE, C_REDUCE, C_REDUCESCATTER, C_BROADCAST, C_BCAST, C_ALLGATHER, C_ALLTOALL,
+       C_GATHER, C_SCATTER, C_NCOLL };
+static const char* cname[C_NCOLL] = {"AllReduce", "Reduce",  "ReduceScatter",
+                                     "Broadcast", "Bcast",   "AllGather",
+                                     "AlltoAll",  "Gather",  "Scatter"};
+static const size_t counts[] = {0, 1, 7, 1031, 20011};
+
+static long passed, failed;
+static int nprinted;
+
+#define FAILF(...)                          \
+  do {                                      \
+    failed++;                               \
+    if (nprinted++ < 20) {                  \
+      fprintf(stderr, __VA_ARGS__);         \
+      fputc('\n', stderr);                  \
+    }                                       \
+  } while (0)
+
+static int reduces(int c) {
+  return c == C_ALLREDUCE || c == C_REDUCE || c == C_REDUCESCATTER;
+}
+
+static void run_case(ncclComm_t comm, int n, int r, int c, ncclDataType_t t, int op, size_t count,
+                     int inplace, int root) {
+  const size_t es = tutti_type_size(t);
+  const size_t big = count * (size_t)n;
+  char* sbuf = malloc(big * es + 64);
+  char* rbuf = malloc(big * es + 64);
+  char* ref = malloc(big * es + 64);
+  memset(rbuf, 0x5a, big * es + 64);
+  ncclRedOp_t rop = (ncclRedOp_t)op;
+  double premul = 1;
+  if (op == ncclNumOps) {
+    /* PreMulSum by 2, the scalar alternately immediate and by pointer. */
+    static char scalar[8];
+    memset(scalar, 0, sizeof scalar);
+    char tmp[8];
+    chk_fill(tmp, t, ncclSum, 0, 0, 1);
+    double two = 2;
+    switch (t) {
+      case ncclFloat16: *(uint16_t*)scalar = tutti_float_to_half(2); break;
+      case ncclBfloat16: *(uint16_t*)scalar = tutti_float_to_bf16(2); break;
+      case ncclFloat8e4m3: *(uint8_t*)scalar = tutti_float_to_e4m3(2); break;
+      case ncclFloat8e5m2: *(uint8_t*)scalar = tutti_float_to_e5m2(2); break;
+      case ncclFloat32: *(float*)scalar = 2; break;
+      case ncclFloat64: memcpy(scalar, &two, 8); break;
+      default: scalar[0] = 2; break; /* little-endian integers */
+    }
+    premul = 2;
+    ncclScalarResidence_t res = (count & 1) ? ncclScalarHostImmediate : ncclScalarDevice;
+    if (ncclRedOpCreatePreMulSum(&rop, scalar, t, res, comm) != ncclSuccess) {
+      FAILF("RedOpCreatePreMulSum failed: %s", ncclGetLastError(comm));
+      goto out;
+    }
+  }
+  /* Where this rank's input lives, and where its output goes. */
+  char* send = sbuf;
+  char* recv = rbuf;
+  size_t in_elems = (c == C_REDUCESCATTER || c == C_ALLTOALL || c == C_SCATTER) ? big : count;
+  if (inplace) {
+    switch (c) {
+      case C_ALLGATHER: send = rbuf + (size_t)r * count * es; break;
+      case C_REDUCESCATTER: recv = sbuf + (size_t)r * count * es; break;
+      case C_GATHER: send = r == root ? rbuf + (size_t)r * count * es : sbuf; break;
+      case C_SCATTER: recv = r == root ? sbuf + (size_t)r * count * es : rbuf; break;
+      default: send = rbuf; break;
+    }
+  }
+  chk_fill(send, t, reduces(c) ? (op == ncclNumOps ? ncclSum : op) : ncclSum, r, 0, in_elems);
+  ncclResult_t res = ncclSuccess;
+  switch (c) {
+    case C_ALLREDUCE: res = ncclAllReduce(send, recv, count, t, rop, comm, NULL); break;
+    case C_REDUCE: res = ncclReduce(send, recv, count, t, rop, root, comm, NULL); break;
+    case C_REDUCESCATTER: res = ncclReduceScatter(send, recv, count, t, rop, comm, NULL); break;
+    case C_BROADCAST: res = ncclBroadcast(send, recv, count, t, root, comm, NULL); break;
+    case C_BCAST: res = ncclBcast(r == root ? send : recv, count, t, root, comm, NULL);
+      recv = r == root ? send : recv;
+      break;
+    case C_ALLGATHER: res = ncclAllGather(send, recv, count, t, comm, NULL); break;
+    case C_ALLTOALL: res = ncclAlltoAll(send, recv, count, t, comm, NULL); break;
+    case C_GATHER: res = ncclGather(send, recv, count, t, root, comm, NULL); break;
+    case C_SCATTER: res = ncclScatter(send, recv, count, t, root, comm, NULL); break;
+  }
+  if (op == ncclNumOps) {
+    ncclRedOpDestroy(rop, comm);
+  }
+  char what[160];
+  snprintf(what, sizeof what, "rank %d/%d %s %s op %d count %zu %s root %d", r, n, cname[c],
+           tutti_type_name(t), op, count, inplace ? "in-place" : "out-of-place", root);
+  if (res != ncclSuccess) {
+    FAILF("%s: returned %d: %s", what, (int)res, ncclGetLastError(comm));
+    goto out;
+  }
+  int ok = 1;
+  if (reduces(c)) {
+    int has = c != C_REDUCE || r == root;
+    size_t first = c == C_REDUCESCATTER ? (size_t)r * count : 0;
+    for (size_t i = 0; has && i < count && ok; i++) {
+      double want = chk_round(t, chk_reduce_ref(t, op == ncclNumOps ? ncclNumOps : op, n,
+                                                first + i, premul));
+      double got = chk_get(recv, t, i);
+      if (!chk_equal(t, op, n, got, want)) {
+        FAILF("%s: element %zu is %g, expected %g", what, i, got, want);
+        ok = 0;
+      }
+    }
+  } else {
+    /* Build the exact expected bytes from the ranks' inputs. */
+    size_t out_elems = count;
+    switch (c) {
+      case C_BROADCAST:
+      case C_BCAST:
+        chk_fill(ref, t, ncclSum, root, 0, count);
+        break;
+      case C_ALLGATHER:
+      case C_GATHER:
+        for (int p = 0; p < n; p++) chk_fill(ref + (size_t)p * count * es, t, ncclSum, p, 0, count);
+        out_elems = (c == C_GATHER && r != root) ? 0 : big;
+        break;
+      case C_ALLTOALL:
+        for (int p = 0; p < n; p++)
+          chk_fill(ref + (size_t)p * count * es, t, ncclSum, p, (size_t)r * count, count);
+        out_elems = big;
+        break;
+      case C_SCATTER:
+        chk_fill(ref, t, ncclSum, root, (size_t)r * count, count);
+        break;
+    }
+    if (out_elems > 0 && memcmp(recv, ref, out_elems * es) != 0) {
+      FAILF("%s: received bytes differ from the expected ones", what);
+      ok = 0;
+    }
+  }
+  if (ok) passed++;
+out:
+  free(sbuf);
+  free(rbuf);
+  free(ref);
+}
+
+/* Point-to-point: a ring exchange and a full all-to-all written as N sends
+ * and N receives (self included) in one group. */
+static void run_p2p(ncclComm_t comm, int n, int r) {
+  const size_t count = 5003;
+  int32_t* out = malloc((size_t)n * count * 4);
+  int32_t* in = malloc((size_t)n * count * 4);
+  for (size_t i = 0; i < (size_t)n * count; i++) out[i] = (int32_t)(r * 100000 + (int)i);
+  ncclGroupStart();
+  for (int p = 0; p < n; p++) {
+    ncclSend(out + (size_t)p * count, count, ncclInt32, p, comm, NULL);
+    ncclRecv(in + (size_t)p * count, count, ncclInt32, p, comm, NULL);
+  }
+  ncclResult_t res = ncclGroupEnd();
+  int ok = res == ncclSuccess;
+  for (int p = 0; p < n && ok; p++) {
+    for (size_t i = 0; i < count; i++) {
+      if (in[(size_t)p * count + i] != (int32_t)(p * 100000 + (int)((size_t)r * count + i))) {
+        ok = 0;
+        break;
+      }
+    }
+  }
+  if (ok) passed++; else FAILF("rank %d/%d: send/recv all-to-all group failed (%d): %s", r, n, (int)res, ncclGetLastError(comm));
+  free(out);
+  free(in);
+}
+
+static int run_rank(int n, int r, ncclUniqueId id) {
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, n, id, r) != ncclSuccess) {
+    FAILF("rank %d/%d: init failed: %s", r, n, ncclGetLastError(NULL));
+    return 0;
+  }
+  int k = 0;
+  for (int c = 0; c < C_NCOLL; c++) {
+    for (int t = 0; t < ncclNumTypes; t++) {
+      int nops = reduces(c) ? ncclNumOps + 1 : 1;
+      for (int op = 0; op < nops; op++) {
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+          for (int ip = 0; ip < 2; ip++) {
+            if (failed > 0) break; /* after a failed call the communicator is unusable */
+            run_case(comm, n, r, c, (ncclDataType_t)t, op, counts[ci], ip, (k++) % n);
+          }
+        }
+      }
+    }
+  }
+  run_p2p(comm, n, r);
+  ncclCommDestroy(comm);
+  return 1;
+}
+
+int main(int argc, char** argv) {
+  const char* nlist = argc > 1 ? argv[1] : "1,2,3,4,8";
+  const char* alist = argc > 2 ? argv[2] : "default,Ring,Direct";
+  /* Small queues, so that counts far exceed them. */
+  setenv("NCCL_BUFFSIZE", "65536", 0);
+  long tp = 0, tf = 0;
+  char abuf[128];
+  snprintf(abuf, sizeof abuf, "%s", alist);
+  for (char *as = NULL, *algo = strtok_r(abuf, ",", &as); algo; algo = strtok_r(NULL, ",", &as)) {
+    if (strcmp(algo, "default") == 0) unsetenv("NCCL_ALGO"); else setenv("NCCL_ALGO", algo, 1);
+    char nbuf[128];
+    snprintf(nbuf, sizeof nbuf, "%s", nlist);
+    for (char *ns = NULL, *tok = strtok_r(nbuf, ",", &ns); tok; tok = strtok_r(NULL, ",", &ns)) {
+      int n = atoi(tok);
+      ncclUniqueId id;
+      if (ncclGetUniqueId(&id) != ncclSuccess) {
+        fprintf(stderr, "ncclGetUniqueId failed: %s\n", ncclGetLastError(NULL));
+        return 1;
+      }
+      int fds[2];
+      if (pipe(fds) != 0) return 1;
+      fflush(NULL);
+      for (int r = 0; r < n; r++) {
+        if (fork() == 0) {
+          close(fds[0]);
+          run_rank(n, r, id);
+          char line[64];
+          int len = snprintf(line, sizeof line, "%ld %ld\n", passed, failed);
+          if (write(fds[1], line, (size_t)len) != len) _exit(2);
+          _exit(failed ? 1 : 0);
+        }
+      }
+      close(fds[1]);
+      long p = 0, f = 0, cp, cf;
+      FILE* in = fdopen(fds[0], "r");
+      int reported = 0;
+      while (fscanf(in, "%ld %ld", &cp, &cf) == 2) {
+        p += cp;
+        f += cf;
+        reported++;
+      }
+      fclose(in);
+      for (int r = 0; r < n; r++) {
+        int st;
+        wait(&st);
+        if (!WIFEXITED(st)) f++;
+      }
+      f += n - reported; /* a rank that died reported nothing */
+      printf("algo %-7s nranks %d: %ld passed, %ld failed\n", algo, n, p, f);
+      fflush(stdout);
+      tp += p;
+      tf += f;
+    }
+  }
+  printf("%ld passed, %ld failed\n", tp, tf);
+  return tf == 0 ? 0 : 1;
+}
