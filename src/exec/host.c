@@ -143,8 +143,9 @@ static void describe_stall(const struct tutti_op* op, char* buf, size_t len) {
   snprintf(buf, len, "finishing");
 }
 
-/* A peer that can no longer answer turns the wait into an error at once. */
-static ncclResult_t check_peers(struct tutti_op* op) {
+/* A peer that can no longer answer, among those a stuck lane waits for:
+ * records the error text and returns non-zero. */
+static int find_gone_peer(struct tutti_op* op) {
   struct tutti_exec_rank* er = op->er;
   const struct tutti_schedule* s = &op->sched;
   for (int i = 0; i < s->nlanes; i++) {
@@ -161,14 +162,15 @@ static ncclResult_t check_peers(struct tutti_op* op) {
       }
       const char* why = tutti_exec_peer_gone(er->peer_bells[p]);
       if (why != NULL) {
-        return tutti_error(ncclRemoteError,
-                           "rank %d (pid %d on host %s) %s while rank %d waits for it in %s #%llu",
-                           p, (int)er->peers[p].pid, er->peers[p].hostname, why, er->rank,
-                           tutti_coll_name(op->args.coll), (unsigned long long)op->seq);
+        tutti_error(ncclRemoteError,
+                    "rank %d (pid %d on host %s) %s while rank %d waits for it in %s #%llu",
+                    p, (int)er->peers[p].pid, er->peers[p].hostname, why, er->rank,
+                    tutti_coll_name(op->args.coll), (unsigned long long)op->seq);
+        return 1;
       }
     }
   }
-  return ncclSuccess;
+  return 0;
 }
 
 void tutti_op_free(struct tutti_op* op) {
@@ -197,6 +199,9 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
   }
   tutti_wait_prepare(&w);
   double last_move = now_s(), last_check = last_move;
+  /* A peer seen gone twice with a full idle pass in between: its last data,
+   * posted just before it left, has had its chance to be read. */
+  int gone_strikes = 0;
   for (;;) {
     int moved = 0, pending = 0;
     for (int i = 0; i < nops; i++) {
@@ -215,6 +220,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
     if (moved) {
       tutti_wait_reset(&w);
       last_move = now_s();
+      gone_strikes = 0;
       continue;
     }
     /* Spins, then yields, then sleeps until a peer rings the doorbell. */
@@ -235,7 +241,13 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
                           tutti_coll_name(op->args.coll), (unsigned long long)op->seq, er->rank);
         goto out;
       }
-      NCCLCHECKGOTO(check_peers(op), res, out);
+      if (find_gone_peer(op)) {
+        if (++gone_strikes >= 2) {
+          res = ncclRemoteError;
+          goto out;
+        }
+        break;
+      }
       if (t - last_move > er->timeout_s) {
         char what[160];
         describe_stall(op, what, sizeof what);

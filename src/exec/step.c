@@ -3,6 +3,7 @@
  * share the piece size and the step sizes. */
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "exec/step.h"
@@ -20,11 +21,26 @@ static inline int src_flags(const struct tutti_step* st) {
          ((st->flags & TUTTI_STEP_FINAL) ? TUTTI_RED_FINAL : 0);
 }
 
+/* A zombie still answers kill(pid, 0): its state in /proc tells. */
+static int is_zombie(int pid) {
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "r");
+  if (f == NULL) {
+    return 0;
+  }
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char* close_paren = strrchr(buf, ')');
+  return close_paren != NULL && (close_paren[2] == 'Z' || close_paren[2] == 'X');
+}
+
 const char* tutti_exec_peer_gone(const struct tutti_doorbell* bell) {
   if (__atomic_load_n(&bell->departed, __ATOMIC_ACQUIRE)) {
     return "destroyed its communicator";
   }
-  if (bell->pid > 0 && kill(bell->pid, 0) != 0 && errno == ESRCH) {
+  if (bell->pid > 0 && ((kill(bell->pid, 0) != 0 && errno == ESRCH) || is_zombie(bell->pid))) {
     return "exited";
   }
   return NULL;
