@@ -113,5 +113,8 @@ int main(void) {
   test_peer_gone(DIE_KILLED, "exited");
   test_peer_gone(DIE_DESTROYED, "destroyed its communicator");
   test_peer_gone(MISMATCH, "expected");
+  /* Segments are unlinked as soon as every local rank has mapped them: even
+   * a killed rank leaves nothing in /dev/shm. */
+  CHECK(system("ls /dev/shm | grep -q '^tutti-'") != 0, "no tutti segment left in /dev/shm");
   return test_summary("init_faults");
 }
