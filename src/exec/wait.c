@@ -26,10 +26,10 @@ void tutti_doorbell_ring(struct tutti_doorbell* bell) {
   if (bell == NULL) {
     return;
   }
-  /* Pairs with the waiter's store of `sleeping` then read of its queues:
+  /* The caller's store to a queue (seq_cst) then this load (seq_cst) pair
+   * with the waiter's store of `sleeping` then its loads of the queues:
    * either it sees our data, or we see it sleeping. */
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&bell->sleeping, __ATOMIC_RELAXED)) {
+  if (__atomic_load_n(&bell->sleeping, __ATOMIC_SEQ_CST)) {
     __atomic_fetch_add(&bell->ring, 1, __ATOMIC_SEQ_CST);
     syscall(SYS_futex, &bell->ring, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
   }

@@ -68,7 +68,7 @@ void tutti_topo_log(const struct tutti_transport_comm* tc) {
     for (int r = 0; r < tc->nranks && o < (int)sizeof line - 16; r++) {
       o += snprintf(line + o, sizeof line - (size_t)o, " %d", r);
     }
-    INFO(TUTTI_GRAPH, "%s", line);
+    INFO(TUTTI_INIT | TUTTI_GRAPH, "%s", line);
   }
   int next = (tc->rank + 1) % tc->nranks;
   if (tc->send[next] != NULL && next != tc->rank) {

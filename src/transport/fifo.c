@@ -1,6 +1,8 @@
 /* Slot queues (see fifo.h). Ordering: the sender writes the data and the
- * size, then publishes head with release; the receiver reads head with
- * acquire. The same for tail in the other direction. */
+ * size, then publishes head; the receiver reads head, then the data. The same
+ * for tail in the other direction. head and tail are sequentially consistent
+ * (not just release/acquire) because they also take part in the doorbell's
+ * store-then-load handshake with a sleeping peer (exec/wait.c). */
 #include "transport/fifo.h"
 
 #include <string.h>
@@ -26,7 +28,7 @@ void tutti_fifo_geometry(size_t buffsize, uint32_t* nslots, size_t* slot_bytes) 
 static void* fifo_send_begin(struct tutti_conn* c) {
   struct tutti_fifo_conn* f = (struct tutti_fifo_conn*)c;
   if (f->pos - f->seen >= f->nslots) {
-    f->seen = __atomic_load_n(&f->fifo->tail, __ATOMIC_ACQUIRE);
+    f->seen = __atomic_load_n(&f->fifo->tail, __ATOMIC_SEQ_CST);
     if (f->pos - f->seen >= f->nslots) {
       return NULL;
     }
@@ -38,14 +40,14 @@ static void fifo_send_end(struct tutti_conn* c, size_t bytes) {
   struct tutti_fifo_conn* f = (struct tutti_fifo_conn*)c;
   f->fifo->sizes[f->pos % f->nslots] = (uint32_t)bytes;
   f->pos++;
-  __atomic_store_n(&f->fifo->head, f->pos, __ATOMIC_RELEASE);
+  __atomic_store_n(&f->fifo->head, f->pos, __ATOMIC_SEQ_CST);
   tutti_doorbell_ring(f->wake);
 }
 
 static const void* fifo_recv_begin(struct tutti_conn* c, size_t* bytes) {
   struct tutti_fifo_conn* f = (struct tutti_fifo_conn*)c;
   if (f->pos == f->seen) {
-    f->seen = __atomic_load_n(&f->fifo->head, __ATOMIC_ACQUIRE);
+    f->seen = __atomic_load_n(&f->fifo->head, __ATOMIC_SEQ_CST);
     if (f->pos == f->seen) {
       return NULL;
     }
@@ -57,7 +59,7 @@ static const void* fifo_recv_begin(struct tutti_conn* c, size_t* bytes) {
 static void fifo_recv_end(struct tutti_conn* c) {
   struct tutti_fifo_conn* f = (struct tutti_fifo_conn*)c;
   f->pos++;
-  __atomic_store_n(&f->fifo->tail, f->pos, __ATOMIC_RELEASE);
+  __atomic_store_n(&f->fifo->tail, f->pos, __ATOMIC_SEQ_CST);
   tutti_doorbell_ring(f->wake);
 }
 
