@@ -1,0 +1,200 @@
+/* The rank side of bootstrap: joins the job through the root, learns every
+ * rank's listening address, then hands over to ring.c for the ring. */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bootstrap/internal.h"
+#include "util/check.h"
+#include "util/ifaces.h"
+#include "util/param.h"
+
+/* A rank tells the root a deadline this much earlier than its own (at most
+ * a quarter of the timeout), so that the root's sentence naming the missing
+ * ranks arrives before the rank gives up on its own. */
+#define ROOT_MARGIN_S 1.0
+
+static ncclResult_t open_listener(struct tutti_bootstrap* b, const union tutti_socket_addr* root,
+                                  union tutti_socket_addr* me) {
+  const char* spec = tutti_getenv("NCCL_SOCKET_IFNAME");
+  memset(me, 0, sizeof *me);
+  if (tutti_socket_is_loopback(root) && (spec == NULL || *spec == '\0')) {
+    /* A root on loopback means a single-host job: the ranks stay on it too. */
+    if (root->sa.sa_family == AF_INET6) {
+      me->sin6.sin6_family = AF_INET6;
+      me->sin6.sin6_addr = in6addr_loopback;
+    } else {
+      me->sin.sin_family = AF_INET;
+      me->sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    }
+  } else {
+    struct tutti_iface iface;
+    NCCLCHECK(tutti_iface_pick(&iface));
+    *me = iface.addr;
+  }
+  return tutti_socket_listen(me, &b->listen_fd);
+}
+
+static ncclResult_t read_table(struct tutti_bootstrap* b, int fd,
+                               const struct tutti_socket_io* io) {
+  size_t len = (size_t)b->nranks * TUTTI_SOCKET_ADDR_WIRE;
+  unsigned char* table = malloc(len);
+  b->addrs = calloc((size_t)b->nranks, sizeof *b->addrs);
+  b->addr_text = calloc((size_t)b->nranks, sizeof *b->addr_text);
+  if (table == NULL || b->addrs == NULL || b->addr_text == NULL) {
+    free(table);
+    return tutti_error(ncclSystemError, "rank %d: out of memory for the addresses of %d ranks",
+                       b->rank, b->nranks);
+  }
+  ncclResult_t res = tutti_socket_recv_all(fd, table, len, io);
+  for (int r = 0; r < b->nranks && res == ncclSuccess; r++) {
+    if (tutti_socket_addr_unpack(table + (size_t)r * TUTTI_SOCKET_ADDR_WIRE, &b->addrs[r]) != 0) {
+      res = tutti_error(ncclRemoteError,
+                        "%s sent rank %d an address table with a damaged entry "
+                        "for rank %d",
+                        io->peer, b->rank, r);
+    }
+    tutti_socket_format(&b->addrs[r], b->addr_text[r], sizeof b->addr_text[r]);
+  }
+  free(table);
+  return res;
+}
+
+static ncclResult_t read_reply(struct tutti_bootstrap* b, int fd,
+                               const struct tutti_socket_io* io) {
+  unsigned char hdr[TUTTI_BS_HEADER];
+  ncclResult_t res = tutti_socket_recv_all(fd, hdr, sizeof hdr, io);
+  if (res == ncclRemoteError && tutti_socket_now() < io->deadline &&
+      (b->abort_flag == NULL || __atomic_load_n(b->abort_flag, __ATOMIC_RELAXED) == 0)) {
+    return tutti_error(ncclRemoteError,
+                       "%s closed rank %d's connection without an answer: the job secrets may "
+                       "differ (every rank must get the same unique id; with NCCL_COMM_ID also the "
+                       "same TUTTI_JOB_SECRET), or that root's job already ended",
+                       io->peer, b->rank);
+  }
+  NCCLCHECK(res);
+  uint32_t type = tutti_bs_get32(hdr), len = tutti_bs_get32(hdr + 4);
+  if (type == TUTTI_BS_TABLE && len == (uint32_t)b->nranks * TUTTI_SOCKET_ADDR_WIRE) {
+    return read_table(b, fd, io);
+  }
+  if (type == TUTTI_BS_ERROR && len >= 4 && len <= 4 + TUTTI_BS_MAX_ERROR) {
+    unsigned char text[4 + TUTTI_BS_MAX_ERROR + 1];
+    NCCLCHECK(tutti_socket_recv_all(fd, text, len, io));
+    text[len] = '\0';
+    uint32_t code = tutti_bs_get32(text);
+    if (code == ncclSuccess || code >= ncclNumResults) {
+      code = ncclRemoteError;
+    }
+    return tutti_error((ncclResult_t)code, "%s", (const char*)text + 4);
+  }
+  return tutti_error(ncclRemoteError,
+                     "%s sent rank %d an unexpected reply (type %u, %u bytes): is it the root of "
+                     "another job, or a different tutti version?",
+                     io->peer, b->rank, type, len);
+}
+
+static ncclResult_t join_root(struct tutti_bootstrap* b, const struct tutti_bs_id* id,
+                              const union tutti_socket_addr* me, double deadline) {
+  char where[TUTTI_SOCKET_ADDR_STRLEN], peer[96], doing[64];
+  snprintf(peer, sizeof peer, "the bootstrap root at %s",
+           tutti_socket_format(&id->root, where, sizeof where));
+  snprintf(doing, sizeof doing, "bootstrap init of rank %d", b->rank);
+  struct tutti_socket_io io = {deadline, b->abort_flag, peer, doing};
+  int fd = -1;
+  NCCLCHECK(tutti_socket_connect(&id->root, &io,
+                                 "is rank 0 running, and is NCCL_SOCKET_IFNAME right?", &fd));
+  unsigned char msg[TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + TUTTI_BS_HELLO_LEN];
+  unsigned char* p = msg + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER;
+  double margin = b->timeout_s * 0.25 < ROOT_MARGIN_S ? b->timeout_s * 0.25 : ROOT_MARGIN_S;
+  double left = deadline - margin - tutti_socket_now();
+  tutti_bootstrap_preamble(msg, b->secret);
+  tutti_bs_put32(msg + TUTTI_BS_PREAMBLE, TUTTI_BS_HELLO);
+  tutti_bs_put32(msg + TUTTI_BS_PREAMBLE + 4, TUTTI_BS_HELLO_LEN);
+  tutti_bs_put32(p, (uint32_t)b->rank);
+  tutti_bs_put32(p + 4, (uint32_t)b->nranks);
+  tutti_bs_put32(p + 8, (uint32_t)(b->timeout_s < 4e6 ? b->timeout_s * 1e3 : 4e9));
+  tutti_bs_put32(p + 12, (uint32_t)(left <= 0 ? 0 : left < 4e6 ? left * 1e3 : 4e9));
+  tutti_socket_addr_pack(me, p + 16);
+  ncclResult_t res = tutti_socket_send_all(fd, msg, sizeof msg, &io);
+  if (res == ncclSuccess) {
+    res = read_reply(b, fd, &io);
+  }
+  close(fd);
+  return res;
+}
+
+ncclResult_t tutti_bootstrap_init(const ncclUniqueId* id, int rank, int nranks, double timeout_s,
+                                  volatile int* abort_flag, struct tutti_bootstrap** out) {
+  if (out == NULL) {
+    return tutti_error(ncclInvalidArgument, "bootstrap init: the output pointer is NULL");
+  }
+  *out = NULL;
+  struct tutti_bs_id f;
+  NCCLCHECK(tutti_bootstrap_id_decode(id, &f));
+  if (nranks < 1 || nranks > TUTTI_BS_MAX_RANKS) {
+    return tutti_error(ncclInvalidArgument, "nranks %d is out of range: it must be 1 to %d", nranks,
+                       TUTTI_BS_MAX_RANKS);
+  }
+  if (rank < 0 || rank >= nranks) {
+    return tutti_error(ncclInvalidArgument,
+                       "rank %d is out of range: with nranks %d it must be 0 to %d", rank, nranks,
+                       nranks - 1);
+  }
+  struct tutti_bootstrap* b = calloc(1, sizeof *b);
+  if (b == NULL) {
+    return tutti_error(ncclSystemError, "rank %d: out of memory for bootstrap", rank);
+  }
+  b->rank = rank;
+  b->nranks = nranks;
+  b->timeout_s = timeout_s > 0 ? timeout_s : 1e7; /* 0 or less: no limit worth the name */
+  b->abort_flag = abort_flag;
+  b->listen_fd = b->next_fd = b->prev_fd = -1;
+  memcpy(b->secret, f.secret, TUTTI_BS_SECRET);
+  double deadline = tutti_socket_now() + b->timeout_s;
+  union tutti_socket_addr me;
+  ncclResult_t res = ncclSuccess;
+  if ((f.flags & TUTTI_ID_FLAG_RANK0_ROOT) && rank == 0) {
+    union tutti_socket_addr root = f.root;
+    res = tutti_bootstrap_root_start(&root, f.secret);
+    if (res != ncclSuccess) {
+      char why[512]; /* copied: tutti_error rewrites the buffer it is read from */
+      snprintf(why, sizeof why, "%s", tutti_last_error());
+      res = tutti_error(res, "rank 0 cannot run the bootstrap root named by NCCL_COMM_ID: %s", why);
+      goto fail;
+    }
+  }
+  NCCLCHECKGOTO(open_listener(b, &f.root, &me), res, fail);
+  NCCLCHECKGOTO(join_root(b, &f, &me, deadline), res, fail);
+  NCCLCHECKGOTO(tutti_bootstrap_ring_connect(b, deadline), res, fail);
+  INFO(TUTTI_INIT | TUTTI_BOOTSTRAP, "bootstrap: rank %d of %d at %s joined", rank, nranks,
+       b->addr_text[rank]);
+  *out = b;
+  return ncclSuccess;
+fail:
+  tutti_bootstrap_close(b);
+  return res;
+}
+
+const char* tutti_bootstrap_address(const struct tutti_bootstrap* b, int rank) {
+  if (b == NULL || b->addr_text == NULL || rank < 0 || rank >= b->nranks) {
+    return "";
+  }
+  return b->addr_text[rank];
+}
+
+void tutti_bootstrap_close(struct tutti_bootstrap* b) {
+  if (b == NULL) {
+    return;
+  }
+  int fds[3] = {b->listen_fd, b->next_fd, b->prev_fd};
+  for (int i = 0; i < 3; i++) {
+    if (fds[i] >= 0) {
+      close(fds[i]);
+    }
+  }
+  free(b->addrs);
+  free(b->addr_text);
+  free(b);
+}

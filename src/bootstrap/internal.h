@@ -1,0 +1,92 @@
+/* Bootstrap internals shared by uid.c, root.c, bootstrap.c and ring.c: the
+ * unique id layout, the wire protocol and the per-rank state.
+ *
+ * Wire protocol. Every connection opens with a 24-byte preamble: the 8 bytes
+ * "tuttiBS1" and the 16-byte job secret; a receiver drops a connection whose
+ * preamble is wrong before reading anything else. Then messages, each an
+ * 8-byte header {type, length} (big-endian u32) and `length` payload bytes;
+ * the length is checked against what that type allows before anything is
+ * read into memory. Addresses travel packed (TUTTI_SOCKET_ADDR_WIRE bytes). */
+#ifndef TUTTI_BOOTSTRAP_INTERNAL_H
+#define TUTTI_BOOTSTRAP_INTERNAL_H
+
+#include <stdint.h>
+
+#include "bootstrap/bootstrap.h"
+#include "util/socket.h"
+
+#define TUTTI_BS_SECRET 16
+#define TUTTI_BS_PREAMBLE 24
+#define TUTTI_BS_HEADER 8
+#define TUTTI_BS_MAX_RANKS (1 << 20)
+#define TUTTI_BS_MAX_ERROR 1024  /* longest error text the root sends */
+#define TUTTI_BS_HANDSHAKE_S 5.0 /* time a new connection has to present itself */
+
+enum tutti_bs_type {
+  TUTTI_BS_HELLO = 1,  /* rank -> root: rank, nranks, timeout ms, ms left, address */
+  TUTTI_BS_TABLE = 2,  /* root -> rank: nranks packed listen addresses */
+  TUTTI_BS_ERROR = 3,  /* root -> rank: u32 ncclResult_t, then the sentence */
+  TUTTI_BS_RING = 4,   /* rank -> rank+1: rank, nranks */
+  TUTTI_BS_GATHER = 5, /* one all-gather block */
+  TUTTI_BS_ENTER = 6,  /* barrier token, first round */
+  TUTTI_BS_LEAVE = 7   /* barrier token, second round */
+};
+
+#define TUTTI_BS_HELLO_LEN (16 + TUTTI_SOCKET_ADDR_WIRE)
+#define TUTTI_BS_RING_LEN 8
+
+/* Unique id layout (128 bytes, the rest zero):
+ *   0  u32 magic "tUTi"   4  u16 version   6  u16 flags
+ *   8  packed root address (24 bytes)       32  job secret (16 bytes) */
+#define TUTTI_ID_MAGIC 0x74555469u
+#define TUTTI_ID_VERSION 1
+#define TUTTI_ID_FLAG_RANK0_ROOT 0x1 /* NCCL_COMM_ID: rank 0's init starts the root */
+
+struct tutti_bs_id {
+  unsigned flags;
+  union tutti_socket_addr root;
+  unsigned char secret[TUTTI_BS_SECRET];
+};
+
+struct tutti_bootstrap {
+  int rank, nranks;
+  double timeout_s;
+  volatile int* abort_flag;
+  unsigned char secret[TUTTI_BS_SECRET];
+  int listen_fd, next_fd, prev_fd;
+  int broken; /* an operation failed half-way: the ring is out of step */
+  union tutti_socket_addr* addrs;
+  char (*addr_text)[TUTTI_SOCKET_ADDR_STRLEN];
+  char next_desc[96], prev_desc[96]; /* "rank 3 at 10.0.0.1:41234" */
+};
+
+static inline void tutti_bs_put32(unsigned char* p, uint32_t v) {
+  p[0] = (unsigned char)(v >> 24);
+  p[1] = (unsigned char)(v >> 16);
+  p[2] = (unsigned char)(v >> 8);
+  p[3] = (unsigned char)v;
+}
+
+static inline uint32_t tutti_bs_get32(const unsigned char* p) {
+  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* uid.c */
+ncclResult_t tutti_bootstrap_id_decode(const ncclUniqueId* id, struct tutti_bs_id* out);
+void tutti_bootstrap_preamble(unsigned char out[TUTTI_BS_PREAMBLE],
+                              const unsigned char secret[TUTTI_BS_SECRET]);
+/* Checks the first `got` bytes of an incoming handshake (preamble, then a
+ * header of `type` and exactly `len`): -1 as soon as they are wrong. */
+int tutti_bootstrap_handshake_check(const unsigned char* buf, size_t got,
+                                    const unsigned char secret[TUTTI_BS_SECRET], uint32_t type,
+                                    uint32_t len);
+
+/* root.c: listens on `addr` (port 0 allowed, the bound port written back)
+ * and serves the job from a detached thread. */
+ncclResult_t tutti_bootstrap_root_start(union tutti_socket_addr* addr,
+                                        const unsigned char secret[TUTTI_BS_SECRET]);
+
+/* ring.c: connects this rank to rank+1 and accepts rank-1. */
+ncclResult_t tutti_bootstrap_ring_connect(struct tutti_bootstrap* b, double deadline);
+
+#endif

@@ -1,0 +1,172 @@
+/* The unique id (root address, job secret, NCCL_COMM_ID flag) and the
+ * handshake every bootstrap connection opens with. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "bootstrap/internal.h"
+#include "util/check.h"
+#include "util/ifaces.h"
+#include "util/param.h"
+
+static const unsigned char preamble_magic[8] = {'t', 'u', 't', 't', 'i', 'B', 'S', '1'};
+
+/* A 16-byte digest of a string. Not cryptographic: a secret typed into
+ * TUTTI_JOB_SECRET is only as strong as the string, and one derived from
+ * NCCL_COMM_ID only keeps apart jobs that did not mean to meet. */
+static void hash16(const char* s, unsigned char out[TUTTI_BS_SECRET]) {
+  uint64_t h[2] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
+  for (int k = 0; k < 2; k++) {
+    for (const unsigned char* p = (const unsigned char*)s; *p != '\0'; p++) {
+      h[k] = (h[k] ^ *p) * 0x100000001b3ull;
+    }
+    uint64_t z = h[k] + 0x9e3779b97f4a7c15ull * (uint64_t)(k + 1); /* splitmix64 finish */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    h[k] = z ^ (z >> 31);
+    for (int i = 0; i < 8; i++) {
+      out[k * 8 + i] = (unsigned char)(h[k] >> (8 * i));
+    }
+  }
+}
+
+static void encode(ncclUniqueId* id, unsigned flags, const union tutti_socket_addr* root,
+                   const unsigned char secret[TUTTI_BS_SECRET]) {
+  unsigned char* p = (unsigned char*)id->internal;
+  memset(id, 0, sizeof *id);
+  tutti_bs_put32(p, TUTTI_ID_MAGIC);
+  tutti_bs_put32(p + 4, (TUTTI_ID_VERSION << 16) | (flags & 0xffff));
+  tutti_socket_addr_pack(root, p + 8);
+  memcpy(p + 32, secret, TUTTI_BS_SECRET);
+}
+
+static ncclResult_t random_secret(unsigned char secret[TUTTI_BS_SECRET]) {
+  size_t got = 0;
+  while (got < TUTTI_BS_SECRET) {
+    ssize_t n = getrandom(secret + got, TUTTI_BS_SECRET - got, 0);
+    if (n < 0 && errno != EINTR) {
+      return tutti_error(ncclSystemError, "getrandom failed making the job secret: %s",
+                         strerror(errno));
+    }
+    got += n > 0 ? (size_t)n : 0;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t tutti_bootstrap_new_root(ncclUniqueId* id) {
+  if (id == NULL) {
+    return tutti_error(ncclInvalidArgument, "bootstrap: the unique id pointer is NULL");
+  }
+  struct tutti_iface iface;
+  union tutti_socket_addr root;
+  unsigned char secret[TUTTI_BS_SECRET];
+  char where[TUTTI_SOCKET_ADDR_STRLEN];
+  NCCLCHECK(tutti_iface_pick(&iface));
+  root = iface.addr;
+  NCCLCHECK(random_secret(secret));
+  NCCLCHECK(tutti_bootstrap_root_start(&root, secret));
+  encode(id, 0, &root, secret);
+  INFO(TUTTI_INIT | TUTTI_BOOTSTRAP, "bootstrap root listening at %s (interface %s)",
+       tutti_socket_format(&root, where, sizeof where), iface.name);
+  return ncclSuccess;
+}
+
+ncclResult_t tutti_bootstrap_get_unique_id(ncclUniqueId* id) {
+  const char* comm_id = tutti_getenv("NCCL_COMM_ID");
+  if (id == NULL || comm_id == NULL || *comm_id == '\0') {
+    return tutti_bootstrap_new_root(id);
+  }
+  union tutti_socket_addr root;
+  unsigned char secret[TUTTI_BS_SECRET];
+  char where[TUTTI_SOCKET_ADDR_STRLEN];
+  ncclResult_t res = tutti_socket_parse(comm_id, tutti_iface_family(), &root);
+  if (res != ncclSuccess) {
+    char why[512]; /* copied: tutti_error rewrites the buffer it is read from */
+    snprintf(why, sizeof why, "%s", tutti_last_error());
+    return tutti_error(res, "NCCL_COMM_ID=\"%s\" is not usable: %s", comm_id, why);
+  }
+  tutti_socket_format(&root, where, sizeof where);
+  const char* job = tutti_getenv("TUTTI_JOB_SECRET");
+  if (job != NULL && *job != '\0') {
+    hash16(job, secret);
+  } else {
+    /* The canonical text, so that "node1:2000" and "10.0.0.1:2000" agree. */
+    char text[TUTTI_SOCKET_ADDR_STRLEN + 16];
+    snprintf(text, sizeof text, "tutti-comm-id:%s", where);
+    hash16(text, secret);
+  }
+  encode(id, TUTTI_ID_FLAG_RANK0_ROOT, &root, secret);
+  INFO(TUTTI_INIT | TUTTI_BOOTSTRAP, "unique id from NCCL_COMM_ID: rank 0 will run the root at %s",
+       where);
+  return ncclSuccess;
+}
+
+ncclResult_t tutti_bootstrap_id_decode(const ncclUniqueId* id, struct tutti_bs_id* out) {
+  const char* what = "it is not an id from ncclGetUniqueId";
+  if (id == NULL) {
+    return tutti_error(ncclInvalidArgument,
+                       "the unique id is not a tutti/NCCL id from ncclGetUniqueId: the pointer is "
+                       "NULL");
+  }
+  const unsigned char* p = (const unsigned char*)id->internal;
+  uint32_t magic = tutti_bs_get32(p);
+  uint32_t version = tutti_bs_get32(p + 4) >> 16;
+  if (magic != TUTTI_ID_MAGIC) {
+    what = "bad magic (an id from another library, or bytes damaged in transit?)";
+  } else if (version != TUTTI_ID_VERSION) {
+    what = "made by a different tutti version";
+  } else if (tutti_socket_addr_unpack(p + 8, &out->root) != 0) {
+    what = "the root address is neither IPv4 nor IPv6";
+  } else if (tutti_socket_port(&out->root) == 0) {
+    what = "the root port is 0";
+  } else {
+    out->flags = tutti_bs_get32(p + 4) & 0xffff;
+    memcpy(out->secret, p + 32, TUTTI_BS_SECRET);
+    return ncclSuccess;
+  }
+  return tutti_error(ncclInvalidArgument,
+                     "the unique id is not a tutti/NCCL id from ncclGetUniqueId: %s; pass every "
+                     "rank the 128 bytes rank 0 got from ncclGetUniqueId, unchanged",
+                     what);
+}
+
+ncclResult_t tutti_bootstrap_check_id(const ncclUniqueId* id) {
+  struct tutti_bs_id f;
+  return tutti_bootstrap_id_decode(id, &f);
+}
+
+void tutti_bootstrap_id_secret(const ncclUniqueId* id, unsigned char secret[16]) {
+  memcpy(secret, (const unsigned char*)id->internal + 32, TUTTI_BS_SECRET);
+}
+
+void tutti_bootstrap_preamble(unsigned char out[TUTTI_BS_PREAMBLE],
+                              const unsigned char secret[TUTTI_BS_SECRET]) {
+  memcpy(out, preamble_magic, sizeof preamble_magic);
+  memcpy(out + sizeof preamble_magic, secret, TUTTI_BS_SECRET);
+}
+
+int tutti_bootstrap_handshake_check(const unsigned char* buf, size_t got,
+                                    const unsigned char secret[TUTTI_BS_SECRET], uint32_t type,
+                                    uint32_t len) {
+  size_t m = got < sizeof preamble_magic ? got : sizeof preamble_magic;
+  if (memcmp(buf, preamble_magic, m) != 0) {
+    return -1;
+  }
+  if (got >= TUTTI_BS_PREAMBLE) {
+    /* Constant time, so that timing does not leak how much of a guess was right. */
+    unsigned char diff = 0;
+    for (int i = 0; i < TUTTI_BS_SECRET; i++) {
+      diff |= (unsigned char)(buf[sizeof preamble_magic + i] ^ secret[i]);
+    }
+    if (diff != 0) {
+      return -1;
+    }
+  }
+  if (got >= TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER &&
+      (tutti_bs_get32(buf + TUTTI_BS_PREAMBLE) != type ||
+       tutti_bs_get32(buf + TUTTI_BS_PREAMBLE + 4) != len)) {
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,74 @@
+/* A small TCP toolkit shared by bootstrap and the tcp transport: IPv4/IPv6
+ * addresses, listen / connect / accept, and transfers bounded by a deadline
+ * and an abort flag, so that no socket wait can hang a rank. */
+#ifndef TUTTI_UTIL_SOCKET_H
+#define TUTTI_UTIL_SOCKET_H
+
+#include <netinet/in.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "nccl.h"
+
+#define TUTTI_SOCKET_ADDR_STRLEN 64 /* "[v6addr%scope]:port" with room to spare */
+#define TUTTI_SOCKET_ADDR_WIRE 24   /* packed: family, port, scope id, 16 address bytes */
+
+union tutti_socket_addr {
+  struct sockaddr sa;
+  struct sockaddr_in sin;
+  struct sockaddr_in6 sin6;
+};
+
+/* What bounds a wait, and the words its error sentences use. */
+struct tutti_socket_io {
+  double deadline;          /* in tutti_socket_now() seconds */
+  volatile int* abort_flag; /* polled at least every 100 ms; may be NULL */
+  const char* peer;         /* "rank 3 at 10.0.0.1:41234" */
+  const char* doing;        /* "bootstrap all-gather of rank 2" */
+};
+
+/* Monotonic clock in seconds. */
+double tutti_socket_now(void);
+
+/* Parses "host:port" or "[v6addr]:port"; host may be a name (getaddrinfo).
+ * `family` is the one preferred among a name's addresses (AF_UNSPEC: IPv4,
+ * then IPv6); an address of the other family is still taken when it is all
+ * there is, as a literal one always is. */
+ncclResult_t tutti_socket_parse(const char* text, int family, union tutti_socket_addr* out);
+/* "10.0.0.1:41234" or "[fd00::2]:41234" into buf; returns buf. */
+const char* tutti_socket_format(const union tutti_socket_addr* a, char* buf, size_t len);
+socklen_t tutti_socket_addr_len(const union tutti_socket_addr* a);
+int tutti_socket_port(const union tutti_socket_addr* a);
+void tutti_socket_set_port(union tutti_socket_addr* a, int port);
+int tutti_socket_is_loopback(const union tutti_socket_addr* a);
+/* Host-independent packing for ids and wire messages; unpack returns 0, or
+ * -1 for a family that is neither IPv4 nor IPv6. */
+void tutti_socket_addr_pack(const union tutti_socket_addr* a,
+                            unsigned char out[TUTTI_SOCKET_ADDR_WIRE]);
+int tutti_socket_addr_unpack(const unsigned char in[TUTTI_SOCKET_ADDR_WIRE],
+                             union tutti_socket_addr* out);
+
+/* Listens on `addr` (port 0: an ephemeral port, written back into addr). */
+ncclResult_t tutti_socket_listen(union tutti_socket_addr* addr, int* fd);
+/* Connects, retrying refused / unreachable attempts until io->deadline. On
+ * failure the sentence names io->peer, the time tried and `hint`. */
+ncclResult_t tutti_socket_connect(const union tutti_socket_addr* addr,
+                                  const struct tutti_socket_io* io, const char* hint, int* fd);
+/* One non-blocking accept: the new fd (non-blocking, TCP_NODELAY), or -1
+ * with errno set (EAGAIN when nobody is waiting). `peer` may be NULL. */
+int tutti_socket_try_accept(int listen_fd, union tutti_socket_addr* peer);
+/* Waits for a connection until io->deadline. */
+ncclResult_t tutti_socket_accept(int listen_fd, const struct tutti_socket_io* io, int* fd,
+                                 union tutti_socket_addr* peer);
+
+ncclResult_t tutti_socket_send_all(int fd, const void* buf, size_t len,
+                                   const struct tutti_socket_io* io);
+ncclResult_t tutti_socket_recv_all(int fd, void* buf, size_t len, const struct tutti_socket_io* io);
+/* Sends to one socket while receiving from another, so that a ring of ranks
+ * all sending at once cannot deadlock on full socket buffers. The deadline
+ * and abort flag of `rio` bound the whole exchange. */
+ncclResult_t tutti_socket_exchange(int sfd, const void* sbuf, size_t slen,
+                                   const struct tutti_socket_io* sio, int rfd, void* rbuf,
+                                   size_t rlen, const struct tutti_socket_io* rio);
+
+#endif
