@@ -98,13 +98,15 @@ static ncclResult_t run_jobs(struct job* jobs, int n) {
     struct job* j = &jobs[i];
     if (j->fn == NULL && !j->comm->blocking) {
       struct job* copy = malloc(sizeof *copy);
+      if (copy != NULL) {
+        *copy = *j;
+      }
       if (copy == NULL || pthread_create(&j->comm->init_thread, NULL, nonblocking_init_main,
                                          copy) != 0) {
         free(copy);
         j->res = tutti_error(ncclSystemError, "could not start the init thread");
         continue;
       }
-      *copy = *j;
       j->comm->init_thread_live = 1;
       j->res = ncclInProgress;
       in_progress = 1;

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs tutti into a temporary prefix (also as libnccl.so.2) and builds
+# consumers three ways: CMake find_package (shared and static), pkg-config,
+# and a plain -lnccl link against the NCCL-named install.
+set -euo pipefail
+src=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DTUTTI_BUILD_TESTS=OFF \
+  -DTUTTI_INSTALL_AS_NCCL=ON >/dev/null
+cmake --build "$work/build" -j"$(nproc)" >/dev/null
+cmake --install "$work/build" --prefix "$work/prefix" >/dev/null
+lib=$(ls -d "$work"/prefix/lib*)
+for f in include/nccl.h "$(basename "$lib")/libtutti.so.0" "$(basename "$lib")/libtutti.a" \
+  "$(basename "$lib")/libnccl.so.2" "$(basename "$lib")/pkgconfig/tutti.pc" \
+  "$(basename "$lib")/cmake/tutti/tuttiConfig.cmake"; do
+  [ -e "$work/prefix/$f" ] || { echo "FAIL: $f not installed"; exit 1; }
+done
+echo "installed: headers, libtutti.so.0, libtutti.a, libnccl.so.2, tutti.pc, CMake package"
+
+cmake -S "$src/tests/install/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+cmake --build "$work/consumer" >/dev/null
+LD_LIBRARY_PATH="$lib" "$work/consumer/consumer"
+"$work/consumer/consumer_static"
+
+if command -v pkg-config >/dev/null 2>&1; then
+  export PKG_CONFIG_PATH="$lib/pkgconfig"
+  cc "$src/tests/install/consumer/main.c" $(pkg-config --cflags --libs tutti) -o "$work/pc"
+  LD_LIBRARY_PATH="$lib" "$work/pc"
+else
+  cc "$src/tests/install/consumer/main.c" -I"$work/prefix/include" -L"$lib" -ltutti -o "$work/pc"
+  LD_LIBRARY_PATH="$lib" "$work/pc"
+  echo "(pkg-config not installed: linked with the flags tutti.pc lists)"
+fi
+
+# A program that asks the loader for NCCL by name gets tutti.
+cc "$src/tests/install/consumer/main.c" -I"$work/prefix/include" -L"$lib" -lnccl -o "$work/asnccl"
+LD_LIBRARY_PATH="$lib" "$work/asnccl"
+LD_LIBRARY_PATH="$lib" ldd "$work/asnccl" >"$work/ldd.txt"
+grep -q "libnccl.so.2 => $lib/libnccl.so.2" "$work/ldd.txt" || { echo "FAIL: not loaded as libnccl.so.2"; cat "$work/ldd.txt"; exit 1; }
+echo "install: 4 passed, 0 failed"

@@ -1,0 +1,3 @@
+# Install, then build downstream consumers against the installed tree.
+add_test(NAME install.consumers COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/install_test.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(install.consumers PROPERTIES TIMEOUT 300)
