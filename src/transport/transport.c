@@ -14,6 +14,10 @@ ncclResult_t tutti_transport_setup(struct tutti_transport_comm* tc) {
   for (size_t i = 0; i < NTRANSPORTS; i++) {
     NCCLCHECK(transports[i]->setup(tc));
   }
+  if (tc->bell == NULL) {
+    /* No shared segment: the rank still needs a doorbell its proxies can ring. */
+    tc->bell = &tc->private_bell;
+  }
   for (int r = 0; r < tc->nranks; r++) {
     if (tc->send[r] == NULL || tc->recv[r] == NULL) {
       return tutti_error(ncclSystemError,

@@ -68,6 +68,7 @@ struct tutti_transport_comm {
   struct tutti_conn** send;    /* [nranks]: filled by transports' setup */
   struct tutti_conn** recv;    /* [nranks] */
   struct tutti_doorbell* bell; /* this rank's doorbell (points into shm when shm runs) */
+  struct tutti_doorbell private_bell; /* the doorbell when no shared segment exists */
   struct tutti_doorbell** peer_bells; /* [nranks]: peers' doorbells when reachable, else NULL */
   void* priv[4];               /* per-transport state */
 };
