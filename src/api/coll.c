@@ -107,12 +107,11 @@ static int in_place(const struct call* c, int rank, size_t bytes) {
 
 static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t stream) {
   NCCLCHECK(check_call(comm, c));
-  struct tutti_op* op = calloc(1, sizeof *op);
+  struct tutti_op* op = tutti_op_get(&comm->er);
   if (op == NULL) {
     return tutti_error(ncclSystemError, "%s: out of host memory", c->fn);
   }
   ncclResult_t res = ncclSuccess;
-  op->er = &comm->er;
   op->redop.type = c->type;
   if (c->reduces) {
     NCCLCHECKGOTO(tutti_redop_resolve(comm, c->op, c->type, c->fn, &op->redop), res, fail);
@@ -129,14 +128,7 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   a->chunk_bytes = tutti_tune_chunk(comm->er.queue_bytes, comm->er.piece_bytes);
   enum tutti_algo_id algo = tutti_tune_algo(a);
   NCCLCHECKGOTO(tutti_schedule_build(algo, a, &op->sched), res, fail);
-  if (op->sched.scratch_bytes > 0) {
-    op->scratch = malloc(op->sched.scratch_bytes);
-    if (op->scratch == NULL) {
-      res = tutti_error(ncclSystemError, "%s: out of host memory for %zu bytes of scratch", c->fn,
-                        op->sched.scratch_bytes);
-      goto fail;
-    }
-  }
+  NCCLCHECKGOTO(tutti_op_scratch(op), res, fail);
   op->bufs[TUTTI_BUF_SEND] = (void*)c->sendbuff;
   op->bufs[TUTTI_BUF_RECV] = c->recvbuff;
   op->bufs[TUTTI_BUF_SCRATCH] = op->scratch;
@@ -146,7 +138,7 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
         tutti_algo_get(algo)->name, a->in_place);
   return tutti_group_add_op(op, comm, stream);
 fail:
-  tutti_op_free(op);
+  tutti_op_put(op);
   return res;
 }
 

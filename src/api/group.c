@@ -65,7 +65,7 @@ static void* nonblocking_init_main(void* p) {
 
 static void free_ops(void) {
   for (int i = 0; i < grp.nops; i++) {
-    tutti_op_free(grp.ops[i].op);
+    tutti_op_put(grp.ops[i].op);
   }
   free(grp.ops);
   grp.ops = NULL;
@@ -226,7 +226,7 @@ ncclResult_t tutti_group_add_op(struct tutti_op* op, struct ncclComm* comm, cuda
     grp.nops++;
     return ncclSuccess;
   }
-  tutti_op_free(op);
+  tutti_op_put(op);
   return tutti_group_fail(res);
 }
 

@@ -62,6 +62,7 @@ struct ncclComm* tutti_comm_alloc(const ncclConfig_t* config, ncclResult_t* res)
 
 void tutti_comm_free(struct ncclComm* comm) {
   tutti_comm_unregister(comm);
+  tutti_exec_rank_free_pool(&comm->er);
   tutti_transport_teardown(&comm->tc);
   tutti_bootstrap_close(comm->boot);
   free(comm->tc.send);
@@ -100,6 +101,11 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
   er->peers = comm->peers;
   er->abort_flag = &comm->abort_flag;
   er->timeout_s = tutti_timeout_s();
+  int local = 0;
+  for (int r = 0; r < n; r++) {
+    local += comm->peers[r].host_hash == comm->peers[comm->rank].host_hash;
+  }
+  tutti_wait_policy(er, local);
   size_t mine[2] = {0, 0}; /* smallest slot, smallest queue */
   for (int r = 0; r < n; r++) {
     struct tutti_conn* cs[2] = {tc->send[r], tc->recv[r]};

@@ -26,7 +26,14 @@ struct tutti_exec_rank {
   volatile int* abort_flag;
   double timeout_s;
   uint64_t op_count; /* operations issued, for error texts */
+  struct tutti_op* pool; /* finished operations kept with their buffers for reuse */
+  int spin_rounds;       /* idle passes spent spinning, then yielding, before sleeping */
+  int yield_rounds;
 };
+
+/* Sets how long `er` spins and yields before sleeping, from the number of
+ * ranks sharing this host's cores (TUTTI_SPIN / TUTTI_YIELD override). */
+void tutti_wait_policy(struct tutti_exec_rank* er, int local_ranks);
 
 /* One operation ready to run. */
 struct tutti_op {
@@ -36,13 +43,26 @@ struct tutti_op {
   struct tutti_redop redop;
   void* bufs[4]; /* indexed by enum tutti_buf */
   uint64_t seq;  /* 1-based number of this operation on its communicator */
-  void* scratch; /* owned: sched.scratch_bytes */
+  void* scratch; /* owned: at least sched.scratch_bytes */
+  size_t scratch_cap;
   /* Progress, private to the executor. */
   struct tutti_lane_state* lanes;
+  size_t lanes_cap; /* bytes */
+  struct tutti_op* next_free;
 };
 
+/* An operation of `er`, from its pool when one is there: schedules, lane
+ * states and scratch keep their memory from one call to the next, so a
+ * steady stream of calls allocates nothing. */
+struct tutti_op* tutti_op_get(struct tutti_exec_rank* er);
+/* Makes sure op->scratch holds sched.scratch_bytes. */
+ncclResult_t tutti_op_scratch(struct tutti_op* op);
+/* Returns an operation to its rank's pool. */
+void tutti_op_put(struct tutti_op* op);
 /* Frees an operation, its schedule and its scratch. */
 void tutti_op_free(struct tutti_op* op);
+/* Frees the pool (when the communicator goes). */
+void tutti_exec_rank_free_pool(struct tutti_exec_rank* er);
 
 /* Runs `ops` to completion. Returns the first failure, after recording a
  * sentence that names the operation, the step and the peer. */
@@ -54,6 +74,8 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops);
  * a post that raced with the announcement is never missed. */
 struct tutti_waiter {
   struct tutti_doorbell* bell; /* NULL: several ranks on this thread, poll with short sleeps */
+  int spin;
+  int yield;
   uint32_t seen;
   int armed;
   int idle_rounds;

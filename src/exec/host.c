@@ -53,16 +53,22 @@ int tutti_exec_conn_ready(const struct tutti_lane_state* l, const struct tutti_c
 static ncclResult_t op_prepare(struct tutti_op* op) {
   struct tutti_schedule* s = &op->sched;
   struct tutti_exec_rank* er = op->er;
-  /* One allocation: lane states, then held-connection and ticket arrays. */
+  /* One block: lane states, then held-connection and ticket arrays; kept
+   * with the operation for the next call. */
   size_t slots = 2 * (size_t)s->nsteps + 1;
   size_t bytes = (size_t)s->nlanes * sizeof(struct tutti_lane_state) +
                  slots * (sizeof(struct tutti_conn*) + sizeof(uint64_t));
-  char* mem = calloc(1, bytes);
-  if (mem == NULL) {
-    return tutti_error(ncclSystemError, "out of host memory starting %s",
-                       tutti_coll_name(op->args.coll));
+  if (bytes > op->lanes_cap) {
+    free(op->lanes);
+    op->lanes = malloc(bytes);
+    op->lanes_cap = op->lanes != NULL ? bytes : 0;
+    if (op->lanes == NULL) {
+      return tutti_error(ncclSystemError, "out of host memory starting %s",
+                         tutti_coll_name(op->args.coll));
+    }
   }
-  op->lanes = (struct tutti_lane_state*)mem;
+  char* mem = (char*)op->lanes;
+  memset(mem, 0, (size_t)s->nlanes * sizeof(struct tutti_lane_state));
   struct tutti_conn** held = (struct tutti_conn**)(mem + (size_t)s->nlanes * sizeof *op->lanes);
   uint64_t* tickets = (uint64_t*)(held + slots);
   for (int i = 0; i < s->nlanes; i++) {
@@ -183,6 +189,58 @@ void tutti_op_free(struct tutti_op* op) {
   free(op);
 }
 
+struct tutti_op* tutti_op_get(struct tutti_exec_rank* er) {
+  struct tutti_op* op = er->pool;
+  if (op != NULL) {
+    er->pool = op->next_free;
+    op->next_free = NULL;
+  } else {
+    op = calloc(1, sizeof *op);
+    if (op == NULL) {
+      return NULL;
+    }
+  }
+  op->er = er;
+  memset(&op->redop, 0, sizeof op->redop);
+  memset(op->bufs, 0, sizeof op->bufs);
+  return op;
+}
+
+ncclResult_t tutti_op_scratch(struct tutti_op* op) {
+  if (op->sched.scratch_bytes > op->scratch_cap) {
+    free(op->scratch);
+    op->scratch = malloc(op->sched.scratch_bytes);
+    op->scratch_cap = op->scratch != NULL ? op->sched.scratch_bytes : 0;
+    if (op->scratch == NULL) {
+      return tutti_error(ncclSystemError, "out of host memory for %zu bytes of scratch",
+                         op->sched.scratch_bytes);
+    }
+  }
+  return ncclSuccess;
+}
+
+void tutti_op_put(struct tutti_op* op) {
+  if (op == NULL) {
+    return;
+  }
+  /* Large scratch is not worth keeping around. */
+  if (op->scratch_cap > (1u << 20)) {
+    free(op->scratch);
+    op->scratch = NULL;
+    op->scratch_cap = 0;
+  }
+  op->next_free = op->er->pool;
+  op->er->pool = op;
+}
+
+void tutti_exec_rank_free_pool(struct tutti_exec_rank* er) {
+  while (er->pool != NULL) {
+    struct tutti_op* op = er->pool;
+    er->pool = op->next_free;
+    tutti_op_free(op);
+  }
+}
+
 ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
   ncclResult_t res = ncclSuccess;
   int prepared = 0;
@@ -192,6 +250,8 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
   struct tutti_waiter w;
   memset(&w, 0, sizeof w);
   w.bell = ops[0]->er->bell;
+  w.spin = ops[0]->er->spin_rounds;
+  w.yield = ops[0]->er->yield_rounds;
   for (int i = 1; i < nops; i++) {
     if (ops[i]->er != ops[0]->er) {
       w.bell = NULL; /* several ranks on this thread: no single doorbell */
@@ -263,13 +323,5 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
   }
 out:
   tutti_wait_reset(&w);
-  for (int i = 0; i < prepared && i < nops; i++) {
-    free(ops[i]->lanes);
-    ops[i]->lanes = NULL;
-  }
-  if (prepared < nops && ops[prepared]->lanes != NULL) {
-    free(ops[prepared]->lanes);
-    ops[prepared]->lanes = NULL;
-  }
   return res;
 }

@@ -1,6 +1,7 @@
 /* Spin, yield, then sleep on a futex (see exec.h). Ranks may outnumber
  * cores, so spinning stays short: a rank that burns its core delays the very
  * peer it waits for. */
+#define _GNU_SOURCE 1
 #include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -11,8 +12,20 @@
 #include "exec/exec.h"
 #include "util/param.h"
 
-static TUTTI_PARAM(spin_rounds, "TUTTI_SPIN", 200);
-static TUTTI_PARAM(yield_rounds, "TUTTI_YIELD", 20);
+static TUTTI_PARAM(spin_rounds, "TUTTI_SPIN", -1);
+static TUTTI_PARAM(yield_rounds, "TUTTI_YIELD", -1);
+
+void tutti_wait_policy(struct tutti_exec_rank* er, int local_ranks) {
+  cpu_set_t set;
+  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  /* With a core each, spinning answers fastest. With more ranks than cores
+   * a spinning rank holds the core its peer needs: hand it over at once, and
+   * keep yielding a while, which is cheaper than a futex sleep and wake. */
+  int oversubscribed = local_ranks > cpus;
+  int64_t spin = tutti_param_spin_rounds(), yield = tutti_param_yield_rounds();
+  er->spin_rounds = spin >= 0 ? (int)spin : (oversubscribed ? 4 : 1000);
+  er->yield_rounds = yield >= 0 ? (int)yield : (oversubscribed ? 200 : 20);
+}
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -49,8 +62,8 @@ void tutti_wait_reset(struct tutti_waiter* w) {
 }
 
 int tutti_wait_idle(struct tutti_waiter* w) {
-  const int spin = (int)tutti_param_spin_rounds();
-  const int yield = spin + (int)tutti_param_yield_rounds();
+  const int spin = w->spin;
+  const int yield = spin + w->yield;
   w->idle_rounds++;
   if (w->idle_rounds <= spin) {
     cpu_relax();

@@ -150,6 +150,7 @@ static int run_case(enum tutti_algo_id algo, enum tutti_coll c, int n, size_t co
   for (int r = 0; r < n; r++) {
     tutti_schedule_free(&ops[r].sched);
     free(ops[r].scratch);
+    free(ops[r].lanes);
     free(b[r].sendbase);
     free(b[r].recvbase);
   }
@@ -210,7 +211,10 @@ static int run_p2p(int n, size_t count) {
       }
     }
   }
-  for (int i = 0; i < nops; i++) tutti_schedule_free(&ops[i].sched);
+  for (int i = 0; i < nops; i++) {
+    tutti_schedule_free(&ops[i].sched);
+    free(ops[i].lanes);
+  }
   free(er);
   free(ops);
   free(opp);
