@@ -22,6 +22,7 @@ struct job {
   ncclResult_t res;
   char err[1024];
   pthread_t thread;
+  int threaded; /* runs on `thread`, joined before res is read */
 };
 
 struct queued_op {
@@ -114,13 +115,13 @@ static ncclResult_t run_jobs(struct job* jobs, int n) {
       job_main(j);
     } else if (pthread_create(&j->thread, NULL, job_main, j) != 0) {
       j->res = tutti_error(ncclSystemError, "could not start an init thread");
-      j->thread = 0;
+    } else {
+      j->threaded = 1;
     }
   }
   for (int i = 0; i < n; i++) {
-    struct job* j = &jobs[i];
-    if (n > 1 && j->res != ncclInProgress && j->thread != 0) {
-      pthread_join(j->thread, NULL);
+    if (jobs[i].threaded) {
+      pthread_join(jobs[i].thread, NULL);
     }
   }
   for (int i = 0; i < n; i++) {
