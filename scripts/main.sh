@@ -5,4 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh >/dev/null
-exec "${BUILD_DIR:-build}"/tools/tutti-perf/tutti-perf allreduce -t 4 -b 8 -e 64M -f 4 -c 1 "$@"
+exec "${BUILD_DIR:-build}"/tools/tutti-perf/tutti-perf allreduce -t 4 -b 16 -e 64M -f 4 -c 1 "$@"

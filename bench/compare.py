@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Ratios of one library's busbw (and time) to others', size by size, from
+tutti-perf JSON files: compare.py TUTTI.json REF.json [REF.json ...]
+Prints a markdown table: size, tutti time and busbw, then per reference its
+busbw, and tutti's busbw ratio and time ratio against it."""
+import json, sys
+
+
+def load(path):
+    with open(path) as f:
+        d = json.load(f)
+    name = d["library"]["name"] if isinstance(d.get("library"), dict) else d.get("library", path)
+    rows = {r["bytes"]: r["out_of_place"] for r in d["records"] if r.get("out_of_place")}
+    return name, d.get("nranks"), d.get("collective"), rows
+
+
+def human(b):
+    for unit, v in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if b >= v and b % v == 0:
+            return f"{b // v} {unit}B"
+    return f"{b} B"
+
+
+def main():
+    tname, n, coll, t = load(sys.argv[1])
+    refs = [load(p) for p in sys.argv[2:]]
+    head = f"| size | tutti µs | tutti busbw |"
+    sep = "|---:|---:|---:|"
+    for name, _, _, _ in refs:
+        short = name.split(" (")[0]
+        head += f" {short} µs | {short} busbw | busbw ratio | time ratio |"
+        sep += "---:|---:|---:|---:|"
+    print(f"{coll}, {n} ranks: {tname} against " + ", ".join(r[0] for r in refs))
+    print()
+    print(head)
+    print(sep)
+    for b in sorted(t):
+        line = f"| {human(b)} | {t[b]['time_us']:.2f} | {t[b]['busbw_gbs']:.2f} |"
+        for _, _, _, r in refs:
+            if b in r:
+                rb, rt = r[b]["busbw_gbs"], r[b]["time_us"]
+                ratio = f"{t[b]['busbw_gbs'] / rb:.2f}x" if rb > 0 else "–"
+                line += f" {rt:.2f} | {rb:.2f} | {ratio} | {t[b]['time_us'] / rt:.2f}x |"
+            else:
+                line += " – | – | – | – |"
+        print(line)
+    print()
+
+
+if __name__ == "__main__":
+    main()
