@@ -14,10 +14,20 @@ static size_t parse_size(const char* s) {
   char* end;
   double v = strtod(s, &end);
   switch (*end) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    default: break;
+    case 'K':
+    case 'k':
+      v *= 1024;
+      break;
+    case 'M':
+    case 'm':
+      v *= 1024 * 1024;
+      break;
+    case 'G':
+    case 'g':
+      v *= 1024.0 * 1024 * 1024;
+      break;
+    default:
+      break;
   }
   return (size_t)v;
 }
@@ -32,12 +42,18 @@ int main(int argc, char** argv) {
   int factor = 2, iters = 20, warm = 5;
   const char* json = NULL;
   for (int i = 2; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "-b")) minb = parse_size(argv[i + 1]);
-    else if (!strcmp(argv[i], "-e")) maxb = parse_size(argv[i + 1]);
-    else if (!strcmp(argv[i], "-f")) factor = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "-n")) iters = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "-w")) warm = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--json")) json = argv[i + 1];
+    if (!strcmp(argv[i], "-b"))
+      minb = parse_size(argv[i + 1]);
+    else if (!strcmp(argv[i], "-e"))
+      maxb = parse_size(argv[i + 1]);
+    else if (!strcmp(argv[i], "-f"))
+      factor = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "-n"))
+      iters = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "-w"))
+      warm = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--json"))
+      json = argv[i + 1];
   }
   int ag = !strcmp(coll, "allgather"), rs = !strcmp(coll, "reducescatter");
   int bc = !strcmp(coll, "broadcast");
@@ -62,8 +78,11 @@ int main(int argc, char** argv) {
            "time(us)", "algbw", "busbw");
     if (json) {
       jf = fopen(json, "w");
-      fprintf(jf, "{\n  \"format\": \"tutti-perf/1\",\n  \"library\": {\"name\": \"%s\", \"path\": \"mpi\", \"version\": 0},\n"
-                  "  \"collective\": \"%s\", \"hostname\": \"%s\", \"date\": \"%s\", \"nranks\": %d,\n  \"records\": [",
+      fprintf(jf,
+              "{\n  \"format\": \"tutti-perf/1\",\n  \"library\": {\"name\": \"%s\", \"path\": "
+              "\"mpi\", \"version\": 0},\n"
+              "  \"collective\": \"%s\", \"hostname\": \"%s\", \"date\": \"%s\", \"nranks\": %d,\n "
+              " \"records\": [",
               ver, coll, host, date, n);
     }
   }
@@ -71,17 +90,24 @@ int main(int argc, char** argv) {
   for (size_t bytes = minb; bytes <= maxb; bytes *= (size_t)factor) {
     size_t count = bytes / sizeof(float);
     size_t per = (ag || rs) ? count / (size_t)n : count;
-    if (per == 0) continue;
-    for (int i = 0; i < n; i++) counts[i] = (int)per;
+    if (per == 0)
+      continue;
+    for (int i = 0; i < n; i++)
+      counts[i] = (int)per;
     double t = 0;
     for (int it = -warm; it < iters; it++) {
       MPI_Barrier(MPI_COMM_WORLD);
       double t0 = MPI_Wtime();
-      if (ag) MPI_Allgather(s, (int)per, MPI_FLOAT, d, (int)per, MPI_FLOAT, MPI_COMM_WORLD);
-      else if (rs) MPI_Reduce_scatter(s, d, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      else if (bc) MPI_Bcast(s, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
-      else MPI_Allreduce(s, d, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      if (it >= 0) t += MPI_Wtime() - t0;
+      if (ag)
+        MPI_Allgather(s, (int)per, MPI_FLOAT, d, (int)per, MPI_FLOAT, MPI_COMM_WORLD);
+      else if (rs)
+        MPI_Reduce_scatter(s, d, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      else if (bc)
+        MPI_Bcast(s, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+      else
+        MPI_Allreduce(s, d, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      if (it >= 0)
+        t += MPI_Wtime() - t0;
     }
     double tmax;
     t /= iters;
@@ -93,12 +119,15 @@ int main(int argc, char** argv) {
              tmax * 1e6, algbw, algbw * bus);
       fflush(stdout);
       if (jf) {
-        fprintf(jf, "%s\n    {\"library\": \"%s\", \"collective\": \"%s\", \"nranks\": %d, \"bytes\": %zu, "
-                    "\"count\": %zu, \"type\": \"float\", \"op\": \"sum\", \"root\": 0, "
-                    "\"out_of_place\": {\"time_us\": %.3f, \"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f, \"wrong\": null}, "
-                    "\"in_place\": null, \"date\": \"%s\", \"hostname\": \"%s\"}",
-                nrec++ ? "," : "", ver, coll, n, size, (ag || rs) ? per * (size_t)n : count, tmax * 1e6,
-                algbw, algbw * bus, date, host);
+        fprintf(
+            jf,
+            "%s\n    {\"library\": \"%s\", \"collective\": \"%s\", \"nranks\": %d, \"bytes\": %zu, "
+            "\"count\": %zu, \"type\": \"float\", \"op\": \"sum\", \"root\": 0, "
+            "\"out_of_place\": {\"time_us\": %.3f, \"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f, "
+            "\"wrong\": null}, "
+            "\"in_place\": null, \"date\": \"%s\", \"hostname\": \"%s\"}",
+            nrec++ ? "," : "", ver, coll, n, size, (ag || rs) ? per * (size_t)n : count, tmax * 1e6,
+            algbw, algbw * bus, date, host);
       }
     }
   }

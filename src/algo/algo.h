@@ -42,15 +42,15 @@ enum tutti_buf {
 };
 
 enum tutti_step_kind {
-  TUTTI_STEP_SEND = 0,          /* src -> send_peer */
-  TUTTI_STEP_RECV,              /* recv_peer -> dst */
-  TUTTI_STEP_COPY,              /* src -> dst */
-  TUTTI_STEP_REDUCE,            /* dst = dst OP src (local, src read from `src`) */
-  TUTTI_STEP_RECV_REDUCE_SEND,  /* in OP src -> send_peer */
-  TUTTI_STEP_RECV_REDUCE_COPY,  /* dst = in OP src */
+  TUTTI_STEP_SEND = 0,              /* src -> send_peer */
+  TUTTI_STEP_RECV,                  /* recv_peer -> dst */
+  TUTTI_STEP_COPY,                  /* src -> dst */
+  TUTTI_STEP_REDUCE,                /* dst = dst OP src (local, src read from `src`) */
+  TUTTI_STEP_RECV_REDUCE_SEND,      /* in OP src -> send_peer */
+  TUTTI_STEP_RECV_REDUCE_COPY,      /* dst = in OP src */
   TUTTI_STEP_RECV_REDUCE_COPY_SEND, /* dst = in OP src; dst -> send_peer */
-  TUTTI_STEP_RECV_COPY_SEND,    /* dst = in; in -> send_peer */
-  TUTTI_STEP_WAIT_LANE,         /* wait until lane `wait_lane` of this op has finished */
+  TUTTI_STEP_RECV_COPY_SEND,        /* dst = in; in -> send_peer */
+  TUTTI_STEP_WAIT_LANE,             /* wait until lane `wait_lane` of this op has finished */
   TUTTI_STEP_KIND_COUNT
 };
 

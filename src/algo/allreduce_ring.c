@@ -19,16 +19,17 @@ TUTTI_BUILDER(allreduce_ring) {
   const size_t rounds = tutti_rounds(tutti_block_len(a->count, n, 0), chunk);
   for (size_t k = 0; k < rounds; k++) {
     /* Block b of this round: [o, o + l) elements. */
-#define SLICE(b, o, l) \
-  tutti_round_slice(tutti_block_off(a->count, n, (b)), tutti_block_len(a->count, n, (b)), k, chunk, &(o), &(l))
+#define SLICE(b, o, l)                                                                       \
+  tutti_round_slice(tutti_block_off(a->count, n, (b)), tutti_block_len(a->count, n, (b)), k, \
+                    chunk, &(o), &(l))
     size_t o, l;
     /* Reduce-scatter: at step j rank r sends block r-j; it ends owning block r+1. */
     SLICE(r, o, l);
     NCCLCHECK(ADD_SEND(s, 0, TUTTI_BUF_SEND, o * es, l * es, next));
     for (int j = 1; j < n - 1; j++) {
       SLICE(tutti_mod(r, -j, n), o, l);
-      NCCLCHECK(tutti_add(s, TUTTI_STEP_RECV_REDUCE_SEND, 0, TUTTI_BUF_SEND, o * es,
-                          TUTTI_BUF_NONE, 0, l * es, next, prev));
+      NCCLCHECK(tutti_add(s, TUTTI_STEP_RECV_REDUCE_SEND, 0, TUTTI_BUF_SEND, o * es, TUTTI_BUF_NONE,
+                          0, l * es, next, prev));
     }
     SLICE(tutti_mod(r, 1, n), o, l);
     NCCLCHECK(tutti_add(s, TUTTI_STEP_RECV_REDUCE_COPY_SEND, TUTTI_STEP_FINAL, TUTTI_BUF_SEND,

@@ -23,8 +23,8 @@ TUTTI_BUILDER(reducescatter_ring) {
     NCCLCHECK(ADD_SEND(s, 0, TUTTI_BUF_SEND, (size_t)tutti_mod(r, -1, n) * bb + o, l, next));
     for (int j = 1; j < n - 1; j++) {
       size_t off = (size_t)tutti_mod(r, -j - 1, n) * bb + o;
-      NCCLCHECK(tutti_add(s, TUTTI_STEP_RECV_REDUCE_SEND, 0, TUTTI_BUF_SEND, off, TUTTI_BUF_NONE,
-                          0, l, next, prev));
+      NCCLCHECK(tutti_add(s, TUTTI_STEP_RECV_REDUCE_SEND, 0, TUTTI_BUF_SEND, off, TUTTI_BUF_NONE, 0,
+                          l, next, prev));
     }
     NCCLCHECK(tutti_add(s, TUTTI_STEP_RECV_REDUCE_COPY, TUTTI_STEP_FINAL, TUTTI_BUF_SEND,
                         (size_t)r * bb + o, TUTTI_BUF_RECV, o, l, -1, prev));

@@ -11,8 +11,8 @@ static const struct tutti_algo* const algos[TUTTI_ALGO_COUNT] = {
 };
 
 static const char* const coll_names[TUTTI_COLL_COUNT] = {
-    "AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter",
-    "AlltoAll",  "Gather",    "Scatter", "Send",     "Recv",
+    "AllReduce", "Broadcast", "Reduce",  "AllGather", "ReduceScatter",
+    "AlltoAll",  "Gather",    "Scatter", "Send",      "Recv",
 };
 
 const struct tutti_algo* tutti_algo_get(enum tutti_algo_id id) {

@@ -5,10 +5,9 @@
 #include "algo/algo.h"
 #include "util/check.h"
 
-static inline ncclResult_t tutti_add(struct tutti_schedule* s, enum tutti_step_kind kind,
-                                     int flags, enum tutti_buf src_buf, size_t src_off,
-                                     enum tutti_buf dst_buf, size_t dst_off, size_t bytes,
-                                     int send_peer, int recv_peer) {
+static inline ncclResult_t tutti_add(struct tutti_schedule* s, enum tutti_step_kind kind, int flags,
+                                     enum tutti_buf src_buf, size_t src_off, enum tutti_buf dst_buf,
+                                     size_t dst_off, size_t bytes, int send_peer, int recv_peer) {
   struct tutti_step st = {.kind = (uint8_t)kind,
                           .flags = (uint8_t)flags,
                           .src_buf = (uint8_t)src_buf,
@@ -23,10 +22,8 @@ static inline ncclResult_t tutti_add(struct tutti_schedule* s, enum tutti_step_k
 }
 
 static inline ncclResult_t tutti_add_wait(struct tutti_schedule* s, int lane) {
-  struct tutti_step st = {.kind = TUTTI_STEP_WAIT_LANE,
-                          .send_peer = -1,
-                          .recv_peer = -1,
-                          .wait_lane = lane};
+  struct tutti_step st = {
+      .kind = TUTTI_STEP_WAIT_LANE, .send_peer = -1, .recv_peer = -1, .wait_lane = lane};
   return tutti_sched_step(s, &st);
 }
 

@@ -72,11 +72,10 @@ static ncclResult_t check_call(struct ncclComm* comm, struct call* c) {
     return tutti_error(ncclInvalidArgument, "%s: count %zu of %s overflows the address space",
                        c->fn, c->count, tutti_type_name(c->type));
   }
-  if (c->count > 0 && ((c->needs_send && c->sendbuff == NULL) ||
-                       (c->needs_recv && c->recvbuff == NULL))) {
+  if (c->count > 0 &&
+      ((c->needs_send && c->sendbuff == NULL) || (c->needs_recv && c->recvbuff == NULL))) {
     return tutti_error(ncclInvalidArgument, "%s: %s is NULL on rank %d (count %zu)", c->fn,
-                       c->needs_send && c->sendbuff == NULL ? "sendbuff" : "recvbuff", r,
-                       c->count);
+                       c->needs_send && c->sendbuff == NULL ? "sendbuff" : "recvbuff", r, c->count);
   }
   if (c->count > 0 && (tutti_cuda_is_device_ptr(c->needs_send ? c->sendbuff : NULL) ||
                        tutti_cuda_is_device_ptr(c->needs_recv ? c->recvbuff : NULL))) {
@@ -151,70 +150,83 @@ static ncclResult_t run(struct ncclComm* comm, struct call c, cudaStream_t strea
 NCCL_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                     ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                     cudaStream_t stream) {
-  struct call c = {TUTTI_COLL_ALLREDUCE, "ncclAllReduce", sendbuff, recvbuff, count, datatype,
-                   op, 0, 1};
+  struct call c = {
+      TUTTI_COLL_ALLREDUCE, "ncclAllReduce", sendbuff, recvbuff, count, datatype, op, 0, 1};
   return run(comm, c, stream);
 }
 
 NCCL_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                     ncclDataType_t datatype, int root, ncclComm_t comm,
                                     cudaStream_t stream) {
-  struct call c = {TUTTI_COLL_BROADCAST, "ncclBroadcast", sendbuff, recvbuff, count, datatype,
-                   ncclSum, root, 0};
+  struct call c = {
+      TUTTI_COLL_BROADCAST, "ncclBroadcast", sendbuff, recvbuff, count, datatype, ncclSum, root, 0};
   return run(comm, c, stream);
 }
 
 NCCL_API ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
                                 ncclComm_t comm, cudaStream_t stream) {
-  struct call c = {TUTTI_COLL_BROADCAST, "ncclBcast", buff, buff, count, datatype, ncclSum, root,
-                   0};
+  struct call c = {
+      TUTTI_COLL_BROADCAST, "ncclBcast", buff, buff, count, datatype, ncclSum, root, 0};
   return run(comm, c, stream);
 }
 
 NCCL_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
-                                 ncclDataType_t datatype, ncclRedOp_t op, int root,
-                                 ncclComm_t comm, cudaStream_t stream) {
-  struct call c = {TUTTI_COLL_REDUCE, "ncclReduce", sendbuff, recvbuff, count, datatype, op, root,
-                   1};
+                                 ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                                 cudaStream_t stream) {
+  struct call c = {TUTTI_COLL_REDUCE, "ncclReduce", sendbuff, recvbuff, count,
+                   datatype,          op,           root,     1};
   return run(comm, c, stream);
 }
 
 NCCL_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                                    ncclDataType_t datatype, ncclComm_t comm,
-                                    cudaStream_t stream) {
-  struct call c = {TUTTI_COLL_ALLGATHER, "ncclAllGather", sendbuff, recvbuff, sendcount,
-                   datatype, ncclSum, 0, 0};
+                                    ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  struct call c = {TUTTI_COLL_ALLGATHER,
+                   "ncclAllGather",
+                   sendbuff,
+                   recvbuff,
+                   sendcount,
+                   datatype,
+                   ncclSum,
+                   0,
+                   0};
   return run(comm, c, stream);
 }
 
 NCCL_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                         cudaStream_t stream) {
-  struct call c = {TUTTI_COLL_REDUCESCATTER, "ncclReduceScatter", sendbuff, recvbuff, recvcount,
-                   datatype, op, 0, 1};
+  struct call c = {TUTTI_COLL_REDUCESCATTER,
+                   "ncclReduceScatter",
+                   sendbuff,
+                   recvbuff,
+                   recvcount,
+                   datatype,
+                   op,
+                   0,
+                   1};
   return run(comm, c, stream);
 }
 
 NCCL_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                                    ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  struct call c = {TUTTI_COLL_ALLTOALL, "ncclAlltoAll", sendbuff, recvbuff, count, datatype,
-                   ncclSum, 0, 0};
+  struct call c = {
+      TUTTI_COLL_ALLTOALL, "ncclAlltoAll", sendbuff, recvbuff, count, datatype, ncclSum, 0, 0};
   return run(comm, c, stream);
 }
 
 NCCL_API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
                                  ncclDataType_t datatype, int root, ncclComm_t comm,
                                  cudaStream_t stream) {
-  struct call c = {TUTTI_COLL_GATHER, "ncclGather", sendbuff, recvbuff, count, datatype, ncclSum,
-                   root, 0};
+  struct call c = {TUTTI_COLL_GATHER, "ncclGather", sendbuff, recvbuff, count,
+                   datatype,          ncclSum,      root,     0};
   return run(comm, c, stream);
 }
 
 NCCL_API ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
                                   ncclDataType_t datatype, int root, ncclComm_t comm,
                                   cudaStream_t stream) {
-  struct call c = {TUTTI_COLL_SCATTER, "ncclScatter", sendbuff, recvbuff, count, datatype,
-                   ncclSum, root, 0};
+  struct call c = {TUTTI_COLL_SCATTER, "ncclScatter", sendbuff, recvbuff, count,
+                   datatype,           ncclSum,       root,     0};
   return run(comm, c, stream);
 }
 

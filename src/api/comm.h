@@ -36,7 +36,7 @@ struct ncclComm {
 
   volatile int abort_flag;
   int finalized;
-  int active_calls;        /* calls inside the library now; abort waits for them */
+  int active_calls;         /* calls inside the library now; abort waits for them */
   ncclResult_t async_error; /* read from any thread with __atomic */
   pthread_mutex_t error_lock;
   char last_error[1024];

@@ -15,8 +15,8 @@ static ncclResult_t check_handle(struct ncclComm* comm, const char* what) {
   }
   if (!tutti_comm_is_live(comm)) {
     return tutti_error(ncclInvalidArgument,
-                       "%s: comm %p is not a live communicator (destroyed, or never created)",
-                       what, (void*)comm);
+                       "%s: comm %p is not a live communicator (destroyed, or never created)", what,
+                       (void*)comm);
   }
   return ncclSuccess;
 }

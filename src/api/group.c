@@ -13,7 +13,7 @@
 
 struct job {
   struct ncclComm* comm;
-  ncclComm_t* out; /* cleared when a blocking init fails */
+  ncclComm_t* out;       /* cleared when a blocking init fails */
   tutti_group_job_fn fn; /* NULL: communicator init */
   void* arg;
   int nranks;
@@ -102,8 +102,8 @@ static ncclResult_t run_jobs(struct job* jobs, int n) {
       if (copy != NULL) {
         *copy = *j;
       }
-      if (copy == NULL || pthread_create(&j->comm->init_thread, NULL, nonblocking_init_main,
-                                         copy) != 0) {
+      if (copy == NULL ||
+          pthread_create(&j->comm->init_thread, NULL, nonblocking_init_main, copy) != 0) {
         free(copy);
         j->res = tutti_error(ncclSystemError, "could not start the init thread");
         continue;

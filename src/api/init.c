@@ -150,17 +150,16 @@ ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUnique
   }
   tutti_bootstrap_id_secret(id, comm->secret);
   comm->comm_hash = tutti_hash(id, sizeof *id, TUTTI_HASH_INIT);
-  NCCLCHECKGOTO(tutti_bootstrap_init(id, rank, nranks, tutti_timeout_s(), &comm->abort_flag,
-                                     &comm->boot),
-                res, fail);
+  NCCLCHECKGOTO(
+      tutti_bootstrap_init(id, rank, nranks, tutti_timeout_s(), &comm->abort_flag, &comm->boot),
+      res, fail);
   comm->peers = calloc((size_t)nranks, sizeof *comm->peers);
   if (comm->peers == NULL) {
     res = tutti_error(ncclSystemError, "out of host memory for %d ranks", nranks);
     goto fail;
   }
   tutti_topo_fill_self(&comm->peers[rank], rank, comm->cuda_dev);
-  NCCLCHECKGOTO(tutti_bootstrap_allgather(comm->boot, comm->peers, sizeof *comm->peers), res,
-                fail);
+  NCCLCHECKGOTO(tutti_bootstrap_allgather(comm->boot, comm->peers, sizeof *comm->peers), res, fail);
   NCCLCHECKGOTO(connect_ranks(comm), res, fail);
   tutti_topo_log(&comm->tc);
   INFO(TUTTI_INIT, "comm %p rank %d nranks %d cudaDev %d%s%s - Init COMPLETE", (void*)comm, rank,
@@ -178,8 +177,8 @@ ncclResult_t tutti_comm_check(struct ncclComm* comm, const char* what) {
   }
   if (!tutti_comm_is_live(comm)) {
     return tutti_error(ncclInvalidArgument,
-                       "%s: comm %p is not a live communicator (destroyed, or never created)",
-                       what, (void*)comm);
+                       "%s: comm %p is not a live communicator (destroyed, or never created)", what,
+                       (void*)comm);
   }
   ncclResult_t state = __atomic_load_n(&comm->async_error, __ATOMIC_SEQ_CST);
   if (state == ncclInProgress) {
@@ -194,8 +193,7 @@ ncclResult_t tutti_comm_check(struct ncclComm* comm, const char* what) {
   return ncclSuccess;
 }
 
-static ncclResult_t check_init_args(ncclComm_t* out, int nranks, const ncclUniqueId* id,
-                                    int rank) {
+static ncclResult_t check_init_args(ncclComm_t* out, int nranks, const ncclUniqueId* id, int rank) {
   if (out == NULL) {
     return tutti_error(ncclInvalidArgument, "ncclCommInitRank: comm (the output) is NULL");
   }
@@ -205,8 +203,8 @@ static ncclResult_t check_init_args(ncclComm_t* out, int nranks, const ncclUniqu
                        nranks);
   }
   if (rank < 0 || rank >= nranks) {
-    return tutti_error(ncclInvalidArgument,
-                       "ncclCommInitRank: rank %d is out of range [0, %d)", rank, nranks);
+    return tutti_error(ncclInvalidArgument, "ncclCommInitRank: rank %d is out of range [0, %d)",
+                       rank, nranks);
   }
   return tutti_bootstrap_check_id(id);
 }
@@ -229,9 +227,8 @@ NCCL_API ncclResult_t ncclCommInitRank(ncclComm_t* newcomm, int nranks, ncclUniq
   return ncclCommInitRankConfig(newcomm, nranks, commId, rank, NULL);
 }
 
-NCCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank,
-                                               int nId, ncclUniqueId* commIds,
-                                               ncclConfig_t* config) {
+NCCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                               ncclUniqueId* commIds, ncclConfig_t* config) {
   if (nId < 1 || commIds == NULL) {
     return tutti_error(ncclInvalidArgument,
                        "ncclCommInitRankScalable: nId is %d and commIds %p: give at least one id",

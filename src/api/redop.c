@@ -18,12 +18,24 @@ static int is_float_type(ncclDataType_t t) {
 static void scalar_from_double(struct tutti_redop* r, ncclDataType_t t, double v) {
   memset(&r->scalar, 0, sizeof r->scalar);
   switch (t) {
-    case ncclFloat16: r->scalar.u16 = tutti_float_to_half((float)v); break;
-    case ncclBfloat16: r->scalar.u16 = tutti_float_to_bf16((float)v); break;
-    case ncclFloat8e4m3: r->scalar.u8 = tutti_float_to_e4m3((float)v); break;
-    case ncclFloat8e5m2: r->scalar.u8 = tutti_float_to_e5m2((float)v); break;
-    case ncclFloat32: r->scalar.f32 = (float)v; break;
-    default: r->scalar.f64 = v; break;
+    case ncclFloat16:
+      r->scalar.u16 = tutti_float_to_half((float)v);
+      break;
+    case ncclBfloat16:
+      r->scalar.u16 = tutti_float_to_bf16((float)v);
+      break;
+    case ncclFloat8e4m3:
+      r->scalar.u8 = tutti_float_to_e4m3((float)v);
+      break;
+    case ncclFloat8e5m2:
+      r->scalar.u8 = tutti_float_to_e5m2((float)v);
+      break;
+    case ncclFloat32:
+      r->scalar.f32 = (float)v;
+      break;
+    default:
+      r->scalar.f64 = v;
+      break;
   }
 }
 
@@ -32,10 +44,18 @@ ncclResult_t tutti_redop_resolve(struct ncclComm* comm, ncclRedOp_t op, ncclData
   memset(out, 0, sizeof *out);
   out->type = type;
   switch ((int)op) {
-    case ncclSum: out->kind = TUTTI_RED_SUM; return ncclSuccess;
-    case ncclProd: out->kind = TUTTI_RED_PROD; return ncclSuccess;
-    case ncclMax: out->kind = TUTTI_RED_MAX; return ncclSuccess;
-    case ncclMin: out->kind = TUTTI_RED_MIN; return ncclSuccess;
+    case ncclSum:
+      out->kind = TUTTI_RED_SUM;
+      return ncclSuccess;
+    case ncclProd:
+      out->kind = TUTTI_RED_PROD;
+      return ncclSuccess;
+    case ncclMax:
+      out->kind = TUTTI_RED_MAX;
+      return ncclSuccess;
+    case ncclMin:
+      out->kind = TUTTI_RED_MIN;
+      return ncclSuccess;
     case ncclAvg:
       /* As NCCL: integers sum then divide, floating types pre-multiply by 1/N. */
       if (is_float_type(type)) {
@@ -58,9 +78,8 @@ ncclResult_t tutti_redop_resolve(struct ncclComm* comm, ncclRedOp_t op, ncclData
   }
   const struct tutti_user_redop* u = &comm->redops[idx];
   if (u->type != type) {
-    return tutti_error(ncclInvalidArgument,
-                       "%s: op %d was created for %s but the call uses %s", what, (int)op,
-                       tutti_type_name(u->type), tutti_type_name(type));
+    return tutti_error(ncclInvalidArgument, "%s: op %d was created for %s but the call uses %s",
+                       what, (int)op, tutti_type_name(u->type), tutti_type_name(type));
   }
   out->kind = TUTTI_RED_PREMULSUM;
   uint64_t bits = u->scalar_bits;
@@ -80,8 +99,7 @@ ncclResult_t tutti_redop_resolve(struct ncclComm* comm, ncclRedOp_t op, ncclData
 
 NCCL_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
                                                ncclDataType_t datatype,
-                                               ncclScalarResidence_t residence,
-                                               ncclComm_t comm) {
+                                               ncclScalarResidence_t residence, ncclComm_t comm) {
   NCCLCHECK(tutti_comm_check(comm, "ncclRedOpCreatePreMulSum"));
   if (op == NULL || scalar == NULL) {
     return tutti_error(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: op or scalar is NULL");

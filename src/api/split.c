@@ -116,7 +116,8 @@ NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int
   (void)config;
   NCCLCHECK(tutti_comm_check(comm, "ncclCommShrink"));
   if (newcomm == NULL || (excludeRanksCount > 0 && excludeRanksList == NULL) ||
-      excludeRanksCount < 0 || (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)) {
+      excludeRanksCount < 0 ||
+      (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)) {
     return tutti_error(ncclInvalidArgument, "ncclCommShrink: invalid arguments");
   }
   *newcomm = NULL;

@@ -23,7 +23,12 @@ static TUTTI_PARAM(root_timeout, "TUTTI_TIMEOUT", 300)
 #define ROOT_FLUSH_S 2.0 /* past its life, the root waits this long for replies to drain */
 #define HELLO_BYTES (TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + TUTTI_BS_HELLO_LEN)
 
-enum conn_state { CONN_HELLO, CONN_JOINED, CONN_REPLY, CONN_DEAD };
+    enum conn_state {
+      CONN_HELLO,
+      CONN_JOINED,
+      CONN_REPLY,
+      CONN_DEAD
+    };
 
 struct conn {
   int fd;

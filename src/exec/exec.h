@@ -25,7 +25,7 @@ struct tutti_exec_rank {
   const struct tutti_peer_info* peers;
   volatile int* abort_flag;
   double timeout_s;
-  uint64_t op_count; /* operations issued, for error texts */
+  uint64_t op_count;     /* operations issued, for error texts */
   struct tutti_op* pool; /* finished operations kept with their buffers for reuse */
   int spin_rounds;       /* idle passes spent spinning, then yielding, before sleeping */
   int yield_rounds;

@@ -169,8 +169,8 @@ static int find_gone_peer(struct tutti_op* op) {
       const char* why = tutti_exec_peer_gone(er->peer_bells[p]);
       if (why != NULL) {
         tutti_error(ncclRemoteError,
-                    "rank %d (pid %d on host %s) %s while rank %d waits for it in %s #%llu",
-                    p, (int)er->peers[p].pid, er->peers[p].hostname, why, er->rank,
+                    "rank %d (pid %d on host %s) %s while rank %d waits for it in %s #%llu", p,
+                    (int)er->peers[p].pid, er->peers[p].hostname, why, er->rank,
                     tutti_coll_name(op->args.coll), (unsigned long long)op->seq);
         return 1;
       }
@@ -297,7 +297,8 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
       struct tutti_op* op = ops[i];
       struct tutti_exec_rank* er = op->er;
       if (er->abort_flag != NULL && *er->abort_flag) {
-        res = tutti_error(ncclRemoteError, "%s #%llu on rank %d stopped: the communicator was aborted",
+        res = tutti_error(ncclRemoteError,
+                          "%s #%llu on rank %d stopped: the communicator was aborted",
                           tutti_coll_name(op->args.coll), (unsigned long long)op->seq, er->rank);
         goto out;
       }

@@ -38,8 +38,9 @@ struct tutti_redop {
 };
 
 /* Flags of tutti_reduce / tutti_copy. */
-#define TUTTI_RED_SCALE_B 0x1 /* `b` (or `src`) is user input: multiply by the PREMULSUM scalar first */
-#define TUTTI_RED_FINAL 0x2   /* the result is final: apply the SUMPOSTDIV division */
+#define TUTTI_RED_SCALE_B \
+  0x1 /* `b` (or `src`) is user input: multiply by the PREMULSUM scalar first */
+#define TUTTI_RED_FINAL 0x2 /* the result is final: apply the SUMPOSTDIV division */
 
 size_t tutti_type_size(ncclDataType_t type);
 const char* tutti_type_name(ncclDataType_t type);

@@ -25,8 +25,8 @@ struct tutti_fifo_conn {
   struct tutti_fifo* fifo;
   char* data;
   uint32_t nslots;
-  uint64_t pos;            /* sender: slots posted; receiver: slots freed */
-  uint64_t seen;           /* sender: last tail read; receiver: last head read */
+  uint64_t pos;                /* sender: slots posted; receiver: slots freed */
+  uint64_t seen;               /* sender: last tail read; receiver: last head read */
   struct tutti_doorbell* wake; /* the other side's doorbell (may be NULL) */
 };
 

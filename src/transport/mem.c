@@ -10,9 +10,9 @@ struct tutti_mem_world {
   int nranks;
   uint32_t nslots;
   size_t slot_bytes;
-  void* queues;                   /* nranks * nranks queues, [from][to] */
-  struct tutti_fifo_conn* ends;   /* [from][to] send end, then [to][from] recv end */
-  struct tutti_conn** send;       /* [rank][peer] */
+  void* queues;                 /* nranks * nranks queues, [from][to] */
+  struct tutti_fifo_conn* ends; /* [from][to] send end, then [to][from] recv end */
+  struct tutti_conn** send;     /* [rank][peer] */
   struct tutti_conn** recv;
 };
 
@@ -38,8 +38,8 @@ ncclResult_t tutti_mem_world_create(int nranks, size_t buffsize, struct tutti_me
       size_t q = (size_t)from * (size_t)nranks + (size_t)to;
       struct tutti_fifo_conn* s = &w->ends[2 * q];
       struct tutti_fifo_conn* r = &w->ends[2 * q + 1];
-      tutti_fifo_conn_init(s, r, (char*)w->queues + q * qbytes, w->nslots, w->slot_bytes, to,
-                           from, NULL, NULL);
+      tutti_fifo_conn_init(s, r, (char*)w->queues + q * qbytes, w->nslots, w->slot_bytes, to, from,
+                           NULL, NULL);
       w->send[(size_t)from * (size_t)nranks + (size_t)to] = &s->base;
       w->recv[(size_t)to * (size_t)nranks + (size_t)from] = &r->base;
     }

@@ -25,7 +25,7 @@ struct shm_state {
   void* base;
   size_t bytes;
   int nlocal;
-  int* local_of; /* [nranks] local index, -1 if on another host */
+  int* local_of;                /* [nranks] local index, -1 if on another host */
   struct tutti_fifo_conn* ends; /* [nlocal] send ends, then [nlocal] recv ends */
   struct tutti_doorbell private_bell;
 };
@@ -49,9 +49,10 @@ static void warn_if_small(size_t bytes) {
   if (statvfs("/dev/shm", &vfs) == 0) {
     unsigned long long avail = (unsigned long long)vfs.f_bavail * vfs.f_frsize;
     if (avail < bytes / 4) {
-      WARN("/dev/shm has %llu MB free and this communicator may use up to %zu MB of it: "
-           "give the container more (docker run --shm-size=8g) or lower NCCL_BUFFSIZE",
-           avail >> 20, bytes >> 20);
+      WARN(
+          "/dev/shm has %llu MB free and this communicator may use up to %zu MB of it: "
+          "give the container more (docker run --shm-size=8g) or lower NCCL_BUFFSIZE",
+          avail >> 20, bytes >> 20);
     }
   }
 }
@@ -148,7 +149,8 @@ sync:
     if (lp < 0) {
       continue;
     }
-    struct tutti_doorbell* peer_bell = (struct tutti_doorbell*)(base + (size_t)lp * SHM_BELL_STRIDE);
+    struct tutti_doorbell* peer_bell =
+        (struct tutti_doorbell*)(base + (size_t)lp * SHM_BELL_STRIDE);
     tc->peer_bells[r] = peer_bell;
     if (!shm_can_connect(tc, r)) {
       continue;
@@ -163,8 +165,9 @@ sync:
     tc->send[r] = &s->base;
     tc->recv[r] = &rv->base;
   }
-  INFO(TUTTI_INIT | TUTTI_SHM, "rank %d: %d local ranks share %zu MB of /dev/shm (%u slots of %zu KB per pair)",
-       tc->rank, st->nlocal, st->bytes >> 20, nslots, slot >> 10);
+  INFO(TUTTI_INIT | TUTTI_SHM,
+       "rank %d: %d local ranks share %zu MB of /dev/shm (%u slots of %zu KB per pair)", tc->rank,
+       st->nlocal, st->bytes >> 20, nslots, slot >> 10);
   return ncclSuccess;
 }
 

@@ -62,15 +62,15 @@ struct tutti_transport_comm {
   int nranks;
   const struct tutti_peer_info* peers;
   struct tutti_bootstrap* boot;
-  const unsigned char* secret; /* 16 bytes: names shared segments of this job */
-  uint64_t comm_hash;          /* distinguishes communicators of one job */
-  size_t buffsize;             /* bytes of queue per connection (NCCL_BUFFSIZE) */
-  struct tutti_conn** send;    /* [nranks]: filled by transports' setup */
-  struct tutti_conn** recv;    /* [nranks] */
-  struct tutti_doorbell* bell; /* this rank's doorbell (points into shm when shm runs) */
+  const unsigned char* secret;        /* 16 bytes: names shared segments of this job */
+  uint64_t comm_hash;                 /* distinguishes communicators of one job */
+  size_t buffsize;                    /* bytes of queue per connection (NCCL_BUFFSIZE) */
+  struct tutti_conn** send;           /* [nranks]: filled by transports' setup */
+  struct tutti_conn** recv;           /* [nranks] */
+  struct tutti_doorbell* bell;        /* this rank's doorbell (points into shm when shm runs) */
   struct tutti_doorbell private_bell; /* the doorbell when no shared segment exists */
   struct tutti_doorbell** peer_bells; /* [nranks]: peers' doorbells when reachable, else NULL */
-  void* priv[4];               /* per-transport state */
+  void* priv[4];                      /* per-transport state */
 };
 
 struct tutti_transport {

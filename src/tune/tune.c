@@ -106,8 +106,8 @@ size_t tutti_tune_chunk(size_t queue_bytes, size_t piece_bytes) {
 enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a) {
   pthread_once(&algo_once, load_algo_env);
   enum tutti_algo_id pick = direct_recv_bytes(a) <= (size_t)tutti_param_direct_max_bytes()
-                               ? TUTTI_ALGO_DIRECT
-                               : TUTTI_ALGO_RING;
+                                ? TUTTI_ALGO_DIRECT
+                                : TUTTI_ALGO_RING;
   unsigned allowed = allowed_mask[a->coll];
   const struct tutti_algo* algo = tutti_algo_get(pick);
   if ((allowed & (1u << pick)) && algo->build[a->coll] != NULL) {
@@ -121,8 +121,8 @@ enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a) {
   /* Nothing allowed implements it: any algorithm that does. */
   for (int id = 0; id < TUTTI_ALGO_COUNT; id++) {
     if (tutti_algo_get(id)->build[a->coll] != NULL) {
-      INFO(TUTTI_TUNING, "NCCL_ALGO allows no algorithm for %s: using %s",
-           tutti_coll_name(a->coll), tutti_algo_get(id)->name);
+      INFO(TUTTI_TUNING, "NCCL_ALGO allows no algorithm for %s: using %s", tutti_coll_name(a->coll),
+           tutti_algo_get(id)->name);
       return (enum tutti_algo_id)id;
     }
   }

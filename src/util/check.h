@@ -19,12 +19,12 @@ void tutti_clear_error(void);
 /* Sets this thread's last error text without logging (errors carried across threads). */
 void tutti_set_last_error(const char* text);
 
-#define NCCLCHECK(call)                    \
-  do {                                     \
-    ncclResult_t tutti_res_ = (call);      \
-    if (tutti_res_ != ncclSuccess) {       \
-      return tutti_res_;                   \
-    }                                      \
+#define NCCLCHECK(call)               \
+  do {                                \
+    ncclResult_t tutti_res_ = (call); \
+    if (tutti_res_ != ncclSuccess) {  \
+      return tutti_res_;              \
+    }                                 \
   } while (0)
 
 #define NCCLCHECKGOTO(call, res, label) \
@@ -36,11 +36,11 @@ void tutti_set_last_error(const char* text);
   } while (0)
 
 /* A failed system call: names the call and the errno text. */
-#define SYSCHECK(call, name)                                                              \
-  do {                                                                                    \
-    if ((call) == -1) {                                                                   \
+#define SYSCHECK(call, name)                                                         \
+  do {                                                                               \
+    if ((call) == -1) {                                                              \
       return tutti_error(ncclSystemError, "%s failed: %s", (name), strerror(errno)); \
-    }                                                                                     \
+    }                                                                                \
   } while (0)
 
 #define TUTTI_UNUSED(x) ((void)(x))

@@ -40,8 +40,8 @@ static void cuda_load(void) {
   cu.ptr_attr = (cu_ptr_attr_fn)dlsym(h, "cuPointerGetAttribute");
   cu.stream_sync = (cu_stream_sync_fn)dlsym(h, "cuStreamSynchronize");
   cu.ctx_get_device = (cu_ctx_get_device_fn)dlsym(h, "cuCtxGetDevice");
-  if (init == NULL || cu.ptr_attr == NULL || cu.stream_sync == NULL ||
-      cu.ctx_get_device == NULL || init(0) != 0) {
+  if (init == NULL || cu.ptr_attr == NULL || cu.stream_sync == NULL || cu.ctx_get_device == NULL ||
+      init(0) != 0) {
     INFO(TUTTI_INIT, "the CUDA driver did not initialize: host buffers only");
     return;
   }

@@ -24,10 +24,10 @@ static const struct {
   const char* name;
   unsigned long bit;
 } subsys_names[] = {
-    {"INIT", TUTTI_INIT},   {"COLL", TUTTI_COLL},     {"P2P", TUTTI_P2P},
-    {"SHM", TUTTI_SHM},     {"NET", TUTTI_NET},       {"GRAPH", TUTTI_GRAPH},
+    {"INIT", TUTTI_INIT},     {"COLL", TUTTI_COLL},   {"P2P", TUTTI_P2P},
+    {"SHM", TUTTI_SHM},       {"NET", TUTTI_NET},     {"GRAPH", TUTTI_GRAPH},
     {"TUNING", TUTTI_TUNING}, {"ENV", TUTTI_ENV},     {"ALLOC", TUTTI_ALLOC},
-    {"CALL", TUTTI_CALL},   {"PROXY", TUTTI_PROXY},   {"BOOTSTRAP", TUTTI_BOOTSTRAP},
+    {"CALL", TUTTI_CALL},     {"PROXY", TUTTI_PROXY}, {"BOOTSTRAP", TUTTI_BOOTSTRAP},
     {"ALL", TUTTI_ALL},
 };
 
@@ -116,8 +116,8 @@ static void log_init_once(void) {
   tutti_hostname();
   __atomic_store_n(&tutti_log_level_v, level, __ATOMIC_RELEASE);
   if (level >= TUTTI_LOG_VERSION) {
-    fprintf(log_file, "NCCL version %d.%d.%d (tutti %s)\n", NCCL_MAJOR, NCCL_MINOR,
-            NCCL_PATCH, TUTTI_VERSION_STRING);
+    fprintf(log_file, "NCCL version %d.%d.%d (tutti %s)\n", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH,
+            TUTTI_VERSION_STRING);
     fflush(log_file);
   }
 }
@@ -148,8 +148,8 @@ void tutti_log(enum tutti_log_level level, unsigned long subsys, const char* fil
   } else if (level == TUTTI_LOG_TRACE) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    fprintf(log_file, "%s:%d:%d %ld.%06ld %s:%d NCCL TRACE %s\n", host_name, (int)getpid(),
-            tid, (long)ts.tv_sec, ts.tv_nsec / 1000, file, line, msg);
+    fprintf(log_file, "%s:%d:%d %ld.%06ld %s:%d NCCL TRACE %s\n", host_name, (int)getpid(), tid,
+            (long)ts.tv_sec, ts.tv_nsec / 1000, file, line, msg);
   } else {
     fprintf(log_file, "%s:%d:%d NCCL INFO %s\n", host_name, (int)getpid(), tid, msg);
   }

@@ -37,17 +37,17 @@ void tutti_log(enum tutti_log_level level, unsigned long subsys, const char* fil
   ((tutti_log_level_v < 0 ? (tutti_log_init(), 0) : 0), tutti_log_level_v >= (lvl))
 
 #define WARN(...) tutti_log(TUTTI_LOG_WARN, TUTTI_ALL, __FILE__, __LINE__, __VA_ARGS__)
-#define INFO(subsys, ...)                                                  \
-  do {                                                                     \
-    if (TUTTI_LOG_ENABLED(TUTTI_LOG_INFO)) {                               \
-      tutti_log(TUTTI_LOG_INFO, (subsys), __FILE__, __LINE__, __VA_ARGS__); \
-    }                                                                      \
-  } while (0)
-#define TRACE(subsys, ...)                                                  \
+#define INFO(subsys, ...)                                                   \
   do {                                                                      \
-    if (TUTTI_LOG_ENABLED(TUTTI_LOG_TRACE)) {                               \
-      tutti_log(TUTTI_LOG_TRACE, (subsys), __FILE__, __LINE__, __VA_ARGS__); \
+    if (TUTTI_LOG_ENABLED(TUTTI_LOG_INFO)) {                                \
+      tutti_log(TUTTI_LOG_INFO, (subsys), __FILE__, __LINE__, __VA_ARGS__); \
     }                                                                       \
+  } while (0)
+#define TRACE(subsys, ...)                                                   \
+  do {                                                                       \
+    if (TUTTI_LOG_ENABLED(TUTTI_LOG_TRACE)) {                                \
+      tutti_log(TUTTI_LOG_TRACE, (subsys), __FILE__, __LINE__, __VA_ARGS__); \
+    }                                                                        \
   } while (0)
 
 /* "host:pid:tid" prefix pieces; the rank is added by callers that know it. */

@@ -12,11 +12,11 @@ const char* tutti_getenv(const char* name);
 int64_t tutti_param_load(const char* name, int64_t deflt, int64_t* cache, int* loaded);
 
 /* Declares `int64_t tutti_param_<fn>(void)` reading env var `env` (full name). */
-#define TUTTI_PARAM(fn, env, deflt)                                \
-  int64_t tutti_param_##fn(void) {                                 \
-    static int64_t cache_;                                         \
-    static int loaded_;                                            \
-    return tutti_param_load((env), (deflt), &cache_, &loaded_);    \
+#define TUTTI_PARAM(fn, env, deflt)                             \
+  int64_t tutti_param_##fn(void) {                              \
+    static int64_t cache_;                                      \
+    static int loaded_;                                         \
+    return tutti_param_load((env), (deflt), &cache_, &loaded_); \
   }
 
 #endif

@@ -23,21 +23,46 @@ void abi_facts_nvidia(struct abi_facts* f) {
 typedef ncclResult_t (*allreduce_fn)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
                                      ncclComm_t, cudaStream_t);
 static const void* const symbols[] = {
-    (const void*)ncclGetVersion, (const void*)ncclGetUniqueId, (const void*)ncclCommInitRankConfig,
-    (const void*)ncclCommInitRank, (const void*)ncclCommInitAll,
-    (const void*)ncclCommInitRankScalable, (const void*)ncclCommFinalize,
-    (const void*)ncclCommDestroy, (const void*)ncclCommAbort, (const void*)ncclCommRevoke,
-    (const void*)ncclCommSplit, (const void*)ncclCommShrink, (const void*)ncclGetErrorString,
-    (const void*)ncclGetLastError, (const void*)ncclCommGetAsyncError, (const void*)ncclCommCount,
-    (const void*)ncclCommCuDevice, (const void*)ncclCommUserRank, (const void*)ncclCommRegister,
-    (const void*)ncclCommDeregister, (const void*)ncclCommWindowRegister,
-    (const void*)ncclCommWindowDeregister, (const void*)ncclRedOpCreatePreMulSum,
-    (const void*)ncclRedOpDestroy, (const void*)ncclReduce, (const void*)ncclBcast,
-    (const void*)ncclBroadcast, (const void*)ncclAllReduce, (const void*)ncclReduceScatter,
-    (const void*)ncclAllGather, (const void*)ncclAlltoAll, (const void*)ncclGather,
-    (const void*)ncclScatter, (const void*)ncclSend, (const void*)ncclRecv,
-    (const void*)ncclGroupStart, (const void*)ncclGroupEnd, (const void*)ncclGroupSimulateEnd,
-    (const void*)ncclMemAlloc, (const void*)ncclMemFree,
+    (const void*)ncclGetVersion,
+    (const void*)ncclGetUniqueId,
+    (const void*)ncclCommInitRankConfig,
+    (const void*)ncclCommInitRank,
+    (const void*)ncclCommInitAll,
+    (const void*)ncclCommInitRankScalable,
+    (const void*)ncclCommFinalize,
+    (const void*)ncclCommDestroy,
+    (const void*)ncclCommAbort,
+    (const void*)ncclCommRevoke,
+    (const void*)ncclCommSplit,
+    (const void*)ncclCommShrink,
+    (const void*)ncclGetErrorString,
+    (const void*)ncclGetLastError,
+    (const void*)ncclCommGetAsyncError,
+    (const void*)ncclCommCount,
+    (const void*)ncclCommCuDevice,
+    (const void*)ncclCommUserRank,
+    (const void*)ncclCommRegister,
+    (const void*)ncclCommDeregister,
+    (const void*)ncclCommWindowRegister,
+    (const void*)ncclCommWindowDeregister,
+    (const void*)ncclRedOpCreatePreMulSum,
+    (const void*)ncclRedOpDestroy,
+    (const void*)ncclReduce,
+    (const void*)ncclBcast,
+    (const void*)ncclBroadcast,
+    (const void*)ncclAllReduce,
+    (const void*)ncclReduceScatter,
+    (const void*)ncclAllGather,
+    (const void*)ncclAlltoAll,
+    (const void*)ncclGather,
+    (const void*)ncclScatter,
+    (const void*)ncclSend,
+    (const void*)ncclRecv,
+    (const void*)ncclGroupStart,
+    (const void*)ncclGroupEnd,
+    (const void*)ncclGroupSimulateEnd,
+    (const void*)ncclMemAlloc,
+    (const void*)ncclMemFree,
 };
 
 int main(void) {
@@ -54,11 +79,18 @@ int main(void) {
     }
   }
   for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
-    if (symbols[i] != NULL) passed++; else failed++;
+    if (symbols[i] != NULL)
+      passed++;
+    else
+      failed++;
   }
   int version = 0;
-  if (ncclGetVersion(&version) == ncclSuccess && version == NCCL_VERSION_CODE) passed++;
-  else { failed++; printf("FAIL version %d\n", version); }
+  if (ncclGetVersion(&version) == ncclSuccess && version == NCCL_VERSION_CODE)
+    passed++;
+  else {
+    failed++;
+    printf("FAIL version %d\n", version);
+  }
 
   /* A real job through NVIDIA's types: a config from NVIDIA's initializer,
    * ranks as communicators of one thread, a grouped allreduce and broadcast. */
@@ -68,7 +100,8 @@ int main(void) {
   cfg.commName = "abi";
   ncclResult_t r = ncclGetUniqueId(&id);
   ncclGroupStart();
-  for (int i = 0; i < 3 && r == ncclSuccess; i++) r = ncclCommInitRankConfig(&comms[i], 3, id, i, &cfg);
+  for (int i = 0; i < 3 && r == ncclSuccess; i++)
+    r = ncclCommInitRankConfig(&comms[i], 3, id, i, &cfg);
   ncclResult_t g = ncclGroupEnd();
   if (r != ncclSuccess || g != ncclSuccess) {
     printf("FAIL init: %s\n", ncclGetLastError(NULL));
@@ -77,14 +110,25 @@ int main(void) {
   }
   allreduce_fn ar = ncclAllReduce;
   double v[3][8];
-  for (int i = 0; i < 3; i++) for (int k = 0; k < 8; k++) v[i][k] = i + k;
+  for (int i = 0; i < 3; i++)
+    for (int k = 0; k < 8; k++)
+      v[i][k] = i + k;
   ncclGroupStart();
-  for (int i = 0; i < 3; i++) ar(v[i], v[i], 8, ncclDouble, ncclSum, comms[i], (cudaStream_t)0);
+  for (int i = 0; i < 3; i++)
+    ar(v[i], v[i], 8, ncclDouble, ncclSum, comms[i], (cudaStream_t)0);
   g = ncclGroupEnd();
   int ok = g == ncclSuccess;
-  for (int i = 0; i < 3; i++) for (int k = 0; k < 8; k++) ok &= v[i][k] == 3.0 + 3.0 * k;
-  if (ok) passed++; else { failed++; printf("FAIL allreduce: %s\n", ncclGetLastError(NULL)); }
-  for (int i = 0; i < 3; i++) ncclCommDestroy(comms[i]);
+  for (int i = 0; i < 3; i++)
+    for (int k = 0; k < 8; k++)
+      ok &= v[i][k] == 3.0 + 3.0 * k;
+  if (ok)
+    passed++;
+  else {
+    failed++;
+    printf("FAIL allreduce: %s\n", ncclGetLastError(NULL));
+  }
+  for (int i = 0; i < 3; i++)
+    ncclCommDestroy(comms[i]);
   printf("abi: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

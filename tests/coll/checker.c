@@ -18,13 +18,16 @@ static int is_float(ncclDataType_t t) {
 static int value(ncclDataType_t t, int op, int r, size_t i) {
   if (op == ncclProd) {
     /* A few twos and minus ones: products stay within 2^2 in magnitude. */
-    if ((i + (size_t)r) % 11 == 0) return 2;
-    if (is_signed(t) && (i + 3 * (size_t)r) % 7 == 0) return -1;
+    if ((i + (size_t)r) % 11 == 0)
+      return 2;
+    if (is_signed(t) && (i + 3 * (size_t)r) % 7 == 0)
+      return -1;
     return 1;
   }
   if (op == ncclMax || op == ncclMin) {
     int v = (int)((i * 7 + (size_t)r * 13) % 29);
-    return is_signed(t) ? v - 14 : v; /* e4m3/e5m2 hold every integer up to 14 exactly?  see below */
+    return is_signed(t) ? v - 14
+                        : v; /* e4m3/e5m2 hold every integer up to 14 exactly?  see below */
   }
   int v = (int)((i + (size_t)r) % 3);
   return is_signed(t) ? v - 1 : v;
@@ -32,12 +35,18 @@ static int value(ncclDataType_t t, int op, int r, size_t i) {
 
 static double to_type(ncclDataType_t t, double v) {
   switch (t) {
-    case ncclFloat16: return tutti_half_to_float(tutti_float_to_half((float)v));
-    case ncclBfloat16: return tutti_bf16_to_float(tutti_float_to_bf16((float)v));
-    case ncclFloat8e4m3: return tutti_e4m3_to_float(tutti_float_to_e4m3((float)v));
-    case ncclFloat8e5m2: return tutti_e5m2_to_float(tutti_float_to_e5m2((float)v));
-    case ncclFloat32: return (float)v;
-    default: return v;
+    case ncclFloat16:
+      return tutti_half_to_float(tutti_float_to_half((float)v));
+    case ncclBfloat16:
+      return tutti_bf16_to_float(tutti_float_to_bf16((float)v));
+    case ncclFloat8e4m3:
+      return tutti_e4m3_to_float(tutti_float_to_e4m3((float)v));
+    case ncclFloat8e5m2:
+      return tutti_e5m2_to_float(tutti_float_to_e5m2((float)v));
+    case ncclFloat32:
+      return (float)v;
+    default:
+      return v;
   }
 }
 
@@ -47,37 +56,75 @@ double chk_round(ncclDataType_t t, double v) {
 
 static void put(void* buf, ncclDataType_t t, size_t i, double v) {
   switch (t) {
-    case ncclInt8: ((int8_t*)buf)[i] = (int8_t)v; break;
-    case ncclUint8: ((uint8_t*)buf)[i] = (uint8_t)v; break;
-    case ncclInt32: ((int32_t*)buf)[i] = (int32_t)v; break;
-    case ncclUint32: ((uint32_t*)buf)[i] = (uint32_t)v; break;
-    case ncclInt64: ((int64_t*)buf)[i] = (int64_t)v; break;
-    case ncclUint64: ((uint64_t*)buf)[i] = (uint64_t)v; break;
-    case ncclFloat16: ((uint16_t*)buf)[i] = tutti_float_to_half((float)v); break;
-    case ncclBfloat16: ((uint16_t*)buf)[i] = tutti_float_to_bf16((float)v); break;
-    case ncclFloat8e4m3: ((uint8_t*)buf)[i] = tutti_float_to_e4m3((float)v); break;
-    case ncclFloat8e5m2: ((uint8_t*)buf)[i] = tutti_float_to_e5m2((float)v); break;
-    case ncclFloat32: ((float*)buf)[i] = (float)v; break;
-    case ncclFloat64: ((double*)buf)[i] = v; break;
-    default: break;
+    case ncclInt8:
+      ((int8_t*)buf)[i] = (int8_t)v;
+      break;
+    case ncclUint8:
+      ((uint8_t*)buf)[i] = (uint8_t)v;
+      break;
+    case ncclInt32:
+      ((int32_t*)buf)[i] = (int32_t)v;
+      break;
+    case ncclUint32:
+      ((uint32_t*)buf)[i] = (uint32_t)v;
+      break;
+    case ncclInt64:
+      ((int64_t*)buf)[i] = (int64_t)v;
+      break;
+    case ncclUint64:
+      ((uint64_t*)buf)[i] = (uint64_t)v;
+      break;
+    case ncclFloat16:
+      ((uint16_t*)buf)[i] = tutti_float_to_half((float)v);
+      break;
+    case ncclBfloat16:
+      ((uint16_t*)buf)[i] = tutti_float_to_bf16((float)v);
+      break;
+    case ncclFloat8e4m3:
+      ((uint8_t*)buf)[i] = tutti_float_to_e4m3((float)v);
+      break;
+    case ncclFloat8e5m2:
+      ((uint8_t*)buf)[i] = tutti_float_to_e5m2((float)v);
+      break;
+    case ncclFloat32:
+      ((float*)buf)[i] = (float)v;
+      break;
+    case ncclFloat64:
+      ((double*)buf)[i] = v;
+      break;
+    default:
+      break;
   }
 }
 
 double chk_get(const void* buf, ncclDataType_t t, size_t i) {
   switch (t) {
-    case ncclInt8: return ((const int8_t*)buf)[i];
-    case ncclUint8: return ((const uint8_t*)buf)[i];
-    case ncclInt32: return ((const int32_t*)buf)[i];
-    case ncclUint32: return ((const uint32_t*)buf)[i];
-    case ncclInt64: return (double)((const int64_t*)buf)[i];
-    case ncclUint64: return (double)((const uint64_t*)buf)[i];
-    case ncclFloat16: return tutti_half_to_float(((const uint16_t*)buf)[i]);
-    case ncclBfloat16: return tutti_bf16_to_float(((const uint16_t*)buf)[i]);
-    case ncclFloat8e4m3: return tutti_e4m3_to_float(((const uint8_t*)buf)[i]);
-    case ncclFloat8e5m2: return tutti_e5m2_to_float(((const uint8_t*)buf)[i]);
-    case ncclFloat32: return ((const float*)buf)[i];
-    case ncclFloat64: return ((const double*)buf)[i];
-    default: return 0;
+    case ncclInt8:
+      return ((const int8_t*)buf)[i];
+    case ncclUint8:
+      return ((const uint8_t*)buf)[i];
+    case ncclInt32:
+      return ((const int32_t*)buf)[i];
+    case ncclUint32:
+      return ((const uint32_t*)buf)[i];
+    case ncclInt64:
+      return (double)((const int64_t*)buf)[i];
+    case ncclUint64:
+      return (double)((const uint64_t*)buf)[i];
+    case ncclFloat16:
+      return tutti_half_to_float(((const uint16_t*)buf)[i]);
+    case ncclBfloat16:
+      return tutti_bf16_to_float(((const uint16_t*)buf)[i]);
+    case ncclFloat8e4m3:
+      return tutti_e4m3_to_float(((const uint8_t*)buf)[i]);
+    case ncclFloat8e5m2:
+      return tutti_e5m2_to_float(((const uint8_t*)buf)[i]);
+    case ncclFloat32:
+      return ((const float*)buf)[i];
+    case ncclFloat64:
+      return ((const double*)buf)[i];
+    default:
+      return 0;
   }
 }
 
@@ -86,7 +133,8 @@ void chk_fill(void* buf, ncclDataType_t t, int op, int rank, size_t first, size_
     int v = value(t, op, rank, first + i);
     /* e5m2 holds integers exactly only up to 8 in the steps sums reach: keep
      * max/min values within its exact range. */
-    if (t == ncclFloat8e5m2 && (op == ncclMax || op == ncclMin)) v = v % 8;
+    if (t == ncclFloat8e5m2 && (op == ncclMax || op == ncclMin))
+      v = v % 8;
     put(buf, t, i, v);
   }
 }
@@ -95,18 +143,29 @@ double chk_reduce_ref(ncclDataType_t t, int op, int nranks, size_t i, double pre
   double acc = 0;
   for (int r = 0; r < nranks; r++) {
     int v = value(t, op, r, i);
-    if (t == ncclFloat8e5m2 && (op == ncclMax || op == ncclMin)) v = v % 8;
+    if (t == ncclFloat8e5m2 && (op == ncclMax || op == ncclMin))
+      v = v % 8;
     double x = v;
     if (r == 0) {
       acc = op == ncclNumOps ? x * premul : x;
       continue;
     }
     switch (op) {
-      case ncclProd: acc *= x; break;
-      case ncclMax: acc = x > acc ? x : acc; break;
-      case ncclMin: acc = x < acc ? x : acc; break;
-      case ncclNumOps: acc += x * premul; break;
-      default: acc += x; break;
+      case ncclProd:
+        acc *= x;
+        break;
+      case ncclMax:
+        acc = x > acc ? x : acc;
+        break;
+      case ncclMin:
+        acc = x < acc ? x : acc;
+        break;
+      case ncclNumOps:
+        acc += x * premul;
+        break;
+      default:
+        acc += x;
+        break;
     }
   }
   if (op == ncclAvg) {
@@ -117,10 +176,10 @@ double chk_reduce_ref(ncclDataType_t t, int op, int nranks, size_t i, double pre
 
 int chk_equal(ncclDataType_t t, int op, int nranks, double got, double want) {
   if (op == ncclAvg && is_float(t)) {
-    double eps = t == ncclFloat64   ? 1e-15
-                 : t == ncclFloat32 ? 1e-6
-                 : t == ncclFloat16 ? 1e-3
-                 : t == ncclBfloat16 ? 8e-3
+    double eps = t == ncclFloat64      ? 1e-15
+                 : t == ncclFloat32    ? 1e-6
+                 : t == ncclFloat16    ? 1e-3
+                 : t == ncclBfloat16   ? 8e-3
                  : t == ncclFloat8e4m3 ? 0.07
                                        : 0.13;
     /* Each of the N pre-multiplied terms is rounded, then each partial sum. */

@@ -13,23 +13,32 @@
 #include "nccl.h"
 #include "reduce/reduce.h"
 
-enum { C_ALLREDUCE, C_REDUCE, C_REDUCESCATTER, C_BROADCAST, C_BCAST, C_ALLGATHER, C_ALLTOALL,
-       C_GATHER, C_SCATTER, C_NCOLL };
-static const char* cname[C_NCOLL] = {"AllReduce", "Reduce",  "ReduceScatter",
-                                     "Broadcast", "Bcast",   "AllGather",
-                                     "AlltoAll",  "Gather",  "Scatter"};
+enum {
+  C_ALLREDUCE,
+  C_REDUCE,
+  C_REDUCESCATTER,
+  C_BROADCAST,
+  C_BCAST,
+  C_ALLGATHER,
+  C_ALLTOALL,
+  C_GATHER,
+  C_SCATTER,
+  C_NCOLL
+};
+static const char* cname[C_NCOLL] = {"AllReduce", "Reduce",   "ReduceScatter", "Broadcast", "Bcast",
+                                     "AllGather", "AlltoAll", "Gather",        "Scatter"};
 static const size_t counts[] = {0, 1, 7, 1031, 20011};
 
 static long passed, failed;
 static int nprinted;
 
-#define FAILF(...)                          \
-  do {                                      \
-    failed++;                               \
-    if (nprinted++ < 20) {                  \
-      fprintf(stderr, __VA_ARGS__);         \
-      fputc('\n', stderr);                  \
-    }                                       \
+#define FAILF(...)                  \
+  do {                              \
+    failed++;                       \
+    if (nprinted++ < 20) {          \
+      fprintf(stderr, __VA_ARGS__); \
+      fputc('\n', stderr);          \
+    }                               \
   } while (0)
 
 static int reduces(int c) {
@@ -54,13 +63,27 @@ static void run_case(ncclComm_t comm, int n, int r, int c, ncclDataType_t t, int
     chk_fill(tmp, t, ncclSum, 0, 0, 1);
     double two = 2;
     switch (t) {
-      case ncclFloat16: *(uint16_t*)scalar = tutti_float_to_half(2); break;
-      case ncclBfloat16: *(uint16_t*)scalar = tutti_float_to_bf16(2); break;
-      case ncclFloat8e4m3: *(uint8_t*)scalar = tutti_float_to_e4m3(2); break;
-      case ncclFloat8e5m2: *(uint8_t*)scalar = tutti_float_to_e5m2(2); break;
-      case ncclFloat32: *(float*)scalar = 2; break;
-      case ncclFloat64: memcpy(scalar, &two, 8); break;
-      default: scalar[0] = 2; break; /* little-endian integers */
+      case ncclFloat16:
+        *(uint16_t*)scalar = tutti_float_to_half(2);
+        break;
+      case ncclBfloat16:
+        *(uint16_t*)scalar = tutti_float_to_bf16(2);
+        break;
+      case ncclFloat8e4m3:
+        *(uint8_t*)scalar = tutti_float_to_e4m3(2);
+        break;
+      case ncclFloat8e5m2:
+        *(uint8_t*)scalar = tutti_float_to_e5m2(2);
+        break;
+      case ncclFloat32:
+        *(float*)scalar = 2;
+        break;
+      case ncclFloat64:
+        memcpy(scalar, &two, 8);
+        break;
+      default:
+        scalar[0] = 2;
+        break; /* little-endian integers */
     }
     premul = 2;
     ncclScalarResidence_t res = (count & 1) ? ncclScalarHostImmediate : ncclScalarDevice;
@@ -75,27 +98,54 @@ static void run_case(ncclComm_t comm, int n, int r, int c, ncclDataType_t t, int
   size_t in_elems = (c == C_REDUCESCATTER || c == C_ALLTOALL || c == C_SCATTER) ? big : count;
   if (inplace) {
     switch (c) {
-      case C_ALLGATHER: send = rbuf + (size_t)r * count * es; break;
-      case C_REDUCESCATTER: recv = sbuf + (size_t)r * count * es; break;
-      case C_GATHER: send = r == root ? rbuf + (size_t)r * count * es : sbuf; break;
-      case C_SCATTER: recv = r == root ? sbuf + (size_t)r * count * es : rbuf; break;
-      default: send = rbuf; break;
+      case C_ALLGATHER:
+        send = rbuf + (size_t)r * count * es;
+        break;
+      case C_REDUCESCATTER:
+        recv = sbuf + (size_t)r * count * es;
+        break;
+      case C_GATHER:
+        send = r == root ? rbuf + (size_t)r * count * es : sbuf;
+        break;
+      case C_SCATTER:
+        recv = r == root ? sbuf + (size_t)r * count * es : rbuf;
+        break;
+      default:
+        send = rbuf;
+        break;
     }
   }
   chk_fill(send, t, reduces(c) ? (op == ncclNumOps ? ncclSum : op) : ncclSum, r, 0, in_elems);
   ncclResult_t res = ncclSuccess;
   switch (c) {
-    case C_ALLREDUCE: res = ncclAllReduce(send, recv, count, t, rop, comm, NULL); break;
-    case C_REDUCE: res = ncclReduce(send, recv, count, t, rop, root, comm, NULL); break;
-    case C_REDUCESCATTER: res = ncclReduceScatter(send, recv, count, t, rop, comm, NULL); break;
-    case C_BROADCAST: res = ncclBroadcast(send, recv, count, t, root, comm, NULL); break;
-    case C_BCAST: res = ncclBcast(r == root ? send : recv, count, t, root, comm, NULL);
+    case C_ALLREDUCE:
+      res = ncclAllReduce(send, recv, count, t, rop, comm, NULL);
+      break;
+    case C_REDUCE:
+      res = ncclReduce(send, recv, count, t, rop, root, comm, NULL);
+      break;
+    case C_REDUCESCATTER:
+      res = ncclReduceScatter(send, recv, count, t, rop, comm, NULL);
+      break;
+    case C_BROADCAST:
+      res = ncclBroadcast(send, recv, count, t, root, comm, NULL);
+      break;
+    case C_BCAST:
+      res = ncclBcast(r == root ? send : recv, count, t, root, comm, NULL);
       recv = r == root ? send : recv;
       break;
-    case C_ALLGATHER: res = ncclAllGather(send, recv, count, t, comm, NULL); break;
-    case C_ALLTOALL: res = ncclAlltoAll(send, recv, count, t, comm, NULL); break;
-    case C_GATHER: res = ncclGather(send, recv, count, t, root, comm, NULL); break;
-    case C_SCATTER: res = ncclScatter(send, recv, count, t, root, comm, NULL); break;
+    case C_ALLGATHER:
+      res = ncclAllGather(send, recv, count, t, comm, NULL);
+      break;
+    case C_ALLTOALL:
+      res = ncclAlltoAll(send, recv, count, t, comm, NULL);
+      break;
+    case C_GATHER:
+      res = ncclGather(send, recv, count, t, root, comm, NULL);
+      break;
+    case C_SCATTER:
+      res = ncclScatter(send, recv, count, t, root, comm, NULL);
+      break;
   }
   if (op == ncclNumOps) {
     ncclRedOpDestroy(rop, comm);
@@ -112,8 +162,8 @@ static void run_case(ncclComm_t comm, int n, int r, int c, ncclDataType_t t, int
     int has = c != C_REDUCE || r == root;
     size_t first = c == C_REDUCESCATTER ? (size_t)r * count : 0;
     for (size_t i = 0; has && i < count && ok; i++) {
-      double want = chk_round(t, chk_reduce_ref(t, op == ncclNumOps ? ncclNumOps : op, n,
-                                                first + i, premul));
+      double want =
+          chk_round(t, chk_reduce_ref(t, op == ncclNumOps ? ncclNumOps : op, n, first + i, premul));
       double got = chk_get(recv, t, i);
       if (!chk_equal(t, op, n, got, want)) {
         FAILF("%s: element %zu is %g, expected %g", what, i, got, want);
@@ -130,7 +180,8 @@ static void run_case(ncclComm_t comm, int n, int r, int c, ncclDataType_t t, int
         break;
       case C_ALLGATHER:
       case C_GATHER:
-        for (int p = 0; p < n; p++) chk_fill(ref + (size_t)p * count * es, t, ncclSum, p, 0, count);
+        for (int p = 0; p < n; p++)
+          chk_fill(ref + (size_t)p * count * es, t, ncclSum, p, 0, count);
         out_elems = (c == C_GATHER && r != root) ? 0 : big;
         break;
       case C_ALLTOALL:
@@ -147,7 +198,8 @@ static void run_case(ncclComm_t comm, int n, int r, int c, ncclDataType_t t, int
       ok = 0;
     }
   }
-  if (ok) passed++;
+  if (ok)
+    passed++;
 out:
   free(sbuf);
   free(rbuf);
@@ -160,7 +212,8 @@ static void run_p2p(ncclComm_t comm, int n, int r) {
   const size_t count = 5003;
   int32_t* out = malloc((size_t)n * count * 4);
   int32_t* in = malloc((size_t)n * count * 4);
-  for (size_t i = 0; i < (size_t)n * count; i++) out[i] = (int32_t)(r * 100000 + (int)i);
+  for (size_t i = 0; i < (size_t)n * count; i++)
+    out[i] = (int32_t)(r * 100000 + (int)i);
   ncclGroupStart();
   for (int p = 0; p < n; p++) {
     ncclSend(out + (size_t)p * count, count, ncclInt32, p, comm, NULL);
@@ -176,7 +229,11 @@ static void run_p2p(ncclComm_t comm, int n, int r) {
       }
     }
   }
-  if (ok) passed++; else FAILF("rank %d/%d: send/recv all-to-all group failed (%d): %s", r, n, (int)res, ncclGetLastError(comm));
+  if (ok)
+    passed++;
+  else
+    FAILF("rank %d/%d: send/recv all-to-all group failed (%d): %s", r, n, (int)res,
+          ncclGetLastError(comm));
   free(out);
   free(in);
 }
@@ -194,7 +251,8 @@ static int run_rank(int n, int r, ncclUniqueId id) {
       for (int op = 0; op < nops; op++) {
         for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
           for (int ip = 0; ip < 2; ip++) {
-            if (failed > 0) break; /* after a failed call the communicator is unusable */
+            if (failed > 0)
+              break; /* after a failed call the communicator is unusable */
             run_case(comm, n, r, c, (ncclDataType_t)t, op, counts[ci], ip, (k++) % n);
           }
         }
@@ -215,7 +273,10 @@ int main(int argc, char** argv) {
   char abuf[128];
   snprintf(abuf, sizeof abuf, "%s", alist);
   for (char *as = NULL, *algo = strtok_r(abuf, ",", &as); algo; algo = strtok_r(NULL, ",", &as)) {
-    if (strcmp(algo, "default") == 0) unsetenv("NCCL_ALGO"); else setenv("NCCL_ALGO", algo, 1);
+    if (strcmp(algo, "default") == 0)
+      unsetenv("NCCL_ALGO");
+    else
+      setenv("NCCL_ALGO", algo, 1);
     char nbuf[128];
     snprintf(nbuf, sizeof nbuf, "%s", nlist);
     for (char *ns = NULL, *tok = strtok_r(nbuf, ",", &ns); tok; tok = strtok_r(NULL, ",", &ns)) {
@@ -226,7 +287,8 @@ int main(int argc, char** argv) {
         return 1;
       }
       int fds[2];
-      if (pipe(fds) != 0) return 1;
+      if (pipe(fds) != 0)
+        return 1;
       fflush(NULL);
       for (int r = 0; r < n; r++) {
         if (fork() == 0) {
@@ -234,7 +296,8 @@ int main(int argc, char** argv) {
           run_rank(n, r, id);
           char line[64];
           int len = snprintf(line, sizeof line, "%ld %ld\n", passed, failed);
-          if (write(fds[1], line, (size_t)len) != len) _exit(2);
+          if (write(fds[1], line, (size_t)len) != len)
+            _exit(2);
           _exit(failed ? 1 : 0);
         }
       }
@@ -251,7 +314,8 @@ int main(int argc, char** argv) {
       for (int r = 0; r < n; r++) {
         int st;
         wait(&st);
-        if (!WIFEXITED(st)) f++;
+        if (!WIFEXITED(st))
+          f++;
       }
       f += n - reported; /* a rank that died reported nothing */
       printf("algo %-7s nranks %d: %ld passed, %ld failed\n", algo, n, p, f);

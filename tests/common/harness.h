@@ -9,21 +9,21 @@
 extern int test_passed;
 extern int test_failed;
 
-#define CHECK(cond, ...)                                      \
-  do {                                                        \
-    if (cond) {                                               \
-      test_passed++;                                          \
-    } else {                                                  \
-      test_failed++;                                          \
+#define CHECK(cond, ...)                                              \
+  do {                                                                \
+    if (cond) {                                                       \
+      test_passed++;                                                  \
+    } else {                                                          \
+      test_failed++;                                                  \
       fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                           \
-      fprintf(stderr, "\n");                                  \
-    }                                                         \
+      fprintf(stderr, __VA_ARGS__);                                   \
+      fprintf(stderr, "\n");                                          \
+    }                                                                 \
   } while (0)
 
-#define CHECK_NCCL(call)                                                              \
-  do {                                                                                \
-    ncclResult_t r_ = (call);                                                         \
+#define CHECK_NCCL(call)                                                                    \
+  do {                                                                                      \
+    ncclResult_t r_ = (call);                                                               \
     CHECK(r_ == ncclSuccess, "%s returned %d: %s", #call, (int)r_, ncclGetLastError(NULL)); \
   } while (0)
 

@@ -31,7 +31,8 @@ static void* rank_thread_main(void* p) {
 /* Runs fn on n threads with a fresh unique id; returns how many reported ok. */
 static inline int run_ranks(int n, rank_fn fn, void* user) {
   ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return 0;
+  if (ncclGetUniqueId(&id) != ncclSuccess)
+    return 0;
   struct rank_thread_arg* args = calloc((size_t)n, sizeof *args);
   pthread_t* th = calloc((size_t)n, sizeof *th);
   for (int r = 0; r < n; r++) {

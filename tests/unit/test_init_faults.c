@@ -56,14 +56,17 @@ static void test_peer_gone(int how, const char* expect) {
   ncclUniqueId id;
   CHECK_NCCL(ncclGetUniqueId(&id));
   int fds[2];
-  if (pipe(fds) != 0) return;
+  if (pipe(fds) != 0)
+    return;
   pid_t child = fork();
   if (child == 0) {
     close(fds[0]);
     ncclComm_t comm;
     float v[256] = {0};
-    if (ncclCommInitRank(&comm, 2, id, 1) != ncclSuccess) _exit(3);
-    if (ncclAllReduce(v, v, 256, ncclFloat, ncclSum, comm, NULL) != ncclSuccess) _exit(4);
+    if (ncclCommInitRank(&comm, 2, id, 1) != ncclSuccess)
+      _exit(3);
+    if (ncclAllReduce(v, v, 256, ncclFloat, ncclSum, comm, NULL) != ncclSuccess)
+      _exit(4);
     if (how == DIE_KILLED) {
       raise(SIGKILL);
     }
@@ -76,7 +79,8 @@ static void test_peer_gone(int how, const char* expect) {
     ncclResult_t r = ncclAllReduce(v, v, 256, ncclFloat, ncclSum, comm, NULL);
     char line[600];
     int n = snprintf(line, sizeof line, "%d %s", (int)r, ncclGetLastError(comm));
-    if (write(fds[1], line, (size_t)n) < 0) _exit(5);
+    if (write(fds[1], line, (size_t)n) < 0)
+      _exit(5);
     _exit(0);
   }
   close(fds[1]);

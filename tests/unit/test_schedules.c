@@ -42,18 +42,21 @@ static int32_t expect(enum tutti_coll c, int n, int r, int root, size_t count, s
   *check = 1;
   switch (c) {
     case TUTTI_COLL_ALLREDUCE:
-      for (int q = 0; q < n; q++) s += input(q, i);
+      for (int q = 0; q < n; q++)
+        s += input(q, i);
       return s;
     case TUTTI_COLL_REDUCE:
       *check = r == root;
-      for (int q = 0; q < n; q++) s += input(q, i);
+      for (int q = 0; q < n; q++)
+        s += input(q, i);
       return s;
     case TUTTI_COLL_BROADCAST:
       return input(root, i);
     case TUTTI_COLL_ALLGATHER:
       return input((int)(i / count), i % count);
     case TUTTI_COLL_REDUCESCATTER:
-      for (int q = 0; q < n; q++) s += input(q, (size_t)r * count + i);
+      for (int q = 0; q < n; q++)
+        s += input(q, (size_t)r * count + i);
       return s;
     case TUTTI_COLL_ALLTOALL:
       return input((int)(i / count), (size_t)r * count + i % count);
@@ -75,9 +78,12 @@ static void setup_buffers(struct rankbuf* b, enum tutti_coll c, int n, int r, in
   b->recvbase = calloc(nr + 1, sizeof(int32_t));
   b->send = b->sendbase;
   b->recv = b->recvbase;
-  for (size_t j = 0; j < nr; j++) b->recv[j] = -999;
-  for (size_t j = 0; j < ns; j++) b->send[j] = input(r, j);
-  if (!in_place) return;
+  for (size_t j = 0; j < nr; j++)
+    b->recv[j] = -999;
+  for (size_t j = 0; j < ns; j++)
+    b->send[j] = input(r, j);
+  if (!in_place)
+    return;
   switch (c) {
     case TUTTI_COLL_ALLGATHER:
       b->send = b->recv + (size_t)r * count;
@@ -86,41 +92,49 @@ static void setup_buffers(struct rankbuf* b, enum tutti_coll c, int n, int r, in
       b->recv = b->send + (size_t)r * count;
       return;
     case TUTTI_COLL_GATHER:
-      if (r != root) return;
+      if (r != root)
+        return;
       b->send = b->recv + (size_t)r * count;
       break;
     case TUTTI_COLL_SCATTER:
-      if (r != root) return;
+      if (r != root)
+        return;
       b->recv = b->send + (size_t)r * count;
       return;
     default:
       b->send = b->recv;
       break;
   }
-  for (size_t j = 0; j < ns; j++) b->send[j] = input(r, j);
+  for (size_t j = 0; j < ns; j++)
+    b->send[j] = input(r, j);
 }
 
 static int run_case(enum tutti_algo_id algo, enum tutti_coll c, int n, size_t count, int in_place,
                     int root) {
   struct tutti_mem_world* w = NULL;
-  if (tutti_mem_world_create(n, 32 * 1024, &w) != ncclSuccess) return 0;
+  if (tutti_mem_world_create(n, 32 * 1024, &w) != ncclSuccess)
+    return 0;
   struct tutti_exec_rank* er = calloc((size_t)n, sizeof *er);
   struct tutti_op* ops = calloc((size_t)n, sizeof *ops);
   struct tutti_op** opp = calloc((size_t)n, sizeof *opp);
   struct rankbuf* b = calloc((size_t)n, sizeof *b);
   int ok = 1, built = 1;
   for (int r = 0; r < n; r++) {
-    er[r] = (struct tutti_exec_rank){.rank = r, .nranks = n, .send = tutti_mem_world_send(w, r),
+    er[r] = (struct tutti_exec_rank){.rank = r,
+                                     .nranks = n,
+                                     .send = tutti_mem_world_send(w, r),
                                      .recv = tutti_mem_world_recv(w, r),
-                                     .piece_bytes = tutti_mem_world_piece(w), .timeout_s = 2};
+                                     .piece_bytes = tutti_mem_world_piece(w),
+                                     .timeout_s = 2};
     setup_buffers(&b[r], c, n, r, root, count, in_place);
     struct tutti_op* op = &ops[r];
     op->er = &er[r];
-    op->args = (struct tutti_coll_args){c, count, sizeof(int32_t), n, r, root, in_place,
-                                        4 * tutti_mem_world_piece(w)};
+    op->args = (struct tutti_coll_args){c, count, sizeof(int32_t), n,
+                                        r, root,  in_place,        4 * tutti_mem_world_piece(w)};
     op->redop.type = ncclInt32;
     op->redop.kind = TUTTI_RED_SUM;
-    if (tutti_schedule_build(algo, &op->args, &op->sched) != ncclSuccess) built = 0;
+    if (tutti_schedule_build(algo, &op->args, &op->sched) != ncclSuccess)
+      built = 0;
     op->scratch = op->sched.scratch_bytes ? malloc(op->sched.scratch_bytes) : NULL;
     op->bufs[TUTTI_BUF_SEND] = b[r].send;
     op->bufs[TUTTI_BUF_RECV] = b[r].recv;
@@ -166,7 +180,8 @@ static int run_case(enum tutti_algo_id algo, enum tutti_coll c, int n, size_t co
  * and receives the matching messages, all as one fused operation set. */
 static int run_p2p(int n, size_t count) {
   struct tutti_mem_world* w = NULL;
-  if (tutti_mem_world_create(n, 32 * 1024, &w) != ncclSuccess) return 0;
+  if (tutti_mem_world_create(n, 32 * 1024, &w) != ncclSuccess)
+    return 0;
   const int k = 3, offs[3] = {1, 3, 0};
   struct tutti_exec_rank* er = calloc((size_t)n, sizeof *er);
   struct tutti_op* ops = calloc((size_t)n * 2 * k, sizeof *ops);
@@ -174,18 +189,22 @@ static int run_p2p(int n, size_t count) {
   int32_t* bufs = calloc((size_t)n * 2 * k * (count + 1), sizeof(int32_t));
   int nops = 0, ok = 1;
   for (int r = 0; r < n; r++) {
-    er[r] = (struct tutti_exec_rank){.rank = r, .nranks = n, .send = tutti_mem_world_send(w, r),
+    er[r] = (struct tutti_exec_rank){.rank = r,
+                                     .nranks = n,
+                                     .send = tutti_mem_world_send(w, r),
                                      .recv = tutti_mem_world_recv(w, r),
-                                     .piece_bytes = tutti_mem_world_piece(w), .timeout_s = 2};
+                                     .piece_bytes = tutti_mem_world_piece(w),
+                                     .timeout_s = 2};
     for (int j = 0; j < 2 * k; j++) {
       int is_send = j < k, o = offs[j % k];
       int peer = is_send ? (r + o) % n : ((r - o) % n + n) % n;
       struct tutti_op* op = &ops[nops];
       int32_t* buf = bufs + (size_t)nops * (count + 1);
-      for (size_t i = 0; i < count; i++) buf[i] = is_send ? input(r * 7 + o, i) : -1;
+      for (size_t i = 0; i < count; i++)
+        buf[i] = is_send ? input(r * 7 + o, i) : -1;
       op->er = &er[r];
-      op->args = (struct tutti_coll_args){is_send ? TUTTI_COLL_SEND : TUTTI_COLL_RECV, count,
-                                          sizeof(int32_t), n, r, peer, 0};
+      op->args = (struct tutti_coll_args){
+          is_send ? TUTTI_COLL_SEND : TUTTI_COLL_RECV, count, sizeof(int32_t), n, r, peer, 0};
       op->redop.type = ncclInt32;
       tutti_schedule_build(TUTTI_ALGO_DIRECT, &op->args, &op->sched);
       op->bufs[is_send ? TUTTI_BUF_SEND : TUTTI_BUF_RECV] = buf;
@@ -200,13 +219,14 @@ static int run_p2p(int n, size_t count) {
    * for offset o gets the send posted for offset o. */
   for (int i = 0; i < nops && ok; i++) {
     struct tutti_op* op = &ops[i];
-    if (op->args.coll != TUTTI_COLL_RECV) continue;
+    if (op->args.coll != TUTTI_COLL_RECV)
+      continue;
     int peer = op->args.root, o = offs[(i % (2 * k)) - k];
     const int32_t* buf = op->bufs[TUTTI_BUF_RECV];
     for (size_t e = 0; e < count && ok; e++) {
       if (buf[e] != input(peer * 7 + o, e)) {
-        fprintf(stderr, "  p2p n=%d rank %d from %d elem %zu: got %d\n", n, op->args.rank, peer,
-                e, buf[e]);
+        fprintf(stderr, "  p2p n=%d rank %d from %d elem %zu: got %d\n", n, op->args.rank, peer, e,
+                buf[e]);
         ok = 0;
       }
     }
@@ -233,16 +253,18 @@ int main(void) {
       for (int c = 0; c < TUTTI_COLL_SEND; c++) {
         for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
           size_t count = counts[ci];
-          if (n >= 8 && count > 4000) continue; /* rounds: covered at small n */
-          if (n >= 24 && count > 1024 && (c == TUTTI_COLL_ALLTOALL || c == TUTTI_COLL_ALLGATHER ||
-                                          c == TUTTI_COLL_GATHER || c == TUTTI_COLL_REDUCESCATTER ||
-                                          c == TUTTI_COLL_SCATTER)) {
+          if (n >= 8 && count > 4000)
+            continue; /* rounds: covered at small n */
+          if (n >= 24 && count > 1024 &&
+              (c == TUTTI_COLL_ALLTOALL || c == TUTTI_COLL_ALLGATHER || c == TUTTI_COLL_GATHER ||
+               c == TUTTI_COLL_REDUCESCATTER || c == TUTTI_COLL_SCATTER)) {
             count = 301; /* n^2 * count memory: keep the large cases moderate */
           }
           for (int ip = 0; ip < 2; ip++) {
             int root = n / 2;
             int ok = run_case(algo, c, n, count, ip, root);
-            if (ok < 0) continue;
+            if (ok < 0)
+              continue;
             CHECK(ok, "%s %s n=%d count=%zu %s root=%d", tutti_algo_get(algo)->name,
                   tutti_coll_name(c), n, count, ip ? "in-place" : "out-of-place", root);
           }

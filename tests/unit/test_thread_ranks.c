@@ -20,24 +20,39 @@ static int run_all(ncclComm_t comm, int n, int r, size_t count) {
   int32_t* d = malloc((big + 1) * sizeof *d);
   int ok = 1;
   int root = n - 1;
-  for (size_t i = 0; i < big; i++) s[i] = in(r, i);
-#define SUM(i) ({ int32_t t_ = 0; for (int q = 0; q < n; q++) t_ += in(q, (i)); t_; })
+  for (size_t i = 0; i < big; i++)
+    s[i] = in(r, i);
+#define SUM(i)                  \
+  ({                            \
+    int32_t t_ = 0;             \
+    for (int q = 0; q < n; q++) \
+      t_ += in(q, (i));         \
+    t_;                         \
+  })
   ok &= ncclAllReduce(s, d, count, ncclInt32, ncclSum, comm, NULL) == ncclSuccess;
-  for (size_t i = 0; i < count && ok; i++) ok &= d[i] == SUM(i);
+  for (size_t i = 0; i < count && ok; i++)
+    ok &= d[i] == SUM(i);
   ok &= ncclReduceScatter(s, d, count, ncclInt32, ncclSum, comm, NULL) == ncclSuccess;
-  for (size_t i = 0; i < count && ok; i++) ok &= d[i] == SUM((size_t)r * count + i);
+  for (size_t i = 0; i < count && ok; i++)
+    ok &= d[i] == SUM((size_t)r * count + i);
   ok &= ncclAllGather(s, d, count, ncclInt32, comm, NULL) == ncclSuccess;
-  for (size_t i = 0; i < big && ok; i++) ok &= d[i] == in((int)(i / count), i % count);
+  for (size_t i = 0; i < big && ok; i++)
+    ok &= d[i] == in((int)(i / count), i % count);
   ok &= ncclAlltoAll(s, d, count, ncclInt32, comm, NULL) == ncclSuccess;
-  for (size_t i = 0; i < big && ok; i++) ok &= d[i] == in((int)(i / count), (size_t)r * count + i % count);
+  for (size_t i = 0; i < big && ok; i++)
+    ok &= d[i] == in((int)(i / count), (size_t)r * count + i % count);
   ok &= ncclBroadcast(s, d, count, ncclInt32, root, comm, NULL) == ncclSuccess;
-  for (size_t i = 0; i < count && ok; i++) ok &= d[i] == in(root, i);
+  for (size_t i = 0; i < count && ok; i++)
+    ok &= d[i] == in(root, i);
   ok &= ncclReduce(s, d, count, ncclInt32, ncclSum, root, comm, NULL) == ncclSuccess;
-  for (size_t i = 0; i < count && ok && r == root; i++) ok &= d[i] == SUM(i);
+  for (size_t i = 0; i < count && ok && r == root; i++)
+    ok &= d[i] == SUM(i);
   ok &= ncclGather(s, d, count, ncclInt32, root, comm, NULL) == ncclSuccess;
-  for (size_t i = 0; i < big && ok && r == root; i++) ok &= d[i] == in((int)(i / count), i % count);
+  for (size_t i = 0; i < big && ok && r == root; i++)
+    ok &= d[i] == in((int)(i / count), i % count);
   ok &= ncclScatter(s, d, count, ncclInt32, root, comm, NULL) == ncclSuccess;
-  for (size_t i = 0; i < count && ok; i++) ok &= d[i] == in(root, (size_t)r * count + i);
+  for (size_t i = 0; i < count && ok; i++)
+    ok &= d[i] == in(root, (size_t)r * count + i);
 #undef SUM
   free(s);
   free(d);
@@ -53,9 +68,12 @@ static void body(struct rank_ctx* c) {
   size_t counts[] = {1, 1000, 70001};
   int ok = 1;
   for (int k = 0; k < 3 && ok; k++) {
-    if (c->nranks > 16 && counts[k] > 1000) break;
+    if (c->nranks > 16 && counts[k] > 1000)
+      break;
     ok = run_all(comm, c->nranks, c->rank, counts[k]);
-    if (!ok) fprintf(stderr, "rank %d/%d count %zu: %s\n", c->rank, c->nranks, counts[k], ncclGetLastError(comm));
+    if (!ok)
+      fprintf(stderr, "rank %d/%d count %zu: %s\n", c->rank, c->nranks, counts[k],
+              ncclGetLastError(comm));
   }
   ncclCommDestroy(comm);
   c->result = ok;
