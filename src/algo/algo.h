@@ -30,6 +30,7 @@ enum tutti_coll {
 enum tutti_algo_id {
   TUTTI_ALGO_RING = 0,
   TUTTI_ALGO_DIRECT, /* one-shot: every rank talks to every rank in one round */
+  TUTTI_ALGO_HIER,   /* within each host, then across hosts, then within each host */
   TUTTI_ALGO_COUNT
 };
 
@@ -100,6 +101,11 @@ struct tutti_coll_args {
    * per step (0: one round). A step may complete before its receiver reads
    * it only if it fits in the queue, so tune keeps this at half the queue. */
   size_t chunk_bytes;
+  /* Host index of every rank ([nranks]; NULL: all on one host), the number
+   * of hosts and the most ranks any host has. */
+  const int32_t* host_of;
+  int nhosts;
+  int max_local;
 };
 
 /* One algorithm: a name and a builder for each collective it implements
@@ -115,6 +121,7 @@ struct tutti_algo {
 
 extern const struct tutti_algo tutti_algo_ring;
 extern const struct tutti_algo tutti_algo_direct;
+extern const struct tutti_algo tutti_algo_hier;
 
 /* The table of every algorithm, indexed by enum tutti_algo_id. */
 const struct tutti_algo* tutti_algo_get(enum tutti_algo_id id);

@@ -34,3 +34,12 @@ const struct tutti_algo tutti_algo_direct = {
             [TUTTI_COLL_RECV] = tutti_build_recv,
         },
 };
+
+const struct tutti_algo tutti_algo_hier = {
+    .id = TUTTI_ALGO_HIER,
+    .name = "Hier",
+    .build =
+        {
+            [TUTTI_COLL_ALLREDUCE] = tutti_build_allreduce_hier,
+        },
+};

@@ -125,6 +125,9 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   a->root = c->root;
   a->in_place = in_place(c, comm->rank, c->count * es);
   a->chunk_bytes = tutti_tune_chunk(comm->er.queue_bytes, comm->er.piece_bytes);
+  a->host_of = comm->host_of;
+  a->nhosts = comm->nhosts;
+  a->max_local = comm->max_local;
   enum tutti_algo_id algo = tutti_tune_algo(a);
   NCCLCHECKGOTO(tutti_schedule_build(algo, a, &op->sched), res, fail);
   NCCLCHECKGOTO(tutti_op_scratch(op), res, fail);

@@ -31,6 +31,9 @@ struct ncclComm {
 
   struct tutti_bootstrap* boot;
   struct tutti_peer_info* peers;
+  int32_t* host_of; /* [nranks]: index of each rank's host, in order of first rank */
+  int nhosts;
+  int max_local;
   struct tutti_transport_comm tc;
   struct tutti_exec_rank er;
 

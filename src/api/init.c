@@ -69,6 +69,7 @@ void tutti_comm_free(struct ncclComm* comm) {
   free(comm->tc.recv);
   free(comm->tc.peer_bells);
   free(comm->peers);
+  free(comm->host_of);
   pthread_mutex_destroy(&comm->error_lock);
   free(comm);
 }
@@ -101,9 +102,26 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
   er->peers = comm->peers;
   er->abort_flag = &comm->abort_flag;
   er->timeout_s = tutti_timeout_s();
+  comm->host_of = calloc((size_t)n, sizeof *comm->host_of);
+  if (comm->host_of == NULL) {
+    return tutti_error(ncclSystemError, "out of host memory");
+  }
+  comm->nhosts = 0;
+  comm->max_local = 0;
+  for (int r = 0; r < n; r++) {
+    int h = -1, count = 0;
+    for (int q = 0; q < r && h < 0; q++) {
+      h = comm->peers[q].host_hash == comm->peers[r].host_hash ? comm->host_of[q] : -1;
+    }
+    comm->host_of[r] = h >= 0 ? h : comm->nhosts++;
+    for (int q = 0; q <= r; q++) {
+      count += comm->host_of[q] == comm->host_of[r];
+    }
+    comm->max_local = count > comm->max_local ? count : comm->max_local;
+  }
   int local = 0;
   for (int r = 0; r < n; r++) {
-    local += comm->peers[r].host_hash == comm->peers[comm->rank].host_hash;
+    local += comm->host_of[r] == comm->host_of[comm->rank];
   }
   tutti_wait_policy(er, local);
   size_t mine[2] = {0, 0}; /* smallest slot, smallest queue */

@@ -30,14 +30,19 @@ static unsigned algo_bits(const char* list) {
         known = 1;
       }
     }
-    /* NCCL's names for what tutti calls direct on one host. */
-    if (strcasecmp(tok, "Tree") == 0 || strcasecmp(tok, "NVLS") == 0 ||
+    /* NCCL's names: its Tree is host-hierarchical too; the others are
+     * one-round algorithms on one host, tutti's direct. */
+    if (strcasecmp(tok, "Tree") == 0 || strcasecmp(tok, "CollnetChain") == 0) {
+      bits |= 1u << TUTTI_ALGO_HIER;
+      known = 1;
+    }
+    if (strcasecmp(tok, "NVLS") == 0 || strcasecmp(tok, "NVLSTree") == 0 ||
         strcasecmp(tok, "CollnetDirect") == 0 || strcasecmp(tok, "PAT") == 0) {
       bits |= 1u << TUTTI_ALGO_DIRECT;
       known = 1;
     }
     if (!known) {
-      WARN("NCCL_ALGO names \"%s\", which tutti does not know: use Ring or Direct", tok);
+      WARN("NCCL_ALGO names \"%s\", which tutti does not know: use Ring, Direct or Hier", tok);
     }
   }
   unsigned all = (1u << TUTTI_ALGO_COUNT) - 1;

@@ -109,6 +109,8 @@ static void setup_buffers(struct rankbuf* b, enum tutti_coll c, int n, int r, in
     b->send[j] = input(r, j);
 }
 
+static const int32_t* host_layout; /* for the hierarchical algorithm; NULL: one host */
+
 static int run_case(enum tutti_algo_id algo, enum tutti_coll c, int n, size_t count, int in_place,
                     int root) {
   struct tutti_mem_world* w = NULL;
@@ -272,6 +274,24 @@ int main(void) {
       }
     }
     CHECK(run_p2p(n, 1000), "p2p group n=%d", n);
+    /* Hierarchical allreduce on several host layouts: blocks of 1, 2 and 3
+     * ranks per host, ranks dealt round-robin over 3 hosts, and uneven hosts. */
+    int32_t layout[64];
+    for (int kind = 0; kind < 5; kind++) {
+      for (int r = 0; r < n; r++) {
+        layout[r] = kind < 3 ? r / (kind + 1) : kind == 3 ? r % 3 : (r * r) % 5 / 2;
+      }
+      host_layout = layout;
+      for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+        if (n >= 8 && counts[ci] > 4000) continue;
+        for (int ip = 0; ip < 2; ip++) {
+          CHECK(run_case(TUTTI_ALGO_HIER, TUTTI_COLL_ALLREDUCE, n, counts[ci], ip, 0) == 1,
+                "Hier AllReduce n=%d layout %d count=%zu %s", n, kind, counts[ci],
+                ip ? "in-place" : "out-of-place");
+        }
+      }
+      host_layout = NULL;
+    }
   }
   return test_summary("schedules");
 }
