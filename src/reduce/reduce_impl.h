@@ -35,7 +35,7 @@
 
 /* Caps the instruction set of the loops (2: AVX-512, 1: AVX2 and F16C, 0:
  * baseline), to rule a path out when debugging and for the test to cover all. */
-static inline TUTTI_PARAM(reduce_isa, "TUTTI_REDUCE_ISA", 2)
+static inline TUTTI_PARAM(reduce_isa, "TUTTI_REDUCE_ISA", 2);
 
 /* 2: AVX-512 F/BW/VL/DQ, 1: AVX2, 0: neither; cached, as the checks are not free. */
 static inline int red_isa(void) {
