@@ -27,8 +27,9 @@ struct tutti_exec_rank {
   double timeout_s;
   uint64_t op_count;     /* operations issued, for error texts */
   struct tutti_op* pool; /* finished operations kept with their buffers for reuse */
-  int spin_rounds;       /* idle passes spent spinning, then yielding, before sleeping */
-  int yield_rounds;
+  int spin_rounds;       /* idle passes spent spinning (adapted as calls go), */
+  int spin_max;          /* up to this many, */
+  int yield_rounds;      /* then yielding, before sleeping */
 };
 
 /* Sets how long `er` spins and yields before sleeping, from the number of
@@ -40,6 +41,7 @@ struct tutti_op {
   struct tutti_exec_rank* er;
   struct tutti_schedule sched;
   struct tutti_coll_args args;
+  int sched_valid; /* sched was built from args (kept across reuse from the pool) */
   struct tutti_redop redop;
   void* bufs[4]; /* indexed by enum tutti_buf */
   uint64_t seq;  /* 1-based number of this operation on its communicator */
@@ -74,7 +76,8 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops);
  * a post that raced with the announcement is never missed. */
 struct tutti_waiter {
   struct tutti_doorbell* bell; /* NULL: several ranks on this thread, poll with short sleeps */
-  int spin;
+  int spin;     /* adapted: grows while waits end during or just after spinning, */
+  int spin_max; /* shrinks while they end only after yielding for long or sleeping */
   int yield;
   uint32_t seen;
   int armed;

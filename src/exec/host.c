@@ -243,14 +243,14 @@ void tutti_exec_rank_free_pool(struct tutti_exec_rank* er) {
 
 ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
   ncclResult_t res = ncclSuccess;
-  int prepared = 0;
-  for (; prepared < nops; prepared++) {
-    NCCLCHECKGOTO(op_prepare(ops[prepared]), res, out);
-  }
   struct tutti_waiter w;
   memset(&w, 0, sizeof w);
-  w.bell = ops[0]->er->bell;
   w.spin = ops[0]->er->spin_rounds;
+  for (int i = 0; i < nops; i++) {
+    NCCLCHECKGOTO(op_prepare(ops[i]), res, out);
+  }
+  w.bell = ops[0]->er->bell;
+  w.spin_max = ops[0]->er->spin_max;
   w.yield = ops[0]->er->yield_rounds;
   for (int i = 1; i < nops; i++) {
     if (ops[i]->er != ops[0]->er) {
@@ -324,5 +324,6 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
   }
 out:
   tutti_wait_reset(&w);
+  ops[0]->er->spin_rounds = w.spin; /* what was learnt carries to the next call */
   return res;
 }

@@ -37,13 +37,32 @@ static int is_zombie(int pid) {
 }
 
 const char* tutti_exec_peer_gone(const struct tutti_doorbell* bell) {
+  static __thread char why[192];
+  const char* left = NULL;
   if (__atomic_load_n(&bell->departed, __ATOMIC_ACQUIRE)) {
-    return "destroyed its communicator";
+    left = "destroyed its communicator";
+  } else if (bell->pid > 0 &&
+             ((kill(bell->pid, 0) != 0 && errno == ESRCH) || is_zombie(bell->pid))) {
+    left = "exited";
   }
-  if (bell->pid > 0 && ((kill(bell->pid, 0) != 0 && errno == ESRCH) || is_zombie(bell->pid))) {
-    return "exited";
+  /* A network peer's broken connection (see struct tutti_doorbell). */
+  const uint32_t lost = __atomic_load_n(&bell->lost, __ATOMIC_ACQUIRE);
+  const int err = (int)(lost >> 24);
+  const uint32_t who = lost & TUTTI_DOORBELL_LOST_SELF;
+  if (lost != 0 && who == TUTTI_DOORBELL_LOST_SELF && left == NULL) {
+    snprintf(why, sizeof why, "lost its connection (%s)",
+             err != 0 ? strerror(err)
+                      : "closed without leaving the communicator: it exited, was killed or "
+                        "its host went down");
+    return why;
   }
-  return NULL;
+  /* Only once the owner has left: a broken link elsewhere is its reason. */
+  if (lost != 0 && who != TUTTI_DOORBELL_LOST_SELF && left != NULL) {
+    snprintf(why, sizeof why, "%s after losing rank %u (%s)", left, who - 1,
+             err != 0 ? strerror(err) : "its connection closed without a goodbye");
+    return why;
+  }
+  return left;
 }
 
 static ncclResult_t size_mismatch(const struct tutti_op* op, const struct tutti_step* st,

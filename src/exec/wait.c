@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "exec/exec.h"
+#include "util/log.h"
 #include "util/param.h"
 
 static TUTTI_PARAM(spin_rounds, "TUTTI_SPIN", -1);
@@ -18,13 +19,18 @@ static TUTTI_PARAM(yield_rounds, "TUTTI_YIELD", -1);
 void tutti_wait_policy(struct tutti_exec_rank* er, int local_ranks) {
   cpu_set_t set;
   int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-  /* With a core each, spinning answers fastest. With more ranks than cores
-   * a spinning rank holds the core its peer needs: hand it over at once, and
-   * keep yielding a while, which is cheaper than a futex sleep and wake. */
+  /* Spinning answers fastest only while the peer is running; on a loaded
+   * machine (other jobs, or more ranks than cores) it burns the time slice
+   * the peer needs. sched_yield costs little when nobody else wants the core
+   * and hands it over at once when someone does, so spin only briefly, then
+   * yield for a good while before sleeping on the futex. */
   int oversubscribed = local_ranks > cpus;
   int64_t spin = tutti_param_spin_rounds(), yield = tutti_param_yield_rounds();
-  er->spin_rounds = spin >= 0 ? (int)spin : (oversubscribed ? 4 : 1000);
-  er->yield_rounds = yield >= 0 ? (int)yield : (oversubscribed ? 200 : 20);
+  er->spin_max = spin >= 0 ? (int)spin : (oversubscribed ? 8 : 4096);
+  er->spin_rounds = spin >= 0 ? (int)spin : 8;
+  er->yield_rounds = yield >= 0 ? (int)yield : (oversubscribed ? 1000 : 200);
+  INFO(TUTTI_INIT, "rank %d: %d ranks on this host's %d cores: spin up to %d, yield %d, then sleep",
+       er->rank, local_ranks, cpus, er->spin_max, er->yield_rounds);
 }
 
 static inline void cpu_relax(void) {
@@ -57,6 +63,17 @@ void tutti_wait_reset(struct tutti_waiter* w) {
   if (w->armed) {
     __atomic_store_n(&w->bell->sleeping, 0, __ATOMIC_RELAXED);
     w->armed = 0;
+  }
+  /* Adaptive spinning, as adaptive mutexes do: a wait that ended while
+   * spinning, or right after the first yields, says the peer was running and
+   * spinning pays; one that needed long yielding or a sleep says it did not
+   * (a loaded machine), and spinning only burnt the core the peer needed. */
+  if (w->idle_rounds > 0) {
+    if (w->idle_rounds <= w->spin + 2) {
+      w->spin = w->spin * 2 > w->spin_max ? w->spin_max : w->spin * 2;
+    } else if (w->spin > 4) {
+      w->spin /= 2;
+    }
   }
   w->idle_rounds = 0;
 }
