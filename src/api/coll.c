@@ -116,20 +116,28 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
     NCCLCHECKGOTO(tutti_redop_resolve(comm, c->op, c->type, c->fn, &op->redop), res, fail);
   }
   const size_t es = tutti_type_size(c->type);
-  struct tutti_coll_args* a = &op->args;
-  a->coll = c->coll;
-  a->count = c->count;
-  a->elem_size = es;
-  a->nranks = comm->nranks;
-  a->rank = comm->rank;
-  a->root = c->root;
-  a->in_place = in_place(c, comm->rank, c->count * es);
-  a->chunk_bytes = tutti_tune_chunk(comm->er.queue_bytes, comm->er.piece_bytes);
-  a->host_of = comm->host_of;
-  a->nhosts = comm->nhosts;
-  a->max_local = comm->max_local;
-  enum tutti_algo_id algo = tutti_tune_algo(a);
-  NCCLCHECKGOTO(tutti_schedule_build(algo, a, &op->sched), res, fail);
+  struct tutti_coll_args a;
+  memset(&a, 0, sizeof a); /* compared whole below: padding included */
+  a.coll = c->coll;
+  a.count = c->count;
+  a.elem_size = es;
+  a.nranks = comm->nranks;
+  a.rank = comm->rank;
+  a.root = c->root;
+  a.in_place = in_place(c, comm->rank, c->count * es);
+  a.chunk_bytes = tutti_tune_chunk(comm->er.queue_bytes, comm->er.piece_bytes);
+  a.host_of = comm->host_of;
+  a.nhosts = comm->nhosts;
+  a.max_local = comm->max_local;
+  enum tutti_algo_id algo = tutti_tune_algo(&a);
+  /* Operations come back from the pool with their last schedule: a loop of
+   * identical calls builds it once. */
+  if (!op->sched_valid || op->sched.algo != algo || memcmp(&op->args, &a, sizeof a) != 0) {
+    op->args = a;
+    op->sched_valid = 0;
+    NCCLCHECKGOTO(tutti_schedule_build(algo, &a, &op->sched), res, fail);
+    op->sched_valid = 1;
+  }
   NCCLCHECKGOTO(tutti_op_scratch(op), res, fail);
   op->bufs[TUTTI_BUF_SEND] = (void*)c->sendbuff;
   op->bufs[TUTTI_BUF_RECV] = c->recvbuff;
@@ -137,7 +145,7 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   op->seq = ++comm->er.op_count;
   TRACE(TUTTI_COLL, "%s #%llu: count %zu %s root %d algo %s in-place %d", c->fn,
         (unsigned long long)op->seq, c->count, tutti_type_name(c->type), c->root,
-        tutti_algo_get(algo)->name, a->in_place);
+        tutti_algo_get(algo)->name, a.in_place);
   return tutti_group_add_op(op, comm, stream);
 fail:
   tutti_op_put(op);
