@@ -86,16 +86,18 @@ static void load_algo_env(void) {
   tutti_tune_parse_algo(tutti_getenv("NCCL_ALGO"), allowed_mask);
 }
 
-static size_t direct_recv_bytes(const struct tutti_coll_args* a) {
+/* Bytes the busiest rank moves in a direct algorithm: every rank receives
+ * N-1 blocks in the reductions and all-gather, the root sends or receives N-1
+ * blocks in broadcast, gather and scatter. */
+static size_t direct_bytes(const struct tutti_coll_args* a) {
   size_t b = a->count * a->elem_size;
   switch (a->coll) {
-    case TUTTI_COLL_ALLREDUCE:
-    case TUTTI_COLL_ALLGATHER:
-    case TUTTI_COLL_REDUCESCATTER:
-    case TUTTI_COLL_REDUCE:
-      return b * (size_t)(a->nranks - 1);
-    default:
+    case TUTTI_COLL_SEND:
+    case TUTTI_COLL_RECV:
+    case TUTTI_COLL_ALLTOALL:
       return b;
+    default:
+      return b * (size_t)(a->nranks - 1);
   }
 }
 
@@ -110,7 +112,7 @@ size_t tutti_tune_chunk(size_t queue_bytes, size_t piece_bytes) {
 
 enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a) {
   pthread_once(&algo_once, load_algo_env);
-  enum tutti_algo_id pick = direct_recv_bytes(a) <= (size_t)tutti_param_direct_max_bytes()
+  enum tutti_algo_id pick = direct_bytes(a) <= (size_t)tutti_param_direct_max_bytes()
                                 ? TUTTI_ALGO_DIRECT
                                 : TUTTI_ALGO_RING;
   unsigned allowed = allowed_mask[a->coll];
