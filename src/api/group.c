@@ -66,7 +66,7 @@ static void* nonblocking_init_main(void* p) {
 
 static void free_ops(void) {
   for (int i = 0; i < grp.nops; i++) {
-    tutti_op_put(grp.ops[i].op);
+    tutti_op_put(grp.ops[i].op); /* NULL once run_ops returned it */
   }
   free(grp.ops);
   grp.ops = NULL;
@@ -182,21 +182,32 @@ ncclResult_t tutti_group_add_job(struct ncclComm* comm, tutti_group_job_fn fn, v
   return push_job(&j);
 }
 
+/* Runs the operations, then returns them to their pools. Each
+ * communicator counts as busy (ncclCommAbort waits for that) until nothing
+ * of it is touched any more. */
 static ncclResult_t run_ops(struct queued_op* q, int n) {
   struct tutti_op* stack_ops[16];
   struct tutti_op** ops = n <= 16 ? stack_ops : malloc((size_t)n * sizeof *ops);
-  if (ops == NULL) {
-    return tutti_error(ncclSystemError, "out of host memory");
-  }
+  ncclResult_t res;
   for (int i = 0; i < n; i++) {
-    ops[i] = q[i].op;
     __atomic_fetch_add(&q[i].comm->active_calls, 1, __ATOMIC_SEQ_CST);
   }
-  ncclResult_t res = tutti_exec_run(ops, n);
+  if (ops == NULL) {
+    res = tutti_error(ncclSystemError, "out of host memory");
+  } else {
+    for (int i = 0; i < n; i++) {
+      ops[i] = q[i].op;
+    }
+    res = tutti_exec_run(ops, n);
+  }
   for (int i = 0; i < n; i++) {
     if (res != ncclSuccess) {
       tutti_comm_set_error(q[i].comm, res);
     }
+    tutti_op_put(q[i].op);
+    q[i].op = NULL;
+  }
+  for (int i = 0; i < n; i++) {
     __atomic_fetch_sub(&q[i].comm->active_calls, 1, __ATOMIC_SEQ_CST);
   }
   if (ops != stack_ops) {
@@ -210,7 +221,7 @@ ncclResult_t tutti_group_add_op(struct tutti_op* op, struct ncclComm* comm, cuda
   ncclResult_t res = tutti_cuda_stream_sync(stream);
   if (res == ncclSuccess && grp.depth == 0) {
     struct queued_op q = {op, comm};
-    res = run_ops(&q, 1);
+    return run_ops(&q, 1); /* op is back in its pool */
   } else if (res == ncclSuccess && grp.nops == grp.cap_ops) {
     int cap = grp.cap_ops ? 2 * grp.cap_ops : 16;
     struct queued_op* n = realloc(grp.ops, (size_t)cap * sizeof *n);

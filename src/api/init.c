@@ -205,7 +205,7 @@ ncclResult_t tutti_comm_check(struct ncclComm* comm, const char* what) {
                        "reports ncclSuccess",
                        what, (void*)comm);
   }
-  if (comm->abort_flag) {
+  if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE)) {
     return tutti_error(ncclInvalidUsage, "%s: comm %p was aborted", what, (void*)comm);
   }
   return ncclSuccess;

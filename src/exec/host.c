@@ -296,7 +296,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
     for (int i = 0; i < nops; i++) {
       struct tutti_op* op = ops[i];
       struct tutti_exec_rank* er = op->er;
-      if (er->abort_flag != NULL && *er->abort_flag) {
+      if (er->abort_flag != NULL && __atomic_load_n(er->abort_flag, __ATOMIC_ACQUIRE)) {
         res = tutti_error(ncclRemoteError,
                           "%s #%llu on rank %d stopped: the communicator was aborted",
                           tutti_coll_name(op->args.coll), (unsigned long long)op->seq, er->rank);
