@@ -1,7 +1,20 @@
 #!/usr/bin/env bash
-# Builds tutti and runs the whole test suite with ctest (what CI runs).
+# Builds tutti and runs the whole test suite with ctest (what CI runs):
+# first the unit, process and launcher tests under ASan+UBSan and under TSan
+# (TUTTI_SANITIZERS=0 skips them), then everything on the release build,
+# whose ctest summary closes the output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+jobs=$(nproc)
+if [ "${TUTTI_SANITIZERS:-1}" = 1 ]; then
+  for san in address,undefined thread; do
+    dir=build-san-${san%%,*}
+    echo "== sanitizer build: $san ($dir)"
+    BUILD_DIR=$dir BUILD_TYPE=Debug CMAKE_ARGS="-DTUTTI_SANITIZE=$san" bash scripts/build.sh >/dev/null
+    (cd "$dir" && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 TSAN_OPTIONS=halt_on_error=1 \
+      ctest -j"$jobs" --output-on-failure -R 'unit\.|coll\.procs\.default|tuttirun\.' | tail -n 3)
+  done
+fi
 bash scripts/build.sh
 cd "${BUILD_DIR:-build}"
-ctest --output-on-failure -j"$(nproc)" ${CTEST_ARGS:-}
+ctest --output-on-failure -j"$jobs" ${CTEST_ARGS:-}
