@@ -6,6 +6,7 @@
 
 static const struct tutti_transport* const transports[] = {
     &tutti_transport_shm,
+    &tutti_transport_tcp,
 };
 
 #define NTRANSPORTS (sizeof transports / sizeof transports[0])
@@ -21,9 +22,9 @@ ncclResult_t tutti_transport_setup(struct tutti_transport_comm* tc) {
   for (int r = 0; r < tc->nranks; r++) {
     if (tc->send[r] == NULL || tc->recv[r] == NULL) {
       return tutti_error(ncclSystemError,
-                         "no transport can join rank %d (host %s) and rank %d (host %s): ranks "
-                         "on different hosts need the TCP transport, and NCCL_SHM_DISABLE=1 "
-                         "disables the only one on this host",
+                         "no transport can join rank %d (host %s) and rank %d (host %s): check "
+                         "that a network interface is usable on both (NCCL_SOCKET_IFNAME) and "
+                         "that NCCL_SHM_DISABLE is the same on every rank",
                          tc->rank, tc->peers[tc->rank].hostname, r, tc->peers[r].hostname);
     }
   }

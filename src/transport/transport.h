@@ -54,7 +54,13 @@ struct tutti_doorbell {
   uint32_t sleeping; /* non-zero while the owner may sleep on `ring` */
   int32_t pid;
   uint32_t departed; /* set when the owner destroyed its communicator */
+  /* A broken network connection, 0 while none: bits 24-31 the errno (0: closed
+   * without a goodbye); bits 0-23 TUTTI_DOORBELL_LOST_SELF when this bell is
+   * a private copy for a network peer whose own connection broke, else
+   * 1 + the rank the owner lost its connection to. */
+  uint32_t lost;
 };
+#define TUTTI_DOORBELL_LOST_SELF 0xFFFFFFu
 
 /* The communicator as transports see it. */
 struct tutti_transport_comm {
@@ -85,6 +91,7 @@ struct tutti_transport {
 };
 
 extern const struct tutti_transport tutti_transport_shm;
+extern const struct tutti_transport tutti_transport_tcp;
 
 /* Runs every transport's setup in preference order; fails naming the first
  * pair of ranks no transport can join. */

@@ -1,0 +1,313 @@
+/* One rank of a job spread over namespace "hosts" (tests/netns), started by
+ * tuttirun in each host (RANK, WORLD_SIZE and NCCL_COMM_ID from it):
+ *   test_netns_job matrix   every collective x datatype x op x count x
+ *                           in/out-of-place, and a send/recv all-to-all,
+ *                           checked bit for bit; exits 1 on any mismatch
+ *   test_netns_job loop S   allreduces for up to S seconds while the test
+ *                           cuts a host off; prints "LOST at <epoch s>: <error>"
+ *                           when the library reports it and exits 0, exits 1
+ *                           if no error came
+ *   test_netns_job bw B N   N timed allreduces of B bytes of floats (after
+ *                           2 warm-up ones); rank 0 prints the bus bandwidth */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checker.h"
+#include "nccl.h"
+#include "reduce/reduce.h"
+
+enum {
+  C_ALLREDUCE,
+  C_REDUCE,
+  C_REDUCESCATTER,
+  C_BROADCAST,
+  C_ALLGATHER,
+  C_ALLTOALL,
+  C_GATHER,
+  C_SCATTER,
+  C_NCOLL
+};
+static const char* const cname[C_NCOLL] = {"AllReduce", "Reduce",   "ReduceScatter", "Broadcast",
+                                           "AllGather", "AlltoAll", "Gather",        "Scatter"};
+static const size_t counts[] = {0, 1, 7, 1031, 20011};
+static long passed, failed;
+
+static int reduces(int c) {
+  return c == C_ALLREDUCE || c == C_REDUCE || c == C_REDUCESCATTER;
+}
+
+static double wall(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* PreMulSum by 2 in type t. */
+static void two_in(ncclDataType_t t, void* scalar) {
+  double two = 2;
+  memset(scalar, 0, 8);
+  switch (t) {
+    case ncclFloat16:
+      *(uint16_t*)scalar = tutti_float_to_half(2);
+      break;
+    case ncclBfloat16:
+      *(uint16_t*)scalar = tutti_float_to_bf16(2);
+      break;
+    case ncclFloat8e4m3:
+      *(uint8_t*)scalar = tutti_float_to_e4m3(2);
+      break;
+    case ncclFloat8e5m2:
+      *(uint8_t*)scalar = tutti_float_to_e5m2(2);
+      break;
+    case ncclFloat32:
+      *(float*)scalar = 2;
+      break;
+    case ncclFloat64:
+      memcpy(scalar, &two, 8);
+      break;
+    default:
+      *(char*)scalar = 2;
+      break; /* little-endian integers */
+  }
+}
+
+static ncclResult_t call(ncclComm_t comm, int c, const void* s, void* r, size_t count,
+                         ncclDataType_t t, ncclRedOp_t op, int root) {
+  switch (c) {
+    case C_ALLREDUCE:
+      return ncclAllReduce(s, r, count, t, op, comm, NULL);
+    case C_REDUCE:
+      return ncclReduce(s, r, count, t, op, root, comm, NULL);
+    case C_REDUCESCATTER:
+      return ncclReduceScatter(s, r, count, t, op, comm, NULL);
+    case C_BROADCAST:
+      return ncclBroadcast(s, r, count, t, root, comm, NULL);
+    case C_ALLGATHER:
+      return ncclAllGather(s, r, count, t, comm, NULL);
+    case C_ALLTOALL:
+      return ncclAlltoAll(s, r, count, t, comm, NULL);
+    case C_GATHER:
+      return ncclGather(s, r, count, t, root, comm, NULL);
+    default:
+      return ncclScatter(s, r, count, t, root, comm, NULL);
+  }
+}
+
+/* One case; returns 0 when the communicator is no longer usable. */
+static int run_case(ncclComm_t comm, int n, int r, int c, ncclDataType_t t, int op, size_t count,
+                    int inplace, int root) {
+  const size_t es = tutti_type_size(t), big = count * (size_t)n;
+  char* sbuf = malloc(big * es + 64);
+  char* rbuf = malloc(big * es + 64);
+  char* ref = malloc(big * es + 64);
+  memset(rbuf, 0x5a, big * es + 64);
+  ncclRedOp_t rop = (ncclRedOp_t)op;
+  char scalar[8];
+  if (op == ncclNumOps) {
+    two_in(t, scalar);
+    if (ncclRedOpCreatePreMulSum(&rop, scalar, t, ncclScalarHostImmediate, comm) != ncclSuccess) {
+      rop = ncclSum;
+    }
+  }
+  char* send = sbuf;
+  char* recv = rbuf;
+  if (inplace) {
+    switch (c) {
+      case C_ALLGATHER:
+        send = rbuf + (size_t)r * count * es;
+        break;
+      case C_REDUCESCATTER:
+        recv = sbuf + (size_t)r * count * es;
+        break;
+      case C_GATHER:
+        send = r == root ? rbuf + (size_t)r * count * es : sbuf;
+        break;
+      case C_SCATTER:
+        recv = r == root ? sbuf + (size_t)r * count * es : rbuf;
+        break;
+      default:
+        send = rbuf;
+        break;
+    }
+  }
+  size_t in_elems = (c == C_REDUCESCATTER || c == C_ALLTOALL || c == C_SCATTER) ? big : count;
+  chk_fill(send, t, reduces(c) && op != ncclNumOps ? op : ncclSum, r, 0, in_elems);
+  ncclResult_t res = call(comm, c, send, recv, count, t, rop, root);
+  if (op == ncclNumOps) {
+    ncclRedOpDestroy(rop, comm);
+  }
+  int ok = res == ncclSuccess;
+  if (!ok) {
+    fprintf(stderr, "rank %d: %s %s op %d count %zu returned %d: %s\n", r, cname[c],
+            tutti_type_name(t), op, count, (int)res, ncclGetLastError(comm));
+  } else if (reduces(c)) {
+    size_t first = c == C_REDUCESCATTER ? (size_t)r * count : 0;
+    for (size_t i = 0; (c != C_REDUCE || r == root) && i < count && ok; i++) {
+      double want = chk_round(t, chk_reduce_ref(t, op, n, first + i, 2));
+      ok = chk_equal(t, op, n, chk_get(recv, t, i), want);
+    }
+  } else {
+    size_t out = count;
+    for (int p = 0; p < n; p++) {
+      switch (c) {
+        case C_BROADCAST:
+          chk_fill(ref, t, ncclSum, root, 0, count);
+          break;
+        case C_SCATTER:
+          chk_fill(ref, t, ncclSum, root, (size_t)r * count, count);
+          break;
+        case C_ALLTOALL:
+          chk_fill(ref + (size_t)p * count * es, t, ncclSum, p, (size_t)r * count, count);
+          out = big;
+          break;
+        default: /* allgather, gather */
+          chk_fill(ref + (size_t)p * count * es, t, ncclSum, p, 0, count);
+          out = (c == C_GATHER && r != root) ? 0 : big;
+          break;
+      }
+    }
+    ok = out == 0 || memcmp(recv, ref, out * es) == 0;
+  }
+  if (res == ncclSuccess && !ok) {
+    fprintf(stderr, "rank %d/%d: %s %s op %d count %zu %s root %d: wrong result\n", r, n, cname[c],
+            tutti_type_name(t), op, count, inplace ? "in-place" : "out-of-place", root);
+  }
+  passed += ok;
+  failed += !ok;
+  free(sbuf);
+  free(rbuf);
+  free(ref);
+  return res == ncclSuccess;
+}
+
+/* N sends and N receives (self included) in one group. */
+static void run_p2p(ncclComm_t comm, int n, int r) {
+  const size_t count = 50003;
+  int32_t* out = malloc((size_t)n * count * 4);
+  int32_t* in = malloc((size_t)n * count * 4);
+  for (size_t i = 0; i < (size_t)n * count; i++)
+    out[i] = (int32_t)(r * 1000003 + (int)i);
+  ncclGroupStart();
+  for (int p = 0; p < n; p++) {
+    ncclSend(out + (size_t)p * count, count, ncclInt32, p, comm, NULL);
+    ncclRecv(in + (size_t)p * count, count, ncclInt32, p, comm, NULL);
+  }
+  int ok = ncclGroupEnd() == ncclSuccess;
+  for (size_t i = 0; ok && i < (size_t)n * count; i++) {
+    size_t p = i / count;
+    ok = in[i] == (int32_t)((int)p * 1000003 + (int)((size_t)r * count + i % count));
+  }
+  if (!ok)
+    fprintf(stderr, "rank %d: send/recv all-to-all failed: %s\n", r, ncclGetLastError(comm));
+  passed += ok;
+  failed += !ok;
+  free(out);
+  free(in);
+}
+
+static int matrix(ncclComm_t comm, int n, int r) {
+  int k = 0, usable = 1;
+  for (int c = 0; c < C_NCOLL && usable; c++) {
+    for (int t = 0; t < ncclNumTypes && usable; t++) {
+      for (int op = 0; op < (reduces(c) ? ncclNumOps + 1 : 1) && usable; op++) {
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0] && usable; ci++) {
+          for (int ip = 0; ip < 2 && usable; ip++) {
+            usable = run_case(comm, n, r, c, (ncclDataType_t)t, op, counts[ci], ip, (k++) % n);
+          }
+        }
+      }
+    }
+  }
+  if (usable)
+    run_p2p(comm, n, r);
+  printf("rank %d/%d: %ld passed, %ld failed\n", r, n, passed, failed);
+  return failed == 0 && usable ? 0 : 1;
+}
+
+static int loop(ncclComm_t comm, int r, double seconds) {
+  const size_t count = 1 << 18;
+  float* buf = calloc(count, sizeof *buf);
+  double end = wall() + seconds;
+  long iters = 0;
+  while (wall() < end) {
+    if (ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL) != ncclSuccess) {
+      printf("rank %d LOST at %.3f after %ld allreduces: %s\n", r, wall(), iters,
+             ncclGetLastError(comm));
+      fflush(stdout);
+      ncclCommAbort(comm); /* tells the peers why this rank leaves */
+      free(buf);
+      return 0;
+    }
+    if (iters++ == 0) {
+      printf("rank %d looping\n", r);
+      fflush(stdout);
+    }
+  }
+  printf("rank %d NOFAULT: %ld allreduces and no error in %.0f s\n", r, iters, seconds);
+  ncclCommDestroy(comm);
+  free(buf);
+  return 1;
+}
+
+static double mono(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int bandwidth(ncclComm_t comm, int n, int r, size_t bytes, int iters) {
+  const size_t count = bytes / sizeof(float);
+  float* buf = calloc(count, sizeof *buf);
+  ncclResult_t res = ncclSuccess;
+  double t0 = 0;
+  for (int i = -2; i < iters && res == ncclSuccess; i++) {
+    if (i == 0) {
+      t0 = mono();
+    }
+    res = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
+  }
+  const double t = (mono() - t0) / iters, algbw = (double)(count * sizeof(float)) / t / 1e9;
+  if (res != ncclSuccess) {
+    fprintf(stderr, "rank %d: allreduce failed: %s\n", r, ncclGetLastError(comm));
+  } else if (r == 0) {
+    printf("allreduce bytes %zu ranks %d time_ms %.1f algbw %.3f busbw %.3f GB/s\n",
+           count * sizeof(float), n, t * 1e3, algbw, algbw * 2 * (n - 1) / n);
+  }
+  free(buf);
+  ncclCommDestroy(comm);
+  return res != ncclSuccess;
+}
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "matrix";
+  const char* rs = getenv("RANK");
+  const char* ns = getenv("WORLD_SIZE");
+  if (rs == NULL || ns == NULL || getenv("NCCL_COMM_ID") == NULL) {
+    fprintf(stderr, "%s: run under tuttirun (RANK, WORLD_SIZE, NCCL_COMM_ID)\n", argv[0]);
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (strcmp(mode, "matrix") == 0) {
+    setenv("NCCL_BUFFSIZE", "65536", 0); /* small queues: counts far exceed them */
+  }
+  int r = atoi(rs), n = atoi(ns);
+  ncclUniqueId id;
+  ncclComm_t comm;
+  if (ncclGetUniqueId(&id) != ncclSuccess || ncclCommInitRank(&comm, n, id, r) != ncclSuccess) {
+    fprintf(stderr, "rank %d: init failed: %s\n", r, ncclGetLastError(NULL));
+    return 1;
+  }
+  if (strcmp(mode, "loop") == 0) {
+    return loop(comm, r, argc > 2 ? atof(argv[2]) : 60);
+  }
+  if (strcmp(mode, "bw") == 0) {
+    return bandwidth(comm, n, r, argc > 2 ? strtoull(argv[2], NULL, 0) : 64u << 20,
+                     argc > 3 ? atoi(argv[3]) : 5);
+  }
+  int rc = matrix(comm, n, r);
+  ncclCommDestroy(comm);
+  return rc;
+}

@@ -1,0 +1,35 @@
+# The tcp transport: the collective matrix with shared memory switched off
+# (every pair over TCP, ranks as processes of one host), then hosts as network
+# namespaces (tests/netns/hosts.sh; skipped where namespaces cannot be made).
+add_executable(test_netns_job ${CMAKE_CURRENT_LIST_DIR}/test_netns_job.c
+                              ${CMAKE_SOURCE_DIR}/tests/coll/checker.c)
+target_include_directories(test_netns_job PRIVATE ${CMAKE_SOURCE_DIR}/src
+                                                  ${CMAKE_SOURCE_DIR}/tests/coll)
+target_link_libraries(test_netns_job PRIVATE tutti_static)
+add_executable(tcp_raw_bw ${CMAKE_CURRENT_LIST_DIR}/tcp_raw_bw.c)
+target_link_libraries(tcp_raw_bw PRIVATE pthread)
+
+foreach(algo default Ring Direct)
+  add_test(NAME tcp.procs.${algo} COMMAND test_coll_procs 2,3,4 ${algo})
+  set_tests_properties(tcp.procs.${algo} PROPERTIES TIMEOUT 300
+                       ENVIRONMENT "NCCL_SHM_DISABLE=1;TUTTI_TIMEOUT=60")
+endforeach()
+
+set(TUTTI_NETNS_RUN bash ${CMAKE_CURRENT_LIST_DIR}/run.sh $<TARGET_FILE:tuttirun>
+    $<TARGET_FILE:test_netns_job> $<TARGET_FILE:tcp_raw_bw>)
+foreach(shape "2 2" "3 1" "4 2")
+  string(REPLACE " " "x" name "${shape}")
+  separate_arguments(args UNIX_COMMAND "${shape}")
+  add_test(NAME netns.job.${name} COMMAND ${TUTTI_NETNS_RUN} job ${args})
+  add_test(NAME netns.job.${name}.ifname COMMAND ${TUTTI_NETNS_RUN} job ${args} eth0)
+  list(APPEND TUTTI_NETNS_TESTS netns.job.${name} netns.job.${name}.ifname)
+endforeach()
+foreach(how kill link)
+  add_test(NAME netns.cut.${how} COMMAND ${TUTTI_NETNS_RUN} cut ${how})
+  list(APPEND TUTTI_NETNS_TESTS netns.cut.${how})
+endforeach()
+add_test(NAME netns.bw COMMAND ${TUTTI_NETNS_RUN} bw)
+set_tests_properties(${TUTTI_NETNS_TESTS} netns.bw PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77
+                     LABELS netns)
+# Numbers worth comparing need the machine to themselves.
+set_tests_properties(netns.bw PROPERTIES RUN_SERIAL TRUE)
