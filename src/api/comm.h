@@ -55,6 +55,10 @@ void tutti_comm_register(struct ncclComm* comm);
 void tutti_comm_unregister(struct ncclComm* comm);
 int tutti_comm_is_live(const struct ncclComm* comm);
 
+/* Checks a handle passed by the user: non-NULL and alive (usable for
+ * queries even while it initializes). */
+ncclResult_t tutti_comm_check_handle(struct ncclComm* comm, const char* what);
+
 /* Checks a handle passed by the user: non-NULL, alive, initialized, not
  * aborted. `what` names the calling function for the error text. */
 ncclResult_t tutti_comm_check(struct ncclComm* comm, const char* what);

@@ -8,19 +8,6 @@
 #include "api/group.h"
 #include "util/check.h"
 
-/* A handle is usable for queries once allocated, even while initializing. */
-static ncclResult_t check_handle(struct ncclComm* comm, const char* what) {
-  if (comm == NULL) {
-    return tutti_error(ncclInvalidArgument, "%s: comm is NULL", what);
-  }
-  if (!tutti_comm_is_live(comm)) {
-    return tutti_error(ncclInvalidArgument,
-                       "%s: comm %p is not a live communicator (destroyed, or never created)", what,
-                       (void*)comm);
-  }
-  return ncclSuccess;
-}
-
 static void join_init(struct ncclComm* comm) {
   if (comm->init_thread_live) {
     pthread_join(comm->init_thread, NULL);
@@ -29,7 +16,7 @@ static void join_init(struct ncclComm* comm) {
 }
 
 NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-  NCCLCHECK(check_handle(comm, "ncclCommFinalize"));
+  NCCLCHECK(tutti_comm_check_handle(comm, "ncclCommFinalize"));
   if (comm->finalized) {
     return tutti_error(ncclInvalidUsage, "ncclCommFinalize: comm %p is already finalized",
                        (void*)comm);
@@ -44,7 +31,7 @@ NCCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (comm == NULL) {
     return ncclSuccess; /* as NCCL: destroying NULL is a no-op */
   }
-  NCCLCHECK(check_handle(comm, "ncclCommDestroy"));
+  NCCLCHECK(tutti_comm_check_handle(comm, "ncclCommDestroy"));
   join_init(comm);
   INFO(TUTTI_INIT, "comm %p rank %d nranks %d - Destroy COMPLETE", (void*)comm, comm->rank,
        comm->nranks);
@@ -56,7 +43,7 @@ NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (comm == NULL) {
     return ncclSuccess;
   }
-  NCCLCHECK(check_handle(comm, "ncclCommAbort"));
+  NCCLCHECK(tutti_comm_check_handle(comm, "ncclCommAbort"));
   /* Every wait polls this flag at least every 100 ms; then nobody is inside. */
   __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_SEQ_CST);
   join_init(comm);
@@ -68,7 +55,7 @@ NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
 }
 
 NCCL_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
-  NCCLCHECK(check_handle(comm, "ncclCommRevoke"));
+  NCCLCHECK(tutti_comm_check_handle(comm, "ncclCommRevoke"));
   if (revokeFlags != NCCL_REVOKE_DEFAULT) {
     return tutti_error(ncclInvalidArgument, "ncclCommRevoke: revokeFlags must be 0");
   }
@@ -78,7 +65,7 @@ NCCL_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
 }
 
 NCCL_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
-  NCCLCHECK(check_handle(comm, "ncclCommCount"));
+  NCCLCHECK(tutti_comm_check_handle(comm, "ncclCommCount"));
   if (count == NULL) {
     return tutti_error(ncclInvalidArgument, "ncclCommCount: count is NULL");
   }
@@ -87,7 +74,7 @@ NCCL_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
 }
 
 NCCL_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
-  NCCLCHECK(check_handle(comm, "ncclCommUserRank"));
+  NCCLCHECK(tutti_comm_check_handle(comm, "ncclCommUserRank"));
   if (rank == NULL) {
     return tutti_error(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
   }
@@ -96,7 +83,7 @@ NCCL_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
 }
 
 NCCL_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
-  NCCLCHECK(check_handle(comm, "ncclCommCuDevice"));
+  NCCLCHECK(tutti_comm_check_handle(comm, "ncclCommCuDevice"));
   if (device == NULL) {
     return tutti_error(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
   }
@@ -105,7 +92,7 @@ NCCL_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
 }
 
 NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
-  NCCLCHECK(check_handle(comm, "ncclCommGetAsyncError"));
+  NCCLCHECK(tutti_comm_check_handle(comm, "ncclCommGetAsyncError"));
   if (asyncError == NULL) {
     return tutti_error(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
   }

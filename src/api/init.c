@@ -189,15 +189,20 @@ fail:
   return res;
 }
 
-ncclResult_t tutti_comm_check(struct ncclComm* comm, const char* what) {
+ncclResult_t tutti_comm_check_handle(struct ncclComm* comm, const char* what) {
   if (comm == NULL) {
     return tutti_error(ncclInvalidArgument, "%s: comm is NULL", what);
   }
   if (!tutti_comm_is_live(comm)) {
     return tutti_error(ncclInvalidArgument,
-                       "%s: comm %p is not a live communicator (destroyed, or never created)", what,
-                       (void*)comm);
+                       "%s: comm %p is not a live communicator (destroyed, or never created)",
+                       what, (void*)comm);
   }
+  return ncclSuccess;
+}
+
+ncclResult_t tutti_comm_check(struct ncclComm* comm, const char* what) {
+  NCCLCHECK(tutti_comm_check_handle(comm, what));
   ncclResult_t state = __atomic_load_n(&comm->async_error, __ATOMIC_SEQ_CST);
   if (state == ncclInProgress) {
     return tutti_error(ncclInvalidUsage,

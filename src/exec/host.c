@@ -131,15 +131,21 @@ static ncclResult_t lane_progress(struct tutti_op* op, struct tutti_lane_state* 
   return ncclSuccess;
 }
 
+/* The step lane i is stuck on, or NULL when the lane is done. */
+static const struct tutti_step* stuck_step(const struct tutti_op* op, int i) {
+  const struct tutti_lane_state* l = &op->lanes[i];
+  return l->finished || l->step >= l->end ? NULL : &op->sched.steps[l->step];
+}
+
 /* Which peer a stuck lane waits for, for the error text. */
 static void describe_stall(const struct tutti_op* op, char* buf, size_t len) {
   const struct tutti_schedule* s = &op->sched;
   for (int i = 0; i < s->nlanes; i++) {
     const struct tutti_lane_state* l = &op->lanes[i];
-    if (l->finished || l->step >= l->end) {
+    const struct tutti_step* st = stuck_step(op, i);
+    if (st == NULL) {
       continue;
     }
-    const struct tutti_step* st = &s->steps[l->step];
     int peer = st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
     snprintf(buf, len, "%s rank %d at step %d of %d (%zu of %zu bytes moved)",
              st->recv_peer >= 0 ? "receiving from" : "sending to", peer,
@@ -155,11 +161,10 @@ static int find_gone_peer(struct tutti_op* op) {
   struct tutti_exec_rank* er = op->er;
   const struct tutti_schedule* s = &op->sched;
   for (int i = 0; i < s->nlanes; i++) {
-    const struct tutti_lane_state* l = &op->lanes[i];
-    if (l->finished || l->step >= l->end) {
+    const struct tutti_step* st = stuck_step(op, i);
+    if (st == NULL) {
       continue;
     }
-    const struct tutti_step* st = &s->steps[l->step];
     int peers[2] = {st->recv_peer, st->send_peer};
     for (int d = 0; d < 2; d++) {
       int p = peers[d];
