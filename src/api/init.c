@@ -84,6 +84,7 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
   tc->secret = comm->secret;
   tc->comm_hash = comm->comm_hash;
   tc->buffsize = (size_t)tutti_param_buffsize();
+  tc->abort_flag = &comm->abort_flag;
   tc->send = calloc((size_t)n, sizeof *tc->send);
   tc->recv = calloc((size_t)n, sizeof *tc->recv);
   tc->peer_bells = calloc((size_t)n, sizeof *tc->peer_bells);
@@ -195,8 +196,8 @@ ncclResult_t tutti_comm_check_handle(struct ncclComm* comm, const char* what) {
   }
   if (!tutti_comm_is_live(comm)) {
     return tutti_error(ncclInvalidArgument,
-                       "%s: comm %p is not a live communicator (destroyed, or never created)",
-                       what, (void*)comm);
+                       "%s: comm %p is not a live communicator (destroyed, or never created)", what,
+                       (void*)comm);
   }
   return ncclSuccess;
 }

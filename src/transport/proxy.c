@@ -446,7 +446,7 @@ static void* proxy_main(void* arg) {
     if (moved) {
       last_move = now_s();
     }
-    if (leaving && (flushed(px) || now_s() - last_move > px->flush_s)) {
+    if (leaving && (leaving == 2 || flushed(px) || now_s() - last_move > px->flush_s)) {
       drain(px);
       break;
     }
@@ -514,9 +514,10 @@ ncclResult_t tutti_proxy_start(struct tutti_proxy* px) {
   return ncclSuccess;
 }
 
-void tutti_proxy_stop(struct tutti_proxy* px) {
+void tutti_proxy_stop(struct tutti_proxy* px, int abort) {
   if (px->started) {
-    __atomic_store_n(&px->stop, 1, __ATOMIC_SEQ_CST);
+    /* 2: aborting, nothing is flushed to peers that may never read it. */
+    __atomic_store_n(&px->stop, abort ? 2 : 1, __ATOMIC_SEQ_CST);
     poke(px);
     pthread_join(px->thread, NULL);
     px->started = 0;

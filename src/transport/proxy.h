@@ -110,7 +110,8 @@ void tutti_proxy_peer_free(struct tutti_proxy_peer* p);
 /* Starts a thread serving `px->served`. */
 ncclResult_t tutti_proxy_start(struct tutti_proxy* px);
 /* Sends what the rank posted and a goodbye on every socket (for at most
- * px->flush_s without progress), then ends the thread. */
-void tutti_proxy_stop(struct tutti_proxy* px);
+ * px->flush_s without progress), then ends the thread; with `abort` set it
+ * flushes nothing: the job is being torn down. */
+void tutti_proxy_stop(struct tutti_proxy* px, int abort);
 
 #endif

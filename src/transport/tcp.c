@@ -526,7 +526,8 @@ static void tcp_teardown(struct tutti_transport_comm* tc) {
   }
   for (int t = 0; st->threads != NULL && t < st->nthreads; t++) {
     st->threads[t].leave_reason = why;
-    tutti_proxy_stop(&st->threads[t]);
+    tutti_proxy_stop(&st->threads[t],
+                     tc->abort_flag != NULL && __atomic_load_n(tc->abort_flag, __ATOMIC_ACQUIRE));
   }
   for (int i = 0; st->peers != NULL && i < st->npeers; i++) {
     struct tutti_proxy_peer* p = &st->peers[i];

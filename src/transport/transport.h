@@ -77,6 +77,7 @@ struct tutti_transport_comm {
   struct tutti_doorbell private_bell; /* the doorbell when no shared segment exists */
   struct tutti_doorbell** peer_bells; /* [nranks]: peers' doorbells when reachable, else NULL */
   void* priv[4];                      /* per-transport state */
+  volatile int* abort_flag;           /* set by ncclCommAbort: teardown flushes nothing */
 };
 
 struct tutti_transport {
