@@ -25,6 +25,7 @@ struct call {
   int reduces;
   int needs_send; /* this rank reads sendbuff */
   int needs_recv; /* this rank writes recvbuff */
+  int device;     /* the buffers are device memory: the device executor runs the call */
 };
 
 /* Elements this rank's send and receive buffers hold, in units of count. */
@@ -77,12 +78,22 @@ static ncclResult_t check_call(struct ncclComm* comm, struct call* c) {
     return tutti_error(ncclInvalidArgument, "%s: %s is NULL on rank %d (count %zu)", c->fn,
                        c->needs_send && c->sendbuff == NULL ? "sendbuff" : "recvbuff", r, c->count);
   }
-  if (c->count > 0 && (tutti_cuda_is_device_ptr(c->needs_send ? c->sendbuff : NULL) ||
-                       tutti_cuda_is_device_ptr(c->needs_recv ? c->recvbuff : NULL))) {
+  /* Where the buffers live decides the executor; a rank that passes no
+   * buffer (count 0, a broadcast's non-root send side) follows the other. */
+  int dev_send = c->needs_send && tutti_cuda_is_device_ptr(c->sendbuff);
+  int dev_recv = c->needs_recv && tutti_cuda_is_device_ptr(c->recvbuff);
+  int host_send = c->needs_send && c->count > 0 && !dev_send;
+  int host_recv = c->needs_recv && c->count > 0 && !dev_recv;
+  if ((dev_send || dev_recv) && (host_send || host_recv)) {
     return tutti_error(ncclInvalidArgument,
-                       "%s: rank %d passed device memory, and this build moves host buffers "
-                       "only: pass host buffers, or use a build with the device executor",
+                       "%s: rank %d passed one buffer in device memory and one in host memory: "
+                       "pass both on the device or both on the host",
                        c->fn, r);
+  }
+  c->device = dev_send || dev_recv;
+  if (c->device && comm->dev == NULL) {
+    return tutti_error(ncclInvalidUsage, "%s: rank %d passed device buffers, which this "
+                       "communicator cannot move: %s", c->fn, r, comm->dev_why);
   }
   return ncclSuccess;
 }
@@ -112,8 +123,13 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   }
   ncclResult_t res = ncclSuccess;
   op->redop.type = c->type;
+  op->device = c->device;
+  op->stream = stream;
+  op->scalar_dev = NULL;
   if (c->reduces) {
-    NCCLCHECKGOTO(tutti_redop_resolve(comm, c->op, c->type, c->fn, &op->redop), res, fail);
+    NCCLCHECKGOTO(
+        tutti_redop_resolve(comm, c->op, c->type, c->fn, c->device, &op->redop, &op->scalar_dev),
+        res, fail);
   }
   const size_t es = tutti_type_size(c->type);
   struct tutti_coll_args a;
@@ -125,11 +141,12 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   a.rank = comm->rank;
   a.root = c->root;
   a.in_place = in_place(c, comm->rank, c->count * es);
-  a.chunk_bytes = tutti_tune_chunk(comm->er.queue_bytes, comm->er.piece_bytes);
+  /* The device executor cuts rounds itself, per channel (device/work.h). */
+  a.chunk_bytes = c->device ? 0 : tutti_tune_chunk(comm->er.queue_bytes, comm->er.piece_bytes);
   a.host_of = comm->host_of;
   a.nhosts = comm->nhosts;
   a.max_local = comm->max_local;
-  enum tutti_algo_id algo = tutti_tune_algo(&a);
+  enum tutti_algo_id algo = c->device ? tutti_tune_algo_device(&a) : tutti_tune_algo(&a);
   /* Operations come back from the pool with their last schedule: a loop of
    * identical calls builds it once. */
   if (!op->sched_valid || op->sched.algo != algo || memcmp(&op->args, &a, sizeof a) != 0) {
@@ -138,14 +155,16 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
     NCCLCHECKGOTO(tutti_schedule_build(algo, &a, &op->sched), res, fail);
     op->sched_valid = 1;
   }
-  NCCLCHECKGOTO(tutti_op_scratch(op), res, fail);
+  if (!c->device) {
+    NCCLCHECKGOTO(tutti_op_scratch(op), res, fail);
+  }
   op->bufs[TUTTI_BUF_SEND] = (void*)c->sendbuff;
   op->bufs[TUTTI_BUF_RECV] = c->recvbuff;
-  op->bufs[TUTTI_BUF_SCRATCH] = op->scratch;
+  op->bufs[TUTTI_BUF_SCRATCH] = c->device ? NULL : op->scratch;
   op->seq = ++comm->er.op_count;
-  TRACE(TUTTI_COLL, "%s #%llu: count %zu %s root %d algo %s in-place %d", c->fn,
+  TRACE(TUTTI_COLL, "%s #%llu: count %zu %s root %d algo %s in-place %d %s", c->fn,
         (unsigned long long)op->seq, c->count, tutti_type_name(c->type), c->root,
-        tutti_algo_get(algo)->name, a.in_place);
+        tutti_algo_get(algo)->name, a.in_place, c->device ? "device" : "host");
   return tutti_group_add_op(op, comm, stream);
 fail:
   tutti_op_put(op);

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "device/device.h"
 #include "exec/exec.h"
 #include "nccl.h"
 #include "transport/transport.h"
@@ -36,6 +37,8 @@ struct ncclComm {
   int max_local;
   struct tutti_transport_comm tc;
   struct tutti_exec_rank er;
+  struct tutti_dev_comm* dev; /* device buffers; NULL when they cannot run, and why: */
+  char dev_why[256];
 
   volatile int abort_flag;
   int finalized;

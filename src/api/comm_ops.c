@@ -44,9 +44,11 @@ NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
     return ncclSuccess;
   }
   NCCLCHECK(tutti_comm_check_handle(comm, "ncclCommAbort"));
-  /* Every wait polls this flag at least every 100 ms; then nobody is inside. */
+  /* Every wait polls this flag at least every 100 ms; then nobody is inside.
+   * Kernels watch their own copy in mapped host memory. */
   __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_SEQ_CST);
   join_init(comm);
+  tutti_dev_comm_abort(comm->dev);
   tutti_group_wait_idle(comm);
   INFO(TUTTI_INIT, "comm %p rank %d nranks %d - Abort COMPLETE", (void*)comm, comm->rank,
        comm->nranks);
@@ -60,6 +62,9 @@ NCCL_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
     return tutti_error(ncclInvalidArgument, "ncclCommRevoke: revokeFlags must be 0");
   }
   __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&comm->async_error, __ATOMIC_SEQ_CST) != ncclInProgress) {
+    tutti_dev_comm_abort(comm->dev);
+  }
   tutti_group_wait_idle(comm);
   return ncclSuccess;
 }
@@ -96,6 +101,14 @@ NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async
   if (asyncError == NULL) {
     return tutti_error(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
   }
-  *asyncError = __atomic_load_n(&comm->async_error, __ATOMIC_SEQ_CST);
+  ncclResult_t state = __atomic_load_n(&comm->async_error, __ATOMIC_SEQ_CST);
+  if (state == ncclSuccess && comm->dev != NULL) {
+    /* A kernel that gave up (a peer stopped answering) reports through mapped memory. */
+    state = tutti_dev_comm_error(comm->dev);
+    if (state != ncclSuccess) {
+      tutti_comm_set_error(comm, state);
+    }
+  }
+  *asyncError = state;
   return ncclSuccess;
 }

@@ -182,9 +182,53 @@ ncclResult_t tutti_group_add_job(struct ncclComm* comm, tutti_group_job_fn fn, v
   return push_job(&j);
 }
 
+/* Enqueues the device operations among `q`: one launch per communicator,
+ * holding all of its operations of the group (they may depend on each other,
+ * as a send and a receive between two ranks do). */
+static ncclResult_t launch_device(struct queued_op* q, int n) {
+  ncclResult_t res = ncclSuccess;
+  for (int i = 0; i < n && res == ncclSuccess; i++) {
+    if (!q[i].op->device) {
+      continue;
+    }
+    struct ncclComm* comm = q[i].comm;
+    int first = 1;
+    for (int j = 0; j < i && first; j++) {
+      first = !(q[j].op->device && q[j].comm == comm);
+    }
+    if (!first) {
+      continue;
+    }
+    struct tutti_dev_op dops[32];
+    int nd = 0;
+    for (int j = i; j < n; j++) {
+      if (!q[j].op->device || q[j].comm != comm) {
+        continue;
+      }
+      if (nd == 32) {
+        return tutti_error(ncclInvalidUsage,
+                           "a group holds more than 32 device operations of one communicator: "
+                           "split it into several groups");
+      }
+      struct tutti_op* op = q[j].op;
+      struct tutti_dev_op* d = &dops[nd++];
+      d->sched = &op->sched;
+      d->args = &op->args;
+      d->redop = op->redop;
+      d->scalar_dev = op->scalar_dev;
+      memcpy(d->bufs, op->bufs, sizeof d->bufs);
+      d->stream = op->stream;
+      d->seq = op->seq;
+    }
+    res = tutti_dev_launch(comm->dev, dops, nd);
+  }
+  return res;
+}
+
 /* Runs the operations, then returns them to their pools. Each
  * communicator counts as busy (ncclCommAbort waits for that) until nothing
- * of it is touched any more. */
+ * of it is touched any more. Device operations are enqueued on their
+ * streams first; host operations then run to completion. */
 static ncclResult_t run_ops(struct queued_op* q, int n) {
   struct tutti_op* stack_ops[16];
   struct tutti_op** ops = n <= 16 ? stack_ops : malloc((size_t)n * sizeof *ops);
@@ -195,10 +239,16 @@ static ncclResult_t run_ops(struct queued_op* q, int n) {
   if (ops == NULL) {
     res = tutti_error(ncclSystemError, "out of host memory");
   } else {
+    res = launch_device(q, n);
+    int nh = 0;
     for (int i = 0; i < n; i++) {
-      ops[i] = q[i].op;
+      if (!q[i].op->device) {
+        ops[nh++] = q[i].op;
+      }
     }
-    res = tutti_exec_run(ops, n);
+    if (res == ncclSuccess && nh > 0) {
+      res = tutti_exec_run(ops, nh);
+    }
   }
   for (int i = 0; i < n; i++) {
     if (res != ncclSuccess) {
@@ -217,8 +267,9 @@ static ncclResult_t run_ops(struct queued_op* q, int n) {
 }
 
 ncclResult_t tutti_group_add_op(struct tutti_op* op, struct ncclComm* comm, cudaStream_t stream) {
-  /* Host buffers: whatever the stream still has to do to them happens first. */
-  ncclResult_t res = tutti_cuda_stream_sync(stream);
+  /* Host buffers: whatever the stream still has to do to them happens first.
+   * Device buffers: the kernel goes on the stream; nothing waits. */
+  ncclResult_t res = op->device ? ncclSuccess : tutti_cuda_stream_sync(stream);
   if (res == ncclSuccess && grp.depth == 0) {
     struct queued_op q = {op, comm};
     return run_ops(&q, 1); /* op is back in its pool */

@@ -63,6 +63,8 @@ struct ncclComm* tutti_comm_alloc(const ncclConfig_t* config, ncclResult_t* res)
 void tutti_comm_free(struct ncclComm* comm) {
   tutti_comm_unregister(comm);
   tutti_exec_rank_free_pool(&comm->er);
+  tutti_dev_comm_destroy(comm->dev);
+  comm->dev = NULL;
   tutti_transport_teardown(&comm->tc);
   tutti_bootstrap_close(comm->boot);
   free(comm->tc.send);
@@ -181,6 +183,13 @@ ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUnique
   NCCLCHECKGOTO(tutti_bootstrap_allgather(comm->boot, comm->peers, sizeof *comm->peers), res, fail);
   NCCLCHECKGOTO(connect_ranks(comm), res, fail);
   tutti_topo_log(&comm->tc);
+  struct tutti_dev_setup ds = {comm->rank, comm->nranks,    comm->cuda_dev,    comm->peers,
+                               comm->host_of, comm->boot, tutti_timeout_s()};
+  NCCLCHECKGOTO(tutti_dev_comm_create(&ds, &comm->dev, comm->dev_why, sizeof comm->dev_why), res,
+                fail);
+  if (comm->dev == NULL && comm->cuda_dev >= 0) {
+    INFO(TUTTI_INIT, "device buffers unavailable on this communicator: %s", comm->dev_why);
+  }
   INFO(TUTTI_INIT, "comm %p rank %d nranks %d cudaDev %d%s%s - Init COMPLETE", (void*)comm, rank,
        nranks, comm->cuda_dev, comm->name[0] ? " commName " : "", comm->name);
   __atomic_store_n(&comm->async_error, ncclSuccess, __ATOMIC_SEQ_CST);

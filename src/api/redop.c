@@ -40,8 +40,10 @@ static void scalar_from_double(struct tutti_redop* r, ncclDataType_t t, double v
 }
 
 ncclResult_t tutti_redop_resolve(struct ncclComm* comm, ncclRedOp_t op, ncclDataType_t type,
-                                 const char* what, struct tutti_redop* out) {
+                                 const char* what, int device, struct tutti_redop* out,
+                                 const void** scalar_dev) {
   memset(out, 0, sizeof *out);
+  *scalar_dev = NULL;
   out->type = type;
   switch ((int)op) {
     case ncclSum:
@@ -83,7 +85,10 @@ ncclResult_t tutti_redop_resolve(struct ncclComm* comm, ncclRedOp_t op, ncclData
   }
   out->kind = TUTTI_RED_PREMULSUM;
   uint64_t bits = u->scalar_bits;
-  if (u->residence == ncclScalarDevice) {
+  if (u->residence == ncclScalarDevice && device) {
+    /* Read by the kernel when it starts, as NCCL does: stream order decides the value. */
+    *scalar_dev = u->scalar_ptr;
+  } else if (u->residence == ncclScalarDevice) {
     if (tutti_cuda_is_device_ptr(u->scalar_ptr)) {
       return tutti_error(ncclInvalidArgument,
                          "%s: op %d has its scalar in device memory, which host-buffer "

@@ -45,6 +45,9 @@ struct tutti_op {
   struct tutti_redop redop;
   void* bufs[4]; /* indexed by enum tutti_buf */
   uint64_t seq;  /* 1-based number of this operation on its communicator */
+  int device;    /* device buffers: the device executor runs it on `stream` */
+  cudaStream_t stream;
+  const void* scalar_dev; /* device: a PreMulSum scalar the kernel reads */
   void* scratch; /* owned: at least sched.scratch_bytes */
   size_t scratch_cap;
   /* Progress, private to the executor. */

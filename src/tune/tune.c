@@ -110,11 +110,29 @@ size_t tutti_tune_chunk(size_t queue_bytes, size_t piece_bytes) {
   return c;
 }
 
+/* Device buffers: every collective's ring moves each byte over each link
+ * once and needs no scratch (so a captured graph allocates nothing); one-shot
+ * direct algorithms stay for what has no ring (all-to-all, gather, scatter,
+ * point-to-point) and when NCCL_ALGO asks for them. */
+static TUTTI_PARAM(device_direct_max_bytes, "TUTTI_DEVICE_DIRECT_MAX_BYTES", 0);
+
+static enum tutti_algo_id pick_allowed(const struct tutti_coll_args* a, enum tutti_algo_id pick);
+
 enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a) {
   pthread_once(&algo_once, load_algo_env);
-  enum tutti_algo_id pick = direct_bytes(a) <= (size_t)tutti_param_direct_max_bytes()
-                                ? TUTTI_ALGO_DIRECT
-                                : TUTTI_ALGO_RING;
+  return pick_allowed(a, direct_bytes(a) <= (size_t)tutti_param_direct_max_bytes()
+                             ? TUTTI_ALGO_DIRECT
+                             : TUTTI_ALGO_RING);
+}
+
+enum tutti_algo_id tutti_tune_algo_device(const struct tutti_coll_args* a) {
+  pthread_once(&algo_once, load_algo_env);
+  return pick_allowed(a, direct_bytes(a) <= (size_t)tutti_param_device_direct_max_bytes()
+                             ? TUTTI_ALGO_DIRECT
+                             : TUTTI_ALGO_RING);
+}
+
+static enum tutti_algo_id pick_allowed(const struct tutti_coll_args* a, enum tutti_algo_id pick) {
   unsigned allowed = allowed_mask[a->coll];
   const struct tutti_algo* algo = tutti_algo_get(pick);
   if ((allowed & (1u << pick)) && algo->build[a->coll] != NULL) {

@@ -9,6 +9,9 @@
  * the collective is skipped, and the reason logged (NCCL_DEBUG_SUBSYS=TUNING). */
 enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a);
 
+/* The same choice for a collective on device buffers (one host). */
+enum tutti_algo_id tutti_tune_algo_device(const struct tutti_coll_args* a);
+
 /* Bytes a ring round moves per step: half the smallest queue, so that a rank
  * one step ahead of its neighbour never fills the queue between them (which
  * could close a cycle of ranks all waiting to send). */

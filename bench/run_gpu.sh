@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The GPU comparison, in one run on one host: tutti against NVIDIA's NCCL
+# (the libnccl.so.2 of PyTorch's Python environment, or NCCL_LIB), measured by
+# the same tutti-perf binary with --lib, one process driving every GPU (-g N)
+# and one process per GPU (tuttirun), for each collective. Writes JSON, the
+# markdown ratio tables and the raw outputs under OUT_DIR (default
+# bench/results/<date>-gpu). NVLink multicast (NVLS) stays off.
+# Usage: bench/run_gpu.sh [COLL ...]    env: MIN MAX ITERS WARM NGPU MODES
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0
+BUILD_DIR=build-gpu CMAKE_ARGS="-DTUTTI_CUDA=ON" bash scripts/build.sh >/dev/null
+nccl=${NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))')}
+tutti=$PWD/build-gpu/libtutti.so.0
+perf=build-gpu/tools/tutti-perf/tutti-perf
+run=build-gpu/tools/tuttirun/tuttirun
+out=${OUT_DIR:-bench/results/$(date -u +%Y-%m-%d)-gpu}
+mkdir -p "$out"
+NGPU=${NGPU:-$(nvidia-smi -L | wc -l)}
+MIN=${MIN:-8} MAX=${MAX:-1G} ITERS=${ITERS:-20} WARM=${WARM:-5}
+colls=${*:-allreduce allgather reducescatter broadcast reduce}
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  host: $(hostname)"
+  nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
+  nvidia-smi topo -m 2>/dev/null | head -n $((NGPU + 1)) || true
+  echo "nccl: $nccl"
+} | tee "$out/machine.txt"
+flags="-b $MIN -e $MAX -f 2 -n $ITERS -w $WARM -c 1"
+for coll in $colls; do
+  for mode in ${MODES:-g procs}; do
+    for lib in tutti nccl; do
+      l=$tutti
+      [ $lib = nccl ] && l=$nccl
+      tag=${lib}_${coll}_${mode}
+      if [ $mode = g ]; then
+        "$perf" $coll -g "$NGPU" $flags --lib "$l" --label $lib --json "$out/$tag.json" >"$out/$tag.txt" 2>&1 || echo "FAILED: $tag"
+      else
+        "$run" -n "$NGPU" --no_prefix "$perf" $coll $flags --lib "$l" --label $lib \
+          --json "$out/$tag.json" >"$out/$tag.txt" 2>&1 || echo "FAILED: $tag"
+      fi
+    done
+    echo "== $coll, $NGPU GPUs, $([ $mode = g ] && echo "one process" || echo "one process per GPU")"
+    python3 bench/compare.py "$out/tutti_${coll}_${mode}.json" "$out/nccl_${coll}_${mode}.json" \
+      | tee "$out/compare_${coll}_${mode}.md" || true
+  done
+done

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The GPU suite on a host with NVIDIA GPUs: builds tutti with its device
+# executor into build-gpu/ and runs tests/gpu/test_gpu in every mode
+# (processes, ranks sharing a GPU, one process for all GPUs, graph capture,
+# concurrent communicators, send/recv, large counts), then a short version
+# under compute-sanitizer (memcheck and racecheck) when it is installed.
+# Usage: scripts/gpu-test.sh [MODE] [NRANKS]   (MODE: all, procs, shared, ...)
+# On a host without a GPU the suite reports itself skipped (exit 77).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0
+BUILD_DIR=build-gpu CMAKE_ARGS="-DTUTTI_CUDA=ON ${CMAKE_ARGS:-}" bash scripts/build.sh >/dev/null
+bin=build-gpu/tests/test_gpu
+[ -x "$bin" ] || bin=$(find build-gpu -name test_gpu -type f | head -n 1)
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
+set +e
+TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$bin" "${1:-all}" ${2:-}
+rc=$?
+set -e
+if [ $rc -eq 0 ] && [ "${TUTTI_SANITIZE_GPU:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck racecheck; do
+    echo "== compute-sanitizer --tool $tool (p2p and concurrent modes)"
+    for m in p2p concurrent; do
+      TUTTI_TIMEOUT=120 compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 \
+        "$bin" $m 2 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|SKIPPED" || rc=1
+    done
+  done
+fi
+exit $rc

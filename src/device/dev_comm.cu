@@ -1,0 +1,359 @@
+/* Device communicator setup: each rank allocates one region (counters and
+ * the queues its peers send into), exports it, and maps every peer's:
+ * through CUDA IPC between processes, directly (with peer access enabled)
+ * between GPUs driven by one process. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "device/dev_comm.h"
+#include "device/kernel.h"
+
+extern "C" {
+#include "bootstrap/bootstrap.h"
+#include "util/check.h"
+#include "util/param.h"
+}
+
+static TUTTI_PARAM(max_nchannels, "NCCL_MAX_NCHANNELS", 16);
+static TUTTI_PARAM(nthreads, "NCCL_NTHREADS", 512);
+static TUTTI_PARAM(dev_buffsize, "NCCL_BUFFSIZE", 1 << 20);
+static TUTTI_PARAM(p2p_disable, "NCCL_P2P_DISABLE", 0);
+
+#define TD_MAX_DONE 256 /* lanes one launch may have */
+
+extern "C" int tutti_dev_compiled(void) {
+  return 1;
+}
+
+static ncclResult_t cuda_fail(cudaError_t e, const char* what) {
+  return tutti_error(ncclUnhandledCudaError, "%s failed: %s (%s)", what, cudaGetErrorString(e),
+                     cudaGetErrorName(e));
+}
+
+#define CUDACHECK(call, what)                \
+  do {                                       \
+    cudaError_t e_ = (call);                 \
+    if (e_ != cudaSuccess) {                 \
+      return cuda_fail(e_, what);            \
+    }                                        \
+  } while (0)
+
+static void layout(struct td_layout* l, int nch, int n, size_t queue_bytes) {
+  uint64_t lines = (uint64_t)nch * (uint64_t)n;
+  uint64_t o = 0;
+  l->tail_off = o;
+  o += lines * TD_LINE;
+  l->head_off = o;
+  o += lines * TD_LINE;
+  l->sent_off = o;
+  o += lines * TD_LINE;
+  l->recvd_off = o;
+  o += lines * TD_LINE;
+  l->served_off = o;
+  o += 2 * lines * TD_LINE;
+  l->done_off = o;
+  o += TD_MAX_DONE * TD_LINE;
+  l->finished_off = o;
+  o += TD_LINE;
+  o = (o + 4095) & ~(uint64_t)4095;
+  l->queue_off = o;
+  l->queue_bytes = queue_bytes;
+  l->total = o + lines * queue_bytes;
+}
+
+struct td_export {
+  cudaIpcMemHandle_t handle;
+  char* ptr;
+  int32_t pid;
+  int32_t dev;
+  int32_t ok; /* second exchange: this rank mapped every peer */
+  int32_t pad;
+};
+
+static ncclResult_t map_peers(struct tutti_dev_comm* dc, const struct td_export* ex, char* why,
+                              size_t why_len) {
+  for (int p = 0; p < dc->nranks; p++) {
+    if (p == dc->rank) {
+      dc->base[p] = dc->region;
+      continue;
+    }
+    if (ex[p].dev != dc->dev) {
+      int can = 0;
+      cudaDeviceCanAccessPeer(&can, dc->dev, ex[p].dev);
+      if (!can) {
+        snprintf(why, why_len,
+                 "GPU %d (rank %d) cannot access GPU %d (rank %d) directly (no NVLink or PCIe "
+                 "peer access)",
+                 dc->dev, dc->rank, ex[p].dev, p);
+        return ncclSuccess;
+      }
+    }
+    if (ex[p].pid == (int32_t)getpid()) {
+      if (ex[p].dev != dc->dev) {
+        cudaError_t e = cudaDeviceEnablePeerAccess(ex[p].dev, 0);
+        if (e == cudaErrorPeerAccessAlreadyEnabled) {
+          (void)cudaGetLastError();
+        } else if (e != cudaSuccess) {
+          return cuda_fail(e, "cudaDeviceEnablePeerAccess");
+        }
+      }
+      dc->base[p] = ex[p].ptr;
+      continue;
+    }
+    void* ptr = NULL;
+    cudaError_t e = cudaIpcOpenMemHandle(&ptr, ex[p].handle, cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      snprintf(why, why_len, "rank %d could not map rank %d's GPU memory: %s", dc->rank, p,
+               cudaGetErrorString(e));
+      return ncclSuccess;
+    }
+    dc->base[p] = (char*)ptr;
+    dc->opened[p] = 1;
+  }
+  return ncclSuccess;
+}
+
+static void release(struct tutti_dev_comm* dc) {
+  for (int p = 0; dc->base != NULL && p < dc->nranks; p++) {
+    if (dc->opened[p]) {
+      cudaIpcCloseMemHandle(dc->base[p]);
+    }
+  }
+  cudaFree(dc->region);
+  cudaFree(dc->d_comm);
+  cudaFree(dc->scratch);
+  if (dc->host_flags != NULL) {
+    cudaFreeHost(dc->host_flags);
+  }
+  if (dc->ev != NULL) {
+    cudaEventDestroy(dc->ev);
+  }
+  free(dc->base);
+  free(dc->opened);
+  free(dc->launch_bufs);
+  free(dc->turns);
+  free(dc);
+}
+
+static ncclResult_t setup(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s, char* why,
+                          size_t why_len, int* mapped) {
+  const int n = s->nranks;
+  int nsm = 0, per_sm = 0;
+  CUDACHECK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dc->dev),
+            "cudaDeviceGetAttribute");
+  int64_t nt = tutti_param_nthreads();
+  dc->nthreads = nt < 64 ? 64 : nt > TD_MAX_THREADS ? TD_MAX_THREADS : (int)(nt / 32 * 32);
+  int64_t ch = tutti_param_max_nchannels();
+  dc->nch = ch < 1 ? 1 : ch > TD_MAX_CHANNELS ? TD_MAX_CHANNELS : (int)ch;
+  int64_t qb = tutti_param_dev_buffsize();
+  qb = qb < 64 * 1024 ? 64 * 1024 : qb;
+  dc->slot_bytes = (size_t)qb / TD_SLOTS / 16 * 16;
+  layout(&dc->lay, dc->nch, n, dc->slot_bytes * TD_SLOTS);
+  CUDACHECK(cudaMalloc((void**)&dc->region, dc->lay.total), "cudaMalloc of the queues");
+  CUDACHECK(cudaMemset(dc->region, 0, dc->lay.total), "cudaMemset");
+  CUDACHECK(cudaHostAlloc((void**)&dc->host_flags, 64, cudaHostAllocMapped | cudaHostAllocPortable),
+            "cudaHostAlloc");
+  memset(dc->host_flags, 0, 64);
+  CUDACHECK(cudaEventCreateWithFlags(&dc->ev, cudaEventDisableTiming), "cudaEventCreate");
+  CUDACHECK(td_occupancy(dc->nthreads, &per_sm), "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  dc->max_ctas = nsm * (per_sm > 0 ? per_sm : 1);
+  CUDACHECK(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+
+  struct td_export* ex = (struct td_export*)calloc((size_t)n, sizeof *ex);
+  if (ex == NULL) {
+    return tutti_error(ncclSystemError, "out of host memory");
+  }
+  ncclResult_t res = ncclSuccess;
+  cudaError_t e = cudaIpcGetMemHandle(&ex[s->rank].handle, dc->region);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError(); /* e.g. in-process only: peers in this process need no handle */
+  }
+  ex[s->rank].ptr = dc->region;
+  ex[s->rank].pid = (int32_t)getpid();
+  ex[s->rank].dev = dc->dev;
+  res = tutti_bootstrap_allgather(s->boot, ex, sizeof *ex);
+  if (res == ncclSuccess) {
+    res = map_peers(dc, ex, why, why_len);
+  }
+  /* Every rank must agree: one that could not map a peer turns the device path off for all. */
+  int32_t* oks = (int32_t*)calloc((size_t)n, sizeof *oks);
+  if (res == ncclSuccess && oks == NULL) {
+    res = tutti_error(ncclSystemError, "out of host memory");
+  }
+  if (res == ncclSuccess) {
+    oks[s->rank] = why[0] == '\0';
+    res = tutti_bootstrap_allgather(s->boot, oks, sizeof *oks);
+  }
+  *mapped = res == ncclSuccess;
+  for (int p = 0; p < n && res == ncclSuccess; p++) {
+    if (!oks[p]) {
+      *mapped = 0;
+      if (why[0] == '\0') {
+        snprintf(why, why_len, "rank %d could not map the GPU memory of its peers", p);
+      }
+    }
+  }
+  free(oks);
+  free(ex);
+  return res;
+}
+
+static ncclResult_t publish(struct tutti_dev_comm* dc) {
+  size_t bytes = sizeof(struct td_devcomm) + (size_t)dc->nranks * sizeof(char*);
+  struct td_devcomm* h = (struct td_devcomm*)calloc(1, bytes);
+  if (h == NULL) {
+    return tutti_error(ncclSystemError, "out of host memory");
+  }
+  h->rank = dc->rank;
+  h->nranks = dc->nranks;
+  h->nch = dc->nch;
+  h->timeout_ns = (uint64_t)(dc->timeout_s * 1e9);
+  h->lay = dc->lay;
+  int* dflags = NULL;
+  cudaError_t e = cudaHostGetDevicePointer((void**)&dflags, dc->host_flags, 0);
+  h->abort_flag = dflags;
+  h->error = dflags + 1;
+  memcpy(h->base, dc->base, (size_t)dc->nranks * sizeof(char*));
+  if (e == cudaSuccess) {
+    e = cudaMalloc((void**)&dc->d_comm, bytes);
+  }
+  if (e == cudaSuccess) {
+    e = cudaMemcpy(dc->d_comm, h, bytes, cudaMemcpyHostToDevice);
+  }
+  free(h);
+  return e == cudaSuccess ? ncclSuccess : cuda_fail(e, "publishing the device communicator");
+}
+
+extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
+                                              struct tutti_dev_comm** out, char* why,
+                                              size_t why_len) {
+  *out = NULL;
+  why[0] = '\0';
+  for (int p = 0; p < s->nranks; p++) {
+    if (s->peers[p].cuda_dev < 0) {
+      snprintf(why, why_len,
+               "rank %d has no CUDA device: call cudaSetDevice before creating the communicator "
+               "on every rank",
+               p);
+      return ncclSuccess;
+    }
+    if (s->host_of[p] != s->host_of[s->rank]) {
+      snprintf(why, why_len,
+               "rank %d is on another host (%s): device buffers across hosts are not supported "
+               "yet; use host buffers",
+               p, s->peers[p].hostname);
+      return ncclSuccess;
+    }
+  }
+  if (tutti_param_p2p_disable()) {
+    snprintf(why, why_len, "NCCL_P2P_DISABLE is set and device buffers need peer memory");
+    return ncclSuccess;
+  }
+  struct tutti_dev_comm* dc = (struct tutti_dev_comm*)calloc(1, sizeof *dc);
+  if (dc == NULL) {
+    return tutti_error(ncclSystemError, "out of host memory");
+  }
+  dc->rank = s->rank;
+  dc->nranks = s->nranks;
+  dc->dev = s->cuda_dev;
+  dc->timeout_s = s->timeout_s;
+  dc->base = (char**)calloc((size_t)s->nranks, sizeof(char*));
+  dc->opened = (unsigned char*)calloc((size_t)s->nranks, 1);
+  dc->launch_bufs = malloc(sizeof(struct td_launch_bufs));
+  dc->turns = (uint16_t*)malloc((size_t)TD_MAX_CHANNELS * 2 * (size_t)s->nranks * sizeof(uint16_t));
+  struct td_dev_guard g;
+  td_dev_enter(&g, dc->dev);
+  int mapped = 0;
+  ncclResult_t res = dc->base == NULL || dc->opened == NULL || dc->launch_bufs == NULL ||
+                             dc->turns == NULL
+                         ? tutti_error(ncclSystemError, "out of host memory")
+                         : setup(dc, s, why, why_len, &mapped);
+  if (res == ncclSuccess && mapped) {
+    res = publish(dc);
+  }
+  if (res != ncclSuccess || !mapped) {
+    release(dc);
+    td_dev_leave(&g);
+    return res;
+  }
+  for (int p = 0; p < s->nranks; p++) {
+    if (p != s->rank) {
+      INFO(TUTTI_INIT | TUTTI_P2P, "Channel 00-%02d : %d[%d] -> %d[%d] via P2P/%s", dc->nch - 1,
+           s->rank, dc->dev, p, s->peers[p].cuda_dev, dc->opened[p] ? "IPC" : "direct pointer");
+    }
+  }
+  INFO(TUTTI_INIT, "device executor: %d channels, %d threads, queues of %zu bytes per peer and "
+       "channel, %.1f MB on GPU %d",
+       dc->nch, dc->nthreads, (size_t)dc->lay.queue_bytes, (double)dc->lay.total / 1e6, dc->dev);
+  td_dev_leave(&g);
+  *out = dc;
+  return ncclSuccess;
+}
+
+extern "C" void tutti_dev_comm_abort(struct tutti_dev_comm* dc) {
+  if (dc != NULL) {
+    __atomic_store_n(&dc->host_flags[0], 1, __ATOMIC_SEQ_CST);
+  }
+}
+
+extern "C" ncclResult_t tutti_dev_comm_error(struct tutti_dev_comm* dc) {
+  int e = dc == NULL ? 0 : __atomic_load_n(&dc->host_flags[1], __ATOMIC_SEQ_CST);
+  switch (e) {
+    case 0:
+      return ncclSuccess;
+    case 1:
+      return tutti_error(ncclInvalidUsage, "a device collective was stopped by ncclCommAbort");
+    case 2:
+      return tutti_error(ncclRemoteError,
+                         "a device collective on rank %d waited more than %.0f s (TUTTI_TIMEOUT) "
+                         "for a peer: a rank stopped, or the ranks called different collectives",
+                         dc->rank, dc->timeout_s);
+    default:
+      return tutti_error(ncclInternalError, "the device executor reported error %d", e);
+  }
+}
+
+/* Waits until every slot this rank sent was freed by its receiver, so no
+ * peer writes into the region after it is gone (bounded: a dead peer never frees). */
+static void drain(struct tutti_dev_comm* dc) {
+  const size_t lines = (size_t)dc->nch * (size_t)dc->nranks;
+  uint64_t* ctrl = (uint64_t*)malloc(2 * lines * TD_LINE);
+  if (ctrl == NULL) {
+    return;
+  }
+  for (int tries = 0; tries < 200; tries++) {
+    if (cudaMemcpy(ctrl, dc->region + dc->lay.head_off, 2 * lines * TD_LINE,
+                   cudaMemcpyDeviceToHost) != cudaSuccess) {
+      break;
+    }
+    int pending = 0;
+    for (size_t i = 0; i < lines; i++) {
+      pending |= ctrl[i * TD_LINE / 8] != ctrl[(lines + i) * TD_LINE / 8];
+    }
+    if (!pending) {
+      break;
+    }
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  free(ctrl);
+}
+
+extern "C" void tutti_dev_comm_destroy(struct tutti_dev_comm* dc) {
+  if (dc == NULL) {
+    return;
+  }
+  struct td_dev_guard g;
+  td_dev_enter(&g, dc->dev);
+  if (!__atomic_load_n(&dc->host_flags[0], __ATOMIC_SEQ_CST)) {
+    cudaDeviceSynchronize();
+    drain(dc);
+  }
+  (void)cudaGetLastError();
+  release(dc);
+  td_dev_leave(&g);
+}

@@ -1,0 +1,56 @@
+/* The device communicator's host-side state, shared by setup and launch. */
+#ifndef TUTTI_DEVICE_DEV_COMM_H
+#define TUTTI_DEVICE_DEV_COMM_H
+
+#include <cuda_runtime.h>
+
+#include "device/device.h"
+#include "device/work.h"
+
+struct tutti_dev_comm {
+  int rank;
+  int nranks;
+  int dev;
+  int nch;       /* channels allocated: the most any operation uses */
+  int nthreads;  /* per block (NCCL_NTHREADS) */
+  int max_ctas;  /* blocks that can be resident at once: a launch never exceeds it */
+  size_t slot_bytes;
+  struct td_layout lay;
+  char* region;           /* this rank's exposed memory */
+  char** base;            /* [nranks]: every region as mapped here */
+  unsigned char* opened;  /* [nranks]: mapped with cudaIpcOpenMemHandle */
+  struct td_devcomm* d_comm;
+  int* host_flags; /* pinned, mapped: [0] abort, [1] a kernel's error */
+  cudaEvent_t ev;
+  void* scratch;
+  size_t scratch_cap;
+  uint64_t launches;
+  void* launch_bufs; /* the kernel parameters being filled (struct td_launch_bufs) */
+  uint16_t* turns;   /* [TD_MAX_CHANNELS][2 * nranks]: turns handed out while filling */
+  double timeout_s;
+};
+
+/* Runs `call` with `dev` as the calling thread's current device. */
+/* Kernel parameters of both sizes, filled on the host before each launch. */
+struct td_launch_bufs {
+  td_work_large large;
+  td_work_small small;
+};
+
+struct td_dev_guard {
+  int prev;
+  int changed;
+};
+static inline void td_dev_enter(struct td_dev_guard* g, int dev) {
+  g->changed = 0;
+  if (cudaGetDevice(&g->prev) != cudaSuccess || g->prev != dev) {
+    g->changed = cudaSetDevice(dev) == cudaSuccess;
+  }
+}
+static inline void td_dev_leave(struct td_dev_guard* g) {
+  if (g->changed) {
+    cudaSetDevice(g->prev);
+  }
+}
+
+#endif

@@ -1,0 +1,74 @@
+/* The device executor as the rest of the library sees it: collectives on
+ * CUDA device buffers, enqueued on the caller's stream. Built from the same
+ * schedules as the host executor; the kernels and the peer-memory transport
+ * live in this folder (CUDA C++); a build without nvcc gets stubs that say so. */
+#ifndef TUTTI_DEVICE_DEVICE_H
+#define TUTTI_DEVICE_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "algo/algo.h"
+#include "nccl.h"
+#include "reduce/reduce.h"
+#include "transport/transport.h"
+
+struct tutti_bootstrap;
+struct tutti_dev_comm;
+
+/* What device setup needs of the communicator. */
+struct tutti_dev_setup {
+  int rank;
+  int nranks;
+  int cuda_dev;
+  const struct tutti_peer_info* peers;
+  const int32_t* host_of;
+  struct tutti_bootstrap* boot;
+  double timeout_s;
+};
+
+/* Non-zero when this build has the device executor (nvcc was found). */
+int tutti_dev_compiled(void);
+
+/* Collective over all ranks (every rank calls it, in the same order as other
+ * bootstrap exchanges): when every rank has a CUDA device and all ranks
+ * share one host and reach each other's memory, allocates this rank's
+ * queues, maps every peer's and returns the device communicator in *out.
+ * Otherwise *out is NULL and `why` says what is missing (device buffers
+ * then fail with that sentence). */
+ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s, struct tutti_dev_comm** out,
+                                   char* why, size_t why_len);
+/* Sets the abort flag the kernels watch (ncclCommAbort). */
+void tutti_dev_comm_abort(struct tutti_dev_comm* dc);
+/* Waits for the communicator's kernels, unmaps peers, frees everything. */
+void tutti_dev_comm_destroy(struct tutti_dev_comm* dc);
+/* ncclSuccess, or the error a kernel of this communicator reported (aborted,
+ * a peer that stopped answering), with a sentence. */
+ncclResult_t tutti_dev_comm_error(struct tutti_dev_comm* dc);
+
+/* One operation for the device executor. */
+struct tutti_dev_op {
+  const struct tutti_schedule* sched;
+  const struct tutti_coll_args* args;
+  struct tutti_redop redop;
+  const void* scalar_dev; /* PreMulSum scalar residing on the device, or NULL */
+  void* bufs[4];          /* enum tutti_buf; the scratch entry is filled by the launcher */
+  cudaStream_t stream;
+  uint64_t seq;
+};
+
+/* Enqueues `ops` (all of `dc`, one group) as one kernel launch on the first
+ * op's stream, ordered after the other ops' streams and after the previous
+ * launch of `dc`. Returns at once; nothing waits for the device. */
+ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops);
+
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

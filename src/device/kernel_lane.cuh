@@ -1,0 +1,275 @@
+/* The body of one block: a lane of steps on one channel (see kernel.cu). */
+#ifndef TUTTI_DEVICE_KERNEL_LANE_CUH
+#define TUTTI_DEVICE_KERNEL_LANE_CUH
+
+/* Spins until *p >= want. Returns 0 once the communicator is aborted or the
+ * wait outlasts the timeout, after recording why in dc->error. */
+__device__ int td_wait_ge(const uint64_t* p, uint64_t want, td_devcomm* dc) {
+  uint64_t start = 0;
+  for (uint32_t spins = 0; td_ld_acquire(p) < want; spins++) {
+    if ((spins & 1023) == 1023) {
+      if (*dc->abort_flag) {
+        *dc->error = 1;
+        return 0;
+      }
+      uint64_t now = td_now_ns();
+      if (start == 0) {
+        start = now;
+      } else if (now - start > dc->timeout_ns) {
+        *dc->error = 2;
+        return 0;
+      }
+    }
+  }
+  return 1;
+}
+
+/* The part of a step's `bytes` that channel `ch` of `nch` moves: 16-byte
+ * units split evenly, so every channel but the last starts aligned. */
+__device__ __forceinline__ void td_chan_slice(uint64_t bytes, int nch, int ch, uint64_t* off,
+                                              uint64_t* len) {
+  uint64_t units = (bytes + 15) / 16;
+  uint64_t b0 = units * (uint64_t)ch / (uint64_t)nch * 16;
+  uint64_t b1 = units * (uint64_t)(ch + 1) / (uint64_t)nch * 16;
+  b0 = b0 < bytes ? b0 : bytes;
+  b1 = b1 < bytes ? b1 : bytes;
+  *off = b0;
+  *len = b1 - b0;
+}
+
+struct td_block {
+  td_devcomm* dc;
+  const td_ticket* tickets;
+  int nticket;
+  int ch;
+  int n;
+  int me;
+  char* mine;
+};
+
+/* Index of connection `conn` among the block's tickets; takes the turn
+ * (waits until every earlier user finished) on first use. Thread 0 only. */
+__device__ int td_take_turn(const td_block& b, int conn, uint8_t* held, uint64_t* pos) {
+  const td_layout& L = b.dc->lay;
+  for (int k = 0; k < b.nticket; k++) {
+    if (b.tickets[k].conn != conn) {
+      continue;
+    }
+    if (!held[k]) {
+      uint64_t* served = (uint64_t*)(b.mine + td_ctr(L.served_off, b.ch, conn, 2 * b.n));
+      if (!td_wait_ge(served, b.tickets[k].turn, b.dc)) {
+        return -1;
+      }
+      const int peer = conn % b.n;
+      const uint64_t off = conn < b.n ? L.sent_off : L.recvd_off;
+      pos[k] = *(volatile uint64_t*)(b.mine + td_ctr(off, b.ch, peer, b.n));
+      held[k] = 1;
+    }
+    return k;
+  }
+  *b.dc->error = 3; /* the launcher gave no ticket: a bug */
+  return -1;
+}
+
+__device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* lanes,
+                             const td_cta* ctas, const td_ticket* tickets, const td_step* steps,
+                             uint32_t ncta, uint32_t nlanes, uint32_t chunk, uint32_t slot) {
+  __shared__ const char* s_in;
+  __shared__ char* s_out;
+  __shared__ int s_stop;
+  __shared__ uint64_t s_scalar;
+  __shared__ uint64_t s_pos[TD_CTA_TICKETS];
+  __shared__ uint8_t s_held[TD_CTA_TICKETS];
+  const td_cta cta = ctas[blockIdx.x];
+  const td_lane lane = lanes[cta.lane];
+  const td_op& op = ops[lane.op];
+  const td_layout& L = dc->lay;
+  td_block b = {dc, tickets + cta.first_ticket, cta.nticket, cta.channel, dc->nranks, dc->rank,
+                dc->base[dc->rank]};
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    s_stop = 0;
+    uint64_t sc = op.scalar_bits;
+    if (op.scalar_dev != NULL) {
+      sc = 0;
+      for (int i = 0; i < op.elem_size; i++) {
+        sc |= (uint64_t)((const uint8_t*)op.scalar_dev)[i] << (8 * i);
+      }
+    }
+    s_scalar = sc;
+    for (int k = 0; k < b.nticket; k++) {
+      s_held[k] = 0;
+    }
+  }
+  __syncthreads();
+  const uint64_t scalar = s_scalar;
+  const td_step* ls = steps + lane.first_step;
+  uint64_t rounds = 1;
+  for (int j = 0; j < lane.nsteps; j++) {
+    uint64_t o, l;
+    td_chan_slice(ls[j].bytes, op.nch, b.ch, &o, &l);
+    uint64_t r = (l + chunk - 1) / chunk;
+    rounds = r > rounds ? r : rounds;
+  }
+  for (uint64_t r = 0; r < rounds; r++) {
+    for (int j = 0; j < lane.nsteps; j++) {
+      const td_step& st = ls[j];
+      if (st.kind == TUTTI_STEP_WAIT_LANE) {
+        if (r == 0 && tid == 0) {
+          const td_lane& wl = lanes[st.wait_lane];
+          uint64_t* done = (uint64_t*)(b.mine + L.done_off + (uint64_t)wl.done_idx * TD_LINE);
+          s_stop = !td_wait_ge(done, ops[wl.op].nch, dc);
+        }
+        __syncthreads();
+        if (s_stop) {
+          return;
+        }
+        continue;
+      }
+      uint64_t co, cl;
+      td_chan_slice(st.bytes, op.nch, b.ch, &co, &cl);
+      const uint64_t ro = r * chunk;
+      if (ro >= cl) {
+        continue;
+      }
+      const uint64_t rl = cl - ro < chunk ? cl - ro : chunk;
+      const uint64_t off = co + ro;
+      const int scale = st.src_buf == TUTTI_BUF_SEND;
+      const int final = (st.flags & TUTTI_STEP_FINAL) != 0;
+      char* src = st.src_buf ? (char*)op.bufs[st.src_buf] + st.src_off + off : NULL;
+      char* dst = st.dst_buf ? (char*)op.bufs[st.dst_buf] + st.dst_off + off : NULL;
+      if (st.kind == TUTTI_STEP_COPY || st.kind == TUTTI_STEP_REDUCE) {
+        td_pass p = {src, NULL, dst, NULL, rl};
+        int eop = td_unary_eop(op, scale, final);
+        if (st.kind == TUTTI_STEP_REDUCE) {
+          p.a = dst;
+          p.b = src;
+          eop = td_binary_eop(op, scale, final);
+        }
+        if (eop != TD_COPY || p.a != p.w1) {
+          td_pass_typed(&op, scalar, eop, &p);
+        }
+        __syncthreads();
+        continue;
+      }
+      const int sk = st.send_peer >= 0 ? st.send_peer : -1;
+      const int rk = st.recv_peer >= 0 ? st.recv_peer : -1;
+      for (uint64_t pc = 0; pc < rl; pc += slot) {
+        const uint64_t len = rl - pc < slot ? rl - pc : slot;
+        if (tid == 0) {
+          int ok = 1;
+          if (rk >= 0) {
+            int k = td_take_turn(b, b.n + rk, s_held, s_pos);
+            const uint64_t* tail = (const uint64_t*)(b.mine + td_ctr(L.tail_off, b.ch, rk, b.n));
+            ok = k >= 0 && td_wait_ge(tail, s_pos[k] + 1, dc);
+            if (ok) {
+              s_in = b.mine + L.queue_off + ((uint64_t)b.ch * b.n + rk) * L.queue_bytes +
+                     (s_pos[k] % TD_SLOTS) * slot;
+            }
+          }
+          if (ok && sk >= 0) {
+            int k = td_take_turn(b, sk, s_held, s_pos);
+            const uint64_t* head = (const uint64_t*)(b.mine + td_ctr(L.head_off, b.ch, sk, b.n));
+            ok = k >= 0 && (s_pos[k] < TD_SLOTS || td_wait_ge(head, s_pos[k] + 1 - TD_SLOTS, dc));
+            if (ok) {
+              s_out = dc->base[sk] + L.queue_off + ((uint64_t)b.ch * b.n + b.me) * L.queue_bytes +
+                      (s_pos[k] % TD_SLOTS) * slot;
+            }
+          }
+          s_stop = !ok;
+        }
+        __syncthreads();
+        if (s_stop) {
+          return;
+        }
+        const char* in = rk >= 0 ? s_in : NULL;
+        char* out = sk >= 0 ? s_out : NULL;
+        const uint64_t po = pc; /* piece offset within this round's part */
+        char* psrc = src ? src + po : NULL;
+        char* pdst = dst ? dst + po : NULL;
+        td_pass p = {NULL, NULL, NULL, NULL, len};
+        int eop = TD_COPY;
+        switch (st.kind) {
+          case TUTTI_STEP_SEND:
+            p = td_pass{psrc, NULL, out, NULL, len};
+            eop = td_unary_eop(op, scale, 0);
+            break;
+          case TUTTI_STEP_RECV:
+            p = td_pass{in, NULL, pdst, NULL, len};
+            eop = td_unary_eop(op, 0, final);
+            break;
+          case TUTTI_STEP_RECV_REDUCE_SEND:
+            p = td_pass{in, psrc, out, NULL, len};
+            eop = td_binary_eop(op, scale, 0);
+            break;
+          case TUTTI_STEP_RECV_REDUCE_COPY:
+            p = td_pass{in, psrc, pdst, NULL, len};
+            eop = td_binary_eop(op, scale, final);
+            break;
+          case TUTTI_STEP_RECV_REDUCE_COPY_SEND:
+            p = td_pass{in, psrc, pdst, out, len};
+            eop = td_binary_eop(op, scale, final);
+            break;
+          case TUTTI_STEP_RECV_COPY_SEND:
+            p = td_pass{in, NULL, pdst, out, len};
+            break;
+          default:
+            break;
+        }
+        td_pass_typed(&op, scalar, eop, &p);
+        if (sk >= 0) {
+          __threadfence_system(); /* the slot's bytes reach the peer before its tail moves */
+        }
+        __syncthreads();
+        if (tid == 0) {
+          if (sk >= 0) {
+            int k = td_take_turn(b, sk, s_held, s_pos);
+            td_st_release((uint64_t*)(dc->base[sk] + td_ctr(L.tail_off, b.ch, b.me, b.n)),
+                          ++s_pos[k]);
+          }
+          if (rk >= 0) {
+            int k = td_take_turn(b, b.n + rk, s_held, s_pos);
+            td_st_release((uint64_t*)(dc->base[rk] + td_ctr(L.head_off, b.ch, b.me, b.n)),
+                          ++s_pos[k]);
+          }
+        }
+      }
+    }
+  }
+  if (tid != 0) {
+    return;
+  }
+  /* The lane is done on this channel: hand each connection to its next user. */
+  __threadfence();
+  for (int k = 0; k < b.nticket; k++) {
+    const int conn = b.tickets[k].conn;
+    if (s_held[k]) {
+      const uint64_t off = conn < b.n ? L.sent_off : L.recvd_off;
+      *(volatile uint64_t*)(b.mine + td_ctr(off, b.ch, conn % b.n, b.n)) = s_pos[k];
+    }
+    __threadfence();
+    *(volatile uint64_t*)(b.mine + td_ctr(L.served_off, b.ch, conn, 2 * b.n)) =
+        b.tickets[k].turn + 1;
+  }
+  atomicAdd((unsigned long long*)(b.mine + L.done_off + (uint64_t)lane.done_idx * TD_LINE), 1ull);
+  __threadfence();
+  /* The last block to finish resets the launch's counters for the next one. */
+  unsigned long long* finished = (unsigned long long*)(b.mine + L.finished_off);
+  if (atomicAdd(finished, 1ull) + 1 == ncta) {
+    __threadfence();
+    for (uint32_t c = 0; c < ncta; c++) {
+      for (int k = 0; k < ctas[c].nticket; k++) {
+        const int conn = tickets[ctas[c].first_ticket + k].conn;
+        *(volatile uint64_t*)(b.mine + td_ctr(L.served_off, ctas[c].channel, conn, 2 * b.n)) =
+            0;
+      }
+    }
+    for (uint32_t l = 0; l < nlanes; l++) {
+      *(volatile uint64_t*)(b.mine + L.done_off + (uint64_t)lanes[l].done_idx * TD_LINE) = 0;
+    }
+    *(volatile unsigned long long*)finished = 0;
+    __threadfence();
+  }
+}
+
+#endif

@@ -1,0 +1,259 @@
+/* From schedules to one kernel launch: operations, lanes and steps are
+ * flattened into the kernel's parameters; every lane of every operation runs
+ * on each of the operation's channels as one block; each block gets its turn
+ * on the connections it uses, in the order the operations were issued (the
+ * order peers issued the matching ones), as the host executor's tickets. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/dev_comm.h"
+#include "device/kernel.h"
+
+extern "C" {
+#include "util/check.h"
+#include "util/param.h"
+}
+
+static TUTTI_PARAM(min_nchannels, "NCCL_MIN_NCHANNELS", 1);
+/* Bytes per channel below which an operation uses fewer channels. */
+static TUTTI_PARAM(channel_bytes, "TUTTI_DEVICE_CHANNEL_BYTES", 256 * 1024);
+/* Blocks one operation may use (channels x lanes). */
+#define TD_OP_CTAS 64
+
+/* Channels: a function of the operation's arguments only, so that both ends
+ * of every connection cut the same steps the same way. */
+static int op_channels(const struct tutti_dev_comm* dc, const struct tutti_coll_args* a,
+                       int nlanes) {
+  size_t bytes = a->count * a->elem_size;
+  size_t per = (size_t)tutti_param_channel_bytes();
+  per = per < 4096 ? 4096 : per;
+  size_t c = (bytes + per - 1) / per;
+  int64_t lo = tutti_param_min_nchannels();
+  c = c < (size_t)lo ? (size_t)lo : c;
+  c = c > (size_t)dc->nch ? (size_t)dc->nch : c;
+  size_t cap = (size_t)(TD_OP_CTAS / (nlanes > 0 ? nlanes : 1));
+  c = c > cap ? cap : c;
+  return c < 1 ? 1 : (int)c;
+}
+
+struct td_counts {
+  int ops, lanes, steps, ctas, tickets;
+};
+
+/* The connections lane `l` of `s` uses (conn = dir * n + peer), each once. */
+static int lane_conns(const struct tutti_schedule* s, int l, int n, uint16_t* conns, int cap) {
+  int k = 0;
+  const struct tutti_lane* ln = &s->lanes[l];
+  for (int j = 0; j < ln->nsteps; j++) {
+    const struct tutti_step* st = &s->steps[ln->first_step + j];
+    int cs[2] = {st->send_peer >= 0 ? st->send_peer : -1,
+                 st->recv_peer >= 0 ? n + st->recv_peer : -1};
+    for (int d = 0; d < 2; d++) {
+      int dup = cs[d] < 0;
+      for (int i = 0; i < k && !dup; i++) {
+        dup = conns[i] == cs[d];
+      }
+      if (!dup && k < cap) {
+        conns[k++] = (uint16_t)cs[d];
+      } else if (!dup) {
+        return -1;
+      }
+    }
+  }
+  return k;
+}
+
+template <class W>
+static int fits(const struct td_counts& c) {
+  W* w = NULL;
+  return c.ops <= (int)(sizeof w->ops / sizeof w->ops[0]) &&
+         c.lanes <= (int)(sizeof w->lanes / sizeof w->lanes[0]) &&
+         c.steps <= (int)(sizeof w->steps / sizeof w->steps[0]) &&
+         c.ctas <= (int)(sizeof w->ctas / sizeof w->ctas[0]) &&
+         c.tickets <= (int)(sizeof w->tickets / sizeof w->tickets[0]);
+}
+
+template <class W>
+static void fill(W* w, struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops,
+                 const int* nch, uint16_t* turns) {
+  const int n = dc->nranks;
+  memset(turns, 0, (size_t)TD_MAX_CHANNELS * 2 * (size_t)n * sizeof *turns);
+  w->comm = dc->d_comm;
+  w->ncta = 0;
+  w->nlanes = 0;
+  w->slot_bytes = (uint32_t)dc->slot_bytes;
+  w->chunk_bytes = (uint32_t)(dc->slot_bytes * TD_SLOTS / 2);
+  int nsteps = 0, ntickets = 0;
+  for (int i = 0; i < nops; i++) {
+    const struct tutti_dev_op* o = &ops[i];
+    const struct tutti_schedule* s = o->sched;
+    struct td_op* wo = &w->ops[i];
+    for (int b = 0; b < 4; b++) {
+      wo->bufs[b] = b == TUTTI_BUF_SCRATCH ? dc->scratch : o->bufs[b];
+    }
+    wo->scalar_dev = o->scalar_dev;
+    wo->scalar_bits = o->redop.scalar.u64;
+    wo->divisor = o->redop.divisor ? o->redop.divisor : 1;
+    wo->type = (uint8_t)o->redop.type;
+    wo->kind = (uint8_t)o->redop.kind;
+    wo->elem_size = (uint8_t)o->args->elem_size;
+    wo->nch = (uint8_t)nch[i];
+    const int lane_base = (int)w->nlanes;
+    for (int l = 0; l < s->nlanes; l++) {
+      struct td_lane* wl = &w->lanes[lane_base + l];
+      wl->op = (uint16_t)i;
+      wl->first_step = (uint16_t)(nsteps + s->lanes[l].first_step);
+      wl->nsteps = (uint16_t)s->lanes[l].nsteps;
+      wl->done_idx = (uint16_t)(lane_base + l);
+    }
+    for (int j = 0; j < s->nsteps; j++) {
+      const struct tutti_step* st = &s->steps[j];
+      struct td_step* ws = &w->steps[nsteps + j];
+      memset(ws, 0, sizeof *ws);
+      ws->kind = st->kind;
+      ws->flags = st->flags;
+      ws->src_buf = st->src_buf;
+      ws->dst_buf = st->dst_buf;
+      ws->send_peer = (int16_t)st->send_peer;
+      ws->recv_peer = (int16_t)st->recv_peer;
+      ws->wait_lane = (int16_t)(st->wait_lane >= 0 ? lane_base + st->wait_lane : -1);
+      ws->src_off = st->src_off;
+      ws->dst_off = st->dst_off;
+      ws->bytes = st->bytes;
+    }
+    nsteps += s->nsteps;
+    w->nlanes += (uint32_t)s->nlanes;
+    for (int c = 0; c < nch[i]; c++) {
+      for (int l = 0; l < s->nlanes; l++) {
+        uint16_t conns[TD_CTA_TICKETS];
+        int k = lane_conns(s, l, n, conns, TD_CTA_TICKETS);
+        struct td_cta* cta = &w->ctas[w->ncta++];
+        cta->lane = (uint16_t)(lane_base + l);
+        cta->channel = (uint8_t)c;
+        cta->nticket = (uint8_t)k;
+        cta->first_ticket = (uint16_t)ntickets;
+        for (int t = 0; t < k; t++) {
+          w->tickets[ntickets].conn = conns[t];
+          w->tickets[ntickets].turn = turns[(size_t)c * 2 * (size_t)n + conns[t]]++;
+          ntickets++;
+        }
+      }
+    }
+  }
+}
+
+static ncclResult_t cuda_fail(cudaError_t e, const char* what) {
+  return tutti_error(ncclUnhandledCudaError, "%s failed: %s (%s)", what, cudaGetErrorString(e),
+                     cudaGetErrorName(e));
+}
+
+static ncclResult_t ensure_scratch(struct tutti_dev_comm* dc, size_t bytes, cudaStream_t stream) {
+  if (bytes <= dc->scratch_cap) {
+    return ncclSuccess;
+  }
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  cudaStreamIsCapturing(stream, &cs);
+  if (cs != cudaStreamCaptureStatusNone) {
+    return tutti_error(ncclInvalidUsage,
+                       "this collective needs %zu bytes of device scratch, which cannot be "
+                       "allocated while the stream is captured: run it once before capturing",
+                       bytes);
+  }
+  cudaFree(dc->scratch); /* waits for kernels still using it */
+  dc->scratch = NULL;
+  dc->scratch_cap = 0;
+  cudaError_t e = cudaMalloc(&dc->scratch, bytes);
+  if (e != cudaSuccess) {
+    return cuda_fail(e, "cudaMalloc of device scratch");
+  }
+  dc->scratch_cap = bytes;
+  return ncclSuccess;
+}
+
+static ncclResult_t join_streams(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops,
+                                 int nops, int after) {
+  cudaStream_t s0 = ops[0].stream;
+  for (int i = 1; i < nops; i++) {
+    cudaStream_t si = ops[i].stream;
+    int seen = si == s0;
+    for (int j = 1; j < i && !seen; j++) {
+      seen = ops[j].stream == si;
+    }
+    if (seen) {
+      continue;
+    }
+    cudaError_t e = cudaEventRecord(dc->ev, after ? s0 : si);
+    if (e == cudaSuccess) {
+      e = cudaStreamWaitEvent(after ? si : s0, dc->ev, 0);
+    }
+    if (e != cudaSuccess) {
+      return cuda_fail(e, "ordering the group's streams");
+    }
+  }
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops,
+                                         int nops) {
+  NCCLCHECK(tutti_dev_comm_error(dc));
+  struct td_counts c = {nops, 0, 0, 0, 0};
+  int nch_stack[32];
+  int* nch = nops <= 32 ? nch_stack : NULL;
+  size_t scratch = 0;
+  if (nch == NULL) {
+    return tutti_error(ncclInvalidUsage,
+                       "a group of %d device operations on one communicator: at most 32 run in "
+                       "one launch",
+                       nops);
+  }
+  for (int i = 0; i < nops; i++) {
+    const struct tutti_schedule* s = ops[i].sched;
+    nch[i] = op_channels(dc, ops[i].args, s->nlanes);
+    c.lanes += s->nlanes;
+    c.steps += s->nsteps;
+    c.ctas += nch[i] * s->nlanes;
+    for (int l = 0; l < s->nlanes; l++) {
+      uint16_t conns[TD_CTA_TICKETS];
+      int k = lane_conns(s, l, dc->nranks, conns, TD_CTA_TICKETS);
+      if (k < 0) {
+        return tutti_error(ncclInvalidUsage, "a lane of %s uses more than %d connections",
+                           tutti_coll_name(ops[i].args->coll), TD_CTA_TICKETS);
+      }
+      c.tickets += k * nch[i];
+    }
+    scratch = s->scratch_bytes > scratch ? s->scratch_bytes : scratch;
+  }
+  const int large = !fits<td_work_small>(c);
+  if ((large && !fits<td_work_large>(c)) || c.ctas > dc->max_ctas) {
+    return tutti_error(ncclInvalidUsage,
+                       "a group of %d device operations needs %d lanes, %d steps and %d blocks: "
+                       "more than one launch holds (split the group)",
+                       nops, c.lanes, c.steps, c.ctas);
+  }
+  struct td_launch_bufs* bufs = (struct td_launch_bufs*)dc->launch_bufs;
+  uint16_t* turns = dc->turns;
+  struct td_dev_guard g;
+  td_dev_enter(&g, dc->dev);
+  ncclResult_t res = ensure_scratch(dc, scratch, ops[0].stream);
+  if (res == ncclSuccess) {
+    res = join_streams(dc, ops, nops, 0);
+  }
+  if (res == ncclSuccess) {
+    const void* work;
+    if (large) {
+      fill(&bufs->large, dc, ops, nops, nch, turns);
+      work = &bufs->large;
+    } else {
+      fill(&bufs->small, dc, ops, nops, nch, turns);
+      work = &bufs->small;
+    }
+    int e = td_kernel_launch(work, large, dc->nthreads, ops[0].stream);
+    res = e == 0 ? ncclSuccess : cuda_fail((cudaError_t)e, "launching the collective kernel");
+  }
+  if (res == ncclSuccess) {
+    res = join_streams(dc, ops, nops, 1);
+  }
+  dc->launches++;
+  td_dev_leave(&g);
+  return res;
+}

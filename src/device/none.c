@@ -1,0 +1,39 @@
+/* The device executor of a build without nvcc: device buffers are refused
+ * with a sentence that says why; everything else of the library works. */
+#include <stdio.h>
+
+#include "device/device.h"
+
+int tutti_dev_compiled(void) {
+  return 0;
+}
+
+ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s, struct tutti_dev_comm** out,
+                                   char* why, size_t why_len) {
+  (void)s;
+  *out = NULL;
+  snprintf(why, why_len,
+           "this build of tutti has no device executor (nvcc was not found when it was built)");
+  return ncclSuccess;
+}
+
+void tutti_dev_comm_abort(struct tutti_dev_comm* dc) {
+  (void)dc;
+}
+
+void tutti_dev_comm_destroy(struct tutti_dev_comm* dc) {
+  (void)dc;
+}
+
+ncclResult_t tutti_dev_comm_error(struct tutti_dev_comm* dc) {
+  (void)dc;
+  return ncclSuccess;
+}
+
+ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops,
+                              int nops) {
+  (void)dc;
+  (void)ops;
+  (void)nops;
+  return ncclInternalError;
+}

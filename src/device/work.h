@@ -1,0 +1,118 @@
+/* What the host hands the device executor's kernel: the schedules of one
+ * launch, flattened into the kernel's parameters (so a captured graph keeps
+ * them), and the layout of the memory every rank exposes to its peers.
+ *
+ * A launch runs every lane of every operation on every channel as one block
+ * (CTA). Channels cut each step's bytes into equal, 16-byte aligned parts;
+ * a lane moves its parts in rounds of half a connection's queue, as the
+ * host's ring builders do, so no cycle of ranks can fill its queues. */
+#ifndef TUTTI_DEVICE_WORK_H
+#define TUTTI_DEVICE_WORK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TD_SLOTS 8         /* slots per connection queue */
+#define TD_LINE 128        /* bytes between counters, so peers never share a line */
+#define TD_MAX_CHANNELS 32 /* channels any operation may use */
+
+/* One step, as algo/algo.h's struct tutti_step, packed. */
+struct td_step {
+  uint8_t kind;
+  uint8_t flags;
+  uint8_t src_buf;
+  uint8_t dst_buf;
+  int16_t send_peer;
+  int16_t recv_peer;
+  int16_t wait_lane; /* index into the launch's lanes, -1 none */
+  uint16_t pad;
+  uint32_t pad2;
+  uint64_t src_off;
+  uint64_t dst_off;
+  uint64_t bytes;
+};
+
+/* One operation of the launch. */
+struct td_op {
+  void* bufs[4];            /* enum tutti_buf: none, send, recv, scratch */
+  const void* scalar_dev;   /* PreMulSum scalar read on the device, or NULL */
+  uint64_t scalar_bits;     /* PreMulSum scalar (host immediate), low bytes */
+  uint64_t divisor;         /* SumPostDiv divisor */
+  uint8_t type;             /* ncclDataType_t */
+  uint8_t kind;             /* enum tutti_red_kind */
+  uint8_t elem_size;
+  uint8_t nch;              /* channels this operation runs on */
+};
+
+struct td_lane {
+  uint16_t op;
+  uint16_t first_step;
+  uint16_t nsteps;
+  uint16_t done_idx; /* counter of finished channels (for WAIT_LANE) */
+};
+
+/* One block: a lane on a channel, with its places in the connection queues. */
+struct td_cta {
+  uint16_t lane;
+  uint8_t channel;
+  uint8_t nticket;
+  uint16_t first_ticket;
+  uint16_t pad;
+};
+
+/* A lane takes its turn on a connection: conn = dir * nranks + peer (dir 0
+ * send, 1 receive); turn = how many blocks of this launch use it before. */
+struct td_ticket {
+  uint16_t conn;
+  uint16_t turn;
+};
+
+/* The launch, passed by value. Two sizes: a small one for the common case
+ * (fast to launch) and a large one for big groups and many ranks. */
+template <int STEPS, int OPS, int LANES, int CTAS, int TICKETS>
+struct td_work {
+  struct td_devcomm* comm;
+  uint32_t ncta;
+  uint32_t nlanes;
+  uint32_t chunk_bytes; /* round size per channel: half a queue */
+  uint32_t slot_bytes;
+  struct td_op ops[OPS];
+  struct td_lane lanes[LANES];
+  struct td_cta ctas[CTAS];
+  struct td_ticket tickets[TICKETS];
+  struct td_step steps[STEPS];
+};
+
+typedef td_work<48, 4, 24, 64, 128> td_work_small;
+typedef td_work<320, 32, 160, 128, 896> td_work_large;
+
+/* Each rank's exposed region, one device allocation mapped into every peer:
+ *   ctrl:  tail[ch][src]   slots `src` has posted into my queue (written by src)
+ *          head[ch][dst]   slots `dst` has freed of my sends to it (written by dst)
+ *   priv:  sent[ch][dst], recvd[ch][src], served[ch][conn] turns, done counters,
+ *          the count of finished blocks; mine only
+ *   queues: queue[ch][src], TD_SLOTS slots each */
+struct td_layout {
+  uint64_t tail_off, head_off, sent_off, recvd_off, served_off, done_off, finished_off;
+  uint64_t queue_off, queue_bytes, total;
+};
+
+/* Lives in device memory; the kernel reads it through work.comm. */
+struct td_devcomm {
+  int rank;
+  int nranks;
+  int nch;
+  int pad;
+  uint64_t timeout_ns; /* a wait longer than this stops the kernel (TUTTI_TIMEOUT) */
+  struct td_layout lay;
+  volatile int* abort_flag; /* host memory mapped to the device: set by ncclCommAbort */
+  int* error;               /* same memory: the kernel's report, 0 none */
+  char* base[1];            /* [nranks]: every rank's region as this rank sees it */
+};
+
+/* Byte offset of counter [ch][idx] of an array at `off` with `width` entries per channel. */
+__host__ __device__ static inline uint64_t td_ctr(uint64_t off, int ch, int idx, int width) {
+  return off + ((uint64_t)ch * (uint64_t)width + (uint64_t)idx) * TD_LINE;
+}
+
+#endif

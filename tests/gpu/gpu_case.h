@@ -1,0 +1,58 @@
+/* One collective call on device buffers, split into the three things a
+ * test does with it on each rank: prepare (fill the input on the host and
+ * copy it to the GPU), issue (the NCCL call on a stream), verify (copy the
+ * output back and compare it bit for bit with checker.h's reference).
+ * Splitting them lets one thread drive several ranks (ncclCommInitAll). */
+#ifndef TUTTI_TEST_GPU_CASE_H
+#define TUTTI_TEST_GPU_CASE_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+
+#include "nccl.h"
+
+enum {
+  G_ALLREDUCE,
+  G_REDUCE,
+  G_REDUCESCATTER,
+  G_BROADCAST,
+  G_ALLGATHER,
+  G_ALLTOALL,
+  G_GATHER,
+  G_SCATTER,
+  G_NCOLL
+};
+
+struct gcase {
+  int coll;
+  ncclDataType_t type;
+  int op; /* ncclSum..ncclAvg, or ncclNumOps for PreMulSum (scalar 2) */
+  size_t count;
+  int inplace;
+  int root;
+  int scalar_on_device; /* PreMulSum: the scalar resides in device memory */
+};
+
+/* Per rank: the device buffers (sized for the largest case) and the host copies. */
+struct grank {
+  ncclComm_t comm;
+  cudaStream_t stream;
+  int rank, nranks, dev;
+  char *dsend, *drecv, *dscalar; /* device */
+  char *hbuf, *ref;              /* host */
+  size_t cap;                    /* bytes of each buffer */
+  ncclRedOp_t rop;
+  char* send; /* this case's pointers into dsend / drecv */
+  char* recv;
+};
+
+int grank_alloc(struct grank* g, size_t cap);
+void grank_free(struct grank* g);
+const char* gcase_name(const struct gcase* c, const struct grank* g, char* buf, size_t len);
+int gcase_reduces(int coll);
+/* Returns 0 on failure, with the reason printed. */
+int gcase_prepare(const struct gcase* c, struct grank* g);
+ncclResult_t gcase_issue(const struct gcase* c, struct grank* g);
+int gcase_verify(const struct gcase* c, struct grank* g);
+
+#endif

@@ -1,0 +1,404 @@
+/* The GPU suite: every collective x datatype x reduction x in-place /
+ * out-of-place x count on device buffers, checked bit for bit, in each mode:
+ *   procs       N processes, rank r on GPU r % #GPUs (IPC between processes)
+ *   shared      N processes on GPU 0 (ranks sharing one GPU)
+ *   single      one process driving every GPU (ncclCommInitAll)
+ *   graph       each collective captured in a CUDA graph, replayed three times
+ *   concurrent  two communicators per rank, used at once on two streams
+ *   p2p         grouped ncclSend / ncclRecv (an all-to-all of N sends and receives)
+ *   big         counts beyond a queue per channel (hundreds of MB)
+ * Usage: test_gpu MODE|all [nranks]. Without a CUDA device it prints
+ * "SKIPPED: ..." and exits 77. Ends with "N passed, N failed". */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gpu_case.h"
+#include "reduce/reduce.h"
+
+static long passed, failed;
+static const size_t counts[] = {0, 1, 7, 1031, 20011, 300007};
+
+#define FAILF(...)                \
+  do {                            \
+    failed++;                     \
+    fprintf(stderr, __VA_ARGS__); \
+    fputc('\n', stderr);          \
+  } while (0)
+
+static int cuda_ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    FAILF("%s: %s", what, cudaGetErrorString(e));
+  }
+  return e == cudaSuccess;
+}
+
+/* One case on `nl` ranks driven by this thread (a group when more than one). */
+static void run_case(const struct gcase* c, struct grank* gs, int nl, int graph) {
+  char name[200];
+  for (int i = 0; i < nl; i++) {
+    if (!gcase_prepare(c, &gs[i])) {
+      FAILF("%s: prepare failed", gcase_name(c, &gs[i], name, sizeof name));
+      return;
+    }
+  }
+  cudaGraph_t g[8];
+  cudaGraphExec_t ge[8];
+  if (graph) {
+    for (int i = 0; i < nl; i++) {
+      if (!cuda_ok(cudaStreamBeginCapture(gs[i].stream, cudaStreamCaptureModeThreadLocal),
+                   "cudaStreamBeginCapture")) {
+        return;
+      }
+    }
+  }
+  ncclResult_t res = ncclSuccess;
+  if (nl > 1) {
+    ncclGroupStart();
+  }
+  for (int i = 0; i < nl && res == ncclSuccess; i++) {
+    res = gcase_issue(c, &gs[i]);
+  }
+  if (nl > 1) {
+    ncclResult_t gr = ncclGroupEnd();
+    res = res != ncclSuccess ? res : gr;
+  }
+  if (res != ncclSuccess) {
+    FAILF("%s: returned %d: %s", gcase_name(c, &gs[0], name, sizeof name), (int)res,
+          ncclGetLastError(gs[0].comm));
+  }
+  if (graph) {
+    for (int i = 0; i < nl; i++) {
+      if (!cuda_ok(cudaStreamEndCapture(gs[i].stream, &g[i]), "cudaStreamEndCapture") ||
+          !cuda_ok(cudaGraphInstantiate(&ge[i], g[i], 0), "cudaGraphInstantiate")) {
+        return;
+      }
+    }
+    if (res != ncclSuccess) {
+      return;
+    }
+    /* Replays: fresh poison and input each time, so each replay must do the work. */
+    for (int rep = 0; rep < 3; rep++) {
+      for (int i = 0; i < nl; i++) {
+        if (rep > 0 && !gcase_prepare(c, &gs[i])) {
+          return;
+        }
+        cuda_ok(cudaGraphLaunch(ge[i], gs[i].stream), "cudaGraphLaunch");
+      }
+      int ok = 1;
+      for (int i = 0; i < nl; i++) {
+        struct gcase keep = *c;
+        keep.op = c->op; /* PreMulSum ops are not used in graph mode */
+        ok &= gcase_verify(&keep, &gs[i]);
+      }
+      if (ok) {
+        passed++;
+      } else {
+        failed++;
+      }
+    }
+    for (int i = 0; i < nl; i++) {
+      cudaGraphExecDestroy(ge[i]);
+      cudaGraphDestroy(g[i]);
+    }
+    return;
+  }
+  if (res != ncclSuccess) {
+    return;
+  }
+  int ok = 1;
+  for (int i = 0; i < nl; i++) {
+    ok &= gcase_verify(c, &gs[i]);
+  }
+  if (ok) {
+    passed++;
+  } else {
+    failed++;
+  }
+}
+
+static int graph_type(int t) {
+  return t == ncclFloat32 || t == ncclBfloat16 || t == ncclInt32 || t == ncclFloat8e4m3;
+}
+
+static void run_matrix(struct grank* gs, int nl, int n, int graph) {
+  int k = 0;
+  for (int coll = 0; coll < G_NCOLL; coll++) {
+    for (int t = 0; t < ncclNumTypes; t++) {
+      if (graph && !graph_type(t)) {
+        continue;
+      }
+      int nops = gcase_reduces(coll) ? (graph ? ncclAvg + 1 : ncclNumOps + 1) : 1;
+      for (int op = 0; op < nops; op++) {
+        if (graph && op != ncclSum && op != ncclAvg) {
+          continue;
+        }
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+          for (int ip = 0; ip < 2; ip++) {
+            if (failed > 0) {
+              return; /* after a failure the communicator may be unusable */
+            }
+            struct gcase c = {coll, (ncclDataType_t)t, op, counts[ci], ip, (k++) % n, k & 1};
+            run_case(&c, gs, nl, graph);
+          }
+        }
+      }
+    }
+  }
+}
+
+static void run_big(struct grank* gs, int nl, int n) {
+  const size_t cnt[] = {64u << 20, (48u << 20) + 3};
+  const ncclDataType_t types[] = {ncclFloat32, ncclBfloat16, ncclInt8};
+  for (size_t i = 0; i < 2; i++) {
+    for (size_t t = 0; t < 3; t++) {
+      for (int coll = 0; coll < G_NCOLL && failed == 0; coll++) {
+        if (coll == G_ALLTOALL || coll == G_GATHER || coll == G_SCATTER ||
+            coll == G_REDUCESCATTER || coll == G_ALLGATHER) {
+          struct gcase c = {coll, types[t], ncclSum, cnt[i] / (size_t)n, (int)i, 0, 0};
+          run_case(&c, gs, nl, 0);
+        } else {
+          struct gcase c = {coll, types[t], ncclSum, cnt[i], (int)i, n - 1, 0};
+          run_case(&c, gs, nl, 0);
+        }
+      }
+    }
+  }
+}
+
+/* N sends and N receives (self included) in one group, on device buffers. */
+static void run_p2p(struct grank* g) {
+  const int n = g->nranks, r = g->rank;
+  const size_t count = 1000003;
+  int32_t* h = calloc((size_t)n * count, 4);
+  if (h == NULL) {
+    FAILF("out of host memory");
+    return;
+  }
+  for (size_t i = 0; i < (size_t)n * count; i++) {
+    h[i] = (int32_t)(r * 1000000 + (int)i);
+  }
+  cudaMemcpy(g->dsend, h, (size_t)n * count * 4, cudaMemcpyHostToDevice);
+  cudaMemset(g->drecv, 0x5a, (size_t)n * count * 4);
+  ncclGroupStart();
+  for (int p = 0; p < n; p++) {
+    ncclSend(g->dsend + (size_t)p * count * 4, count, ncclInt32, p, g->comm, g->stream);
+    ncclRecv(g->drecv + (size_t)p * count * 4, count, ncclInt32, p, g->comm, g->stream);
+  }
+  ncclResult_t res = ncclGroupEnd();
+  cudaStreamSynchronize(g->stream);
+  cudaMemcpy(h, g->drecv, (size_t)n * count * 4, cudaMemcpyDeviceToHost);
+  int ok = res == ncclSuccess;
+  for (int p = 0; p < n && ok; p++) {
+    for (size_t i = 0; i < count && ok; i++) {
+      ok = h[(size_t)p * count + i] == (int32_t)(p * 1000000 + (int)((size_t)r * count + i));
+    }
+  }
+  if (ok) {
+    passed++;
+  } else {
+    FAILF("rank %d/%d: send/recv group on device buffers: %d %s", r, n, (int)res,
+          ncclGetLastError(g->comm));
+  }
+  free(h);
+}
+
+static int rank_setup(struct grank* g, ncclComm_t comm, int r, int n, int dev, size_t cap) {
+  memset(g, 0, sizeof *g);
+  g->comm = comm;
+  g->rank = r;
+  g->nranks = n;
+  g->dev = dev;
+  return cuda_ok(cudaStreamCreate(&g->stream), "cudaStreamCreate") && grank_alloc(g, cap);
+}
+
+static size_t cap_for(const char* mode, int n) {
+  return strcmp(mode, "big") == 0 ? ((size_t)64 << 20) * 4 + 64 : (size_t)n * 1000003 * 4 + 64;
+}
+
+/* One rank of a multi-process mode. */
+static void proc_rank(const char* mode, int n, int r, int dev, const ncclUniqueId* ids) {
+  if (!cuda_ok(cudaSetDevice(dev), "cudaSetDevice")) {
+    return;
+  }
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, n, ids[0], r) != ncclSuccess) {
+    FAILF("rank %d/%d: init: %s", r, n, ncclGetLastError(NULL));
+    return;
+  }
+  struct grank g;
+  if (!rank_setup(&g, comm, r, n, dev, cap_for(mode, n))) {
+    FAILF("rank %d: allocating buffers failed", r);
+    return;
+  }
+  if (strcmp(mode, "concurrent") == 0) {
+    ncclComm_t comm2;
+    struct grank g2;
+    if (ncclCommInitRank(&comm2, n, ids[1], r) != ncclSuccess ||
+        !rank_setup(&g2, comm2, r, n, dev, cap_for(mode, n))) {
+      FAILF("rank %d/%d: second communicator: %s", r, n, ncclGetLastError(NULL));
+      return;
+    }
+    for (int it = 0; it < 20 && failed == 0; it++) {
+      struct gcase a = {G_ALLREDUCE, ncclFloat32, ncclSum, 250007 + (size_t)it, it & 1, 0, 0};
+      struct gcase b = {G_ALLGATHER, ncclBfloat16, ncclSum, 100003 + (size_t)it, it & 1, 0, 0};
+      if (!gcase_prepare(&a, &g) || !gcase_prepare(&b, &g2) || gcase_issue(&a, &g) != ncclSuccess ||
+          gcase_issue(&b, &g2) != ncclSuccess) {
+        FAILF("rank %d: concurrent issue failed: %s", r, ncclGetLastError(comm));
+        break;
+      }
+      int ok = gcase_verify(&a, &g) & gcase_verify(&b, &g2);
+      ok ? passed++ : failed++;
+    }
+    grank_free(&g2);
+    ncclCommDestroy(comm2);
+  } else if (strcmp(mode, "p2p") == 0) {
+    run_p2p(&g);
+  } else if (strcmp(mode, "big") == 0) {
+    run_big(&g, 1, n);
+  } else {
+    run_matrix(&g, 1, n, strcmp(mode, "graph") == 0);
+    if (failed == 0) {
+      run_p2p(&g);
+    }
+  }
+  grank_free(&g);
+  ncclCommDestroy(comm);
+}
+
+static int run_procs(const char* mode, int n, int ngpu) {
+  ncclUniqueId ids[2];
+  if (ncclGetUniqueId(&ids[0]) != ncclSuccess || ncclGetUniqueId(&ids[1]) != ncclSuccess) {
+    fprintf(stderr, "ncclGetUniqueId: %s\n", ncclGetLastError(NULL));
+    return 0;
+  }
+  int fds[2];
+  if (pipe(fds) != 0) {
+    return 0;
+  }
+  fflush(NULL);
+  for (int r = 0; r < n; r++) {
+    if (fork() == 0) {
+      close(fds[0]);
+      int dev = strcmp(mode, "shared") == 0 ? 0 : r % ngpu;
+      proc_rank(mode, n, r, dev, ids);
+      char line[64];
+      int len = snprintf(line, sizeof line, "%ld %ld\n", passed, failed);
+      if (write(fds[1], line, (size_t)len) != len) {
+        _exit(2);
+      }
+      _exit(failed ? 1 : 0);
+    }
+  }
+  close(fds[1]);
+  long p = 0, f = 0, cp, cf;
+  int reported = 0;
+  FILE* in = fdopen(fds[0], "r");
+  while (fscanf(in, "%ld %ld", &cp, &cf) == 2) {
+    p += cp;
+    f += cf;
+    reported++;
+  }
+  fclose(in);
+  for (int r = 0; r < n; r++) {
+    int st;
+    wait(&st);
+  }
+  f += n - reported;
+  passed += p;
+  failed += f;
+  return 1;
+}
+
+/* One process, one thread, every GPU a rank (ncclCommInitAll). */
+static void run_single(int ngpu) {
+  ncclComm_t comms[8];
+  struct grank gs[8];
+  int n = ngpu > 8 ? 8 : ngpu;
+  if (ncclCommInitAll(comms, n, NULL) != ncclSuccess) {
+    FAILF("ncclCommInitAll(%d): %s", n, ncclGetLastError(NULL));
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    cudaSetDevice(i);
+    if (!rank_setup(&gs[i], comms[i], i, n, i, cap_for("single", n))) {
+      FAILF("GPU %d: allocating buffers failed", i);
+      return;
+    }
+  }
+  run_matrix(gs, n, n, 0);
+  for (int i = 0; i < n; i++) {
+    cudaSetDevice(i);
+    grank_free(&gs[i]);
+    ncclCommDestroy(comms[i]);
+  }
+}
+
+static int gpu_count(void) {
+  /* In a child: CUDA must not be initialized in a process that forks ranks. */
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int c = 0;
+    if (cudaGetDeviceCount(&c) != cudaSuccess) {
+      c = 0;
+    }
+    _exit(c > 100 ? 100 : c);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+}
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "all";
+  int ngpu = gpu_count();
+  if (ngpu == 0) {
+    printf("SKIPPED: no CUDA device here (the GPU suite needs one; host collectives are tested "
+           "by the other tests)\n");
+    return 77;
+  }
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+  int n = argc > 2 ? atoi(argv[2]) : (ngpu >= 2 ? ngpu : 2);
+  const char* all[] = {"procs", "shared", "single", "graph", "concurrent", "p2p", "big"};
+  for (size_t m = 0; m < sizeof all / sizeof all[0]; m++) {
+    if (strcmp(mode, "all") != 0 && strcmp(mode, all[m]) != 0) {
+      continue;
+    }
+    long p0 = passed, f0 = failed;
+    if (strcmp(all[m], "single") == 0) {
+      int fds[2];
+      if (pipe(fds) != 0) {
+        return 1;
+      }
+      fflush(NULL);
+      pid_t pid = fork(); /* keeps this process free of CUDA for the modes that fork */
+      if (pid == 0) {
+        run_single(ngpu);
+        char line[64];
+        int len = snprintf(line, sizeof line, "%ld %ld\n", passed - p0, failed - f0);
+        _exit(write(fds[1], line, (size_t)len) == len && failed == 0 ? 0 : 1);
+      }
+      close(fds[1]);
+      long cp = 0, cf = 1;
+      FILE* in = fdopen(fds[0], "r");
+      if (fscanf(in, "%ld %ld", &cp, &cf) != 2) {
+        cf = 1; /* the process died before reporting */
+      }
+      fclose(in);
+      waitpid(pid, NULL, 0);
+      passed += cp;
+      failed += cf;
+    } else {
+      run_procs(all[m], n, ngpu);
+    }
+    printf("mode %-10s nranks %d on %d GPU(s): %ld passed, %ld failed\n", all[m],
+           strcmp(all[m], "single") == 0 ? ngpu : n, ngpu, passed - p0, failed - f0);
+    fflush(stdout);
+  }
+  printf("%ld passed, %ld failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}

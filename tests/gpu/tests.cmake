@@ -1,0 +1,12 @@
+# The GPU suite (tests/gpu/README in test_gpu.c's header): built where the
+# device executor is; on a host without a GPU it reports itself skipped.
+if(TUTTI_HAVE_CUDA)
+  add_executable(test_gpu ${CMAKE_CURRENT_LIST_DIR}/test_gpu.c ${CMAKE_CURRENT_LIST_DIR}/gpu_case.c
+    ${CMAKE_SOURCE_DIR}/tests/coll/checker.c)
+  target_include_directories(test_gpu PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/coll
+    ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_libraries(test_gpu PRIVATE tutti_static CUDA::cudart_static)
+  add_test(NAME gpu.suite COMMAND test_gpu all)
+  set_tests_properties(gpu.suite PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
+    ENVIRONMENT "TUTTI_TIMEOUT=60;NCCL_NVLS_ENABLE=0")
+endif()
