@@ -17,7 +17,7 @@ extern "C" {
 #include "util/param.h"
 }
 
-static TUTTI_PARAM(max_nchannels, "NCCL_MAX_NCHANNELS", 16);
+static TUTTI_PARAM(max_nchannels, "NCCL_MAX_NCHANNELS", 32);
 static TUTTI_PARAM(nthreads, "NCCL_NTHREADS", 512);
 static TUTTI_PARAM(dev_buffsize, "NCCL_BUFFSIZE", 1 << 20);
 static TUTTI_PARAM(p2p_disable, "NCCL_P2P_DISABLE", 0);
@@ -149,7 +149,8 @@ static ncclResult_t setup(struct tutti_dev_comm* dc, const struct tutti_dev_setu
   dc->nthreads = nt < 64 ? 64 : nt > TD_MAX_THREADS ? TD_MAX_THREADS : (int)(nt / 32 * 32);
   int64_t ch = tutti_param_max_nchannels();
   dc->nch = ch < 1 ? 1 : ch > TD_MAX_CHANNELS ? TD_MAX_CHANNELS : (int)ch;
-  int64_t qb = tutti_param_dev_buffsize();
+  /* NCCL_BUFFSIZE when set; else 4 MB per queue, as NCCL's simple protocol. */
+  int64_t qb = tutti_getenv("NCCL_BUFFSIZE") != NULL ? tutti_param_dev_buffsize() : 4 << 20;
   qb = qb < 64 * 1024 ? 64 * 1024 : qb;
   dc->slot_bytes = (size_t)qb / TD_SLOTS / 16 * 16;
   layout(&dc->lay, dc->nch, n, dc->slot_bytes * TD_SLOTS);

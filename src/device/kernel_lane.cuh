@@ -217,12 +217,12 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
             break;
         }
         td_pass_typed(&op, scalar, eop, &p);
-        if (sk >= 0) {
-          __threadfence_system(); /* the slot's bytes reach the peer before its tail moves */
-        }
         __syncthreads();
         if (tid == 0) {
           if (sk >= 0) {
+            /* The barrier ordered every thread's stores before this fence, whose
+             * cumulativity carries them to the peer before the tail moves. */
+            __threadfence_system();
             int k = td_take_turn(b, sk, s_held, s_pos);
             td_st_release((uint64_t*)(dc->base[sk] + td_ctr(L.tail_off, b.ch, b.me, b.n)),
                           ++s_pos[k]);

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Tuning sweep on a GPU host: allreduce busbw of tutti under several settings
+# (queue size, channels, threads, bytes per channel) beside NCCL, one
+# process driving every GPU. Prints one table: size, then busbw per setting.
+# Usage: bench/sweep_gpu.sh [MIN] [MAX]   (build-gpu/ must exist: bench/run_gpu.sh builds it)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0
+perf=build-gpu/tools/tutti-perf/tutti-perf
+ngpu=$(nvidia-smi -L | wc -l)
+nccl=${NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))')}
+out=${OUT_DIR:-/tmp/sweep}
+mkdir -p "$out"
+flags="-g $ngpu -b ${1:-1M} -e ${2:-512M} -f 4 -n 10 -w 3 -c 0"
+settings=${SETTINGS:-"default NCCL_BUFFSIZE=1048576 NCCL_MAX_NCHANNELS=16 NCCL_NTHREADS=256 TUTTI_DEVICE_CHANNEL_BYTES=1048576"}
+for s in $settings; do
+  if [ "$s" = default ]; then
+    "$perf" allreduce $flags --json "$out/$s.json" >/dev/null
+  else
+    env "$s" "$perf" allreduce $flags --json "$out/$s.json" >/dev/null
+  fi
+done
+"$perf" allreduce $flags --lib "$nccl" --json "$out/nccl.json" >/dev/null
+python3 - "$out" $settings nccl <<'PY'
+import json, sys, os
+out, names = sys.argv[1], sys.argv[2:]
+rows = {}
+for n in names:
+    d = json.load(open(os.path.join(out, n + ".json")))
+    for r in d["records"]:
+        rows.setdefault(r["bytes"], {})[n] = r["out_of_place"]["busbw"]
+print("| bytes | " + " | ".join(names) + " |")
+for b in sorted(rows):
+    print(f"| {b} | " + " | ".join(f"{rows[b].get(n, 0):.1f}" for n in names) + " |")
+PY
