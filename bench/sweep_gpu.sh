@@ -13,11 +13,12 @@ out=${OUT_DIR:-/tmp/sweep}
 mkdir -p "$out"
 flags="-g $ngpu -b ${1:-1M} -e ${2:-512M} -f 4 -n 10 -w 3 -c 0"
 settings=${SETTINGS:-"default NCCL_BUFFSIZE=1048576 NCCL_MAX_NCHANNELS=16 NCCL_NTHREADS=256 TUTTI_DEVICE_CHANNEL_BYTES=1048576"}
+name() { echo "$1" | tr '=' '_'; }
 for s in $settings; do
   if [ "$s" = default ]; then
     "$perf" allreduce $flags --json "$out/$s.json" >/dev/null
   else
-    env "$s" "$perf" allreduce $flags --json "$out/$s.json" >/dev/null
+    env "$s" "$perf" allreduce $flags --json "$out/$(name "$s").json" >/dev/null
   fi
 done
 "$perf" allreduce $flags --lib "$nccl" --json "$out/nccl.json" >/dev/null
@@ -26,10 +27,11 @@ import json, sys, os
 out, names = sys.argv[1], sys.argv[2:]
 rows = {}
 for n in names:
-    d = json.load(open(os.path.join(out, n + ".json")))
+    d = json.load(open(os.path.join(out, n.replace("=", "_") + ".json")))
     for r in d["records"]:
-        rows.setdefault(r["bytes"], {})[n] = r["out_of_place"]["busbw"]
+        rows.setdefault(r["bytes"], {})[n] = (r["out_of_place"]["busbw_gbs"], r["out_of_place"]["time_us"])
+print("busbw GB/s (time us)")
 print("| bytes | " + " | ".join(names) + " |")
 for b in sorted(rows):
-    print(f"| {b} | " + " | ".join(f"{rows[b].get(n, 0):.1f}" for n in names) + " |")
+    print(f"| {b} | " + " | ".join("%.1f (%.1f)" % rows[b].get(n, (0, 0)) for n in names) + " |")
 PY

@@ -61,7 +61,9 @@ static void layout(struct td_layout* l, int nch, int n, size_t queue_bytes) {
   o = (o + 4095) & ~(uint64_t)4095;
   l->queue_off = o;
   l->queue_bytes = queue_bytes;
-  l->total = o + lines * queue_bytes;
+  o += lines * queue_bytes;
+  l->ll_off = o;
+  l->total = o + lines * (uint64_t)TD_SLOTS * TD_LL_LINES * 16;
 }
 
 struct td_export {

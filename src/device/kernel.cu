@@ -41,32 +41,43 @@ struct td_pass {
   size_t len;
 };
 
-template <class R, int EOP>
-__device__ __forceinline__ uint4 td_vop(const R& r, uint4 x, uint4 y) {
+template <class R>
+__device__ __forceinline__ uint4 td_vop(const R& r, int e, uint4 x, uint4 y) {
   typedef typename R::T T;
   T* px = reinterpret_cast<T*>(&x);
   const T* py = reinterpret_cast<const T*>(&y);
 #pragma unroll
   for (int i = 0; i < (int)(16 / sizeof(T)); i++) {
-    px[i] = r.apply(EOP, px[i], EOP == TD_SCALE || EOP == TD_DIV ? px[i] : py[i]);
+    px[i] = r.apply(e, px[i], e == TD_SCALE || e == TD_DIV ? px[i] : py[i]);
   }
   return x;
 }
 
-/* Vectors unrolled per thread: several loads in flight for the wide types;
- * one for the 8-bit floats, whose conversions are long enough to hide latency. */
+/* Vectors in flight per thread: many for plain types, whose loops are
+ * latency-bound; fewer for the narrow floats, whose conversions are long
+ * enough to hide latency (and would multiply the code). */
 template <class R>
 struct td_unroll {
-  static const int value = sizeof(typename R::T) >= 2 ? 4 : 2;
+  static const int value = 4;
+};
+template <class N>
+struct td_unroll<td_narrow<N> > {
+  static const int value = sizeof(typename N::T) == 2 ? 4 : 2;
 };
 
+/* EOP is the operation when known at compile time (the hot ones: copy and
+ * sum), or TD_ANY to take `eop` at run time (one loop for the rare ones). */
+#define TD_ANY (-1)
+
 template <class R, int EOP>
-__device__ __noinline__ void td_run_pass(const td_op* op, uint64_t scalar, const td_pass* pp) {
+__device__ __noinline__ void td_run_pass(const td_op* op, uint64_t scalar, int eop,
+                                         const td_pass* pp) {
   typedef typename R::T T;
-  const int U = td_unroll<R>::value;
+  const int U = EOP == TD_ANY ? 1 : EOP == TD_COPY ? 8 : td_unroll<R>::value;
   const R r = R::make(scalar, op->divisor);
   const td_pass p = *pp;
-  const int binary = EOP != TD_SCALE && EOP != TD_DIV && EOP != TD_COPY;
+  const int e = EOP != TD_ANY ? EOP : eop;
+  const int binary = e != TD_SCALE && e != TD_DIV && e != TD_COPY;
   const uintptr_t mis = (uintptr_t)p.a | (uintptr_t)p.w1 | (binary ? (uintptr_t)p.b : 0) |
                         (p.w2 ? (uintptr_t)p.w2 : 0);
   size_t nvec = (mis & 15) == 0 ? p.len / 16 : 0;
@@ -91,7 +102,7 @@ __device__ __noinline__ void td_run_pass(const td_op* op, uint64_t scalar, const
     for (int u = 0; u < U; u++) {
       size_t k = i + (size_t)u * stride;
       if (k < nvec) {
-        uint4 v = EOP == TD_COPY ? x[u] : td_vop<R, EOP>(r, x[u], binary ? y[u] : x[u]);
+        uint4 v = e == TD_COPY ? x[u] : td_vop<R>(r, e, x[u], binary ? y[u] : x[u]);
         w14[k] = v;
         if (p.w2 != NULL) {
           w24[k] = v;
@@ -107,7 +118,7 @@ __device__ __noinline__ void td_run_pass(const td_op* op, uint64_t scalar, const
   T* w2 = reinterpret_cast<T*>(p.w2);
   for (size_t i = nvec * 16 / sizeof(T) + threadIdx.x; i < n; i += stride) {
     T x = a[i];
-    T v = EOP == TD_COPY ? x : r.apply(EOP, x, binary ? b[i] : x);
+    T v = e == TD_COPY ? x : r.apply(e, x, binary ? b[i] : x);
     w1[i] = v;
     if (w2 != NULL) {
       w2[i] = v;
@@ -118,26 +129,10 @@ __device__ __noinline__ void td_run_pass(const td_op* op, uint64_t scalar, const
 template <class R>
 __device__ __forceinline__ void td_pass_eop(const td_op* op, uint64_t scalar, int eop,
                                             const td_pass* p) {
-  switch (eop) {
-    case TD_SUM:
-      return td_run_pass<R, TD_SUM>(op, scalar, p);
-    case TD_PROD:
-      return td_run_pass<R, TD_PROD>(op, scalar, p);
-    case TD_MAX:
-      return td_run_pass<R, TD_MAX>(op, scalar, p);
-    case TD_MIN:
-      return td_run_pass<R, TD_MIN>(op, scalar, p);
-    case TD_SUMSCALE:
-      return td_run_pass<R, TD_SUMSCALE>(op, scalar, p);
-    case TD_SUMDIV:
-      return td_run_pass<R, TD_SUMDIV>(op, scalar, p);
-    case TD_SCALE:
-      return td_run_pass<R, TD_SCALE>(op, scalar, p);
-    case TD_DIV:
-      return td_run_pass<R, TD_DIV>(op, scalar, p);
-    default:
-      return td_run_pass<R, TD_COPY>(op, scalar, p);
+  if (eop == TD_SUM) {
+    return td_run_pass<R, TD_SUM>(op, scalar, eop, p);
   }
+  return td_run_pass<R, TD_ANY>(op, scalar, eop, p);
 }
 
 /* One pass of `eop` for the operation's type; `scalar` holds the PreMulSum scalar's bits. */
@@ -148,9 +143,9 @@ __device__ __noinline__ void td_pass_typed(const td_op* op, uint64_t scalar, int
     const uintptr_t mis =
         (uintptr_t)p->a | (uintptr_t)p->w1 | (p->w2 ? (uintptr_t)p->w2 : 0) | p->len;
     if ((mis & 3) == 0) {
-      return td_run_pass<td_int<uint32_t, uint32_t>, TD_COPY>(op, scalar, p);
+      return td_run_pass<td_int<uint32_t, uint32_t>, TD_COPY>(op, scalar, eop, p);
     }
-    return td_run_pass<td_int<uint8_t, uint8_t>, TD_COPY>(op, scalar, p);
+    return td_run_pass<td_int<uint8_t, uint8_t>, TD_COPY>(op, scalar, eop, p);
   }
   switch (op->type) {
     case ncclInt8:
@@ -177,6 +172,138 @@ __device__ __noinline__ void td_pass_typed(const td_op* op, uint64_t scalar, int
       return td_pass_eop<td_narrow<td_e4m3> >(op, scalar, eop, p);
     case ncclFloat8e5m2:
       return td_pass_eop<td_narrow<td_e5m2> >(op, scalar, eop, p);
+    default:
+      return;
+  }
+}
+
+/* ---- The low-latency protocol (see work.h): 8 data bytes per 16-byte line. */
+
+struct td_llpass {
+  const uint4* in; /* LL lines to read, or NULL */
+  uint32_t in_flag;
+  uint32_t out_flag;
+  const char* src; /* the user's (or scratch) bytes to combine, or NULL */
+  char* dst;       /* local bytes to write, or NULL */
+  uint4* out;      /* LL lines to write in the peer's memory, or NULL */
+  size_t len;
+  td_devcomm* dc;
+};
+
+__device__ __forceinline__ uint64_t td_ll_read(const uint4* line, uint32_t flag, td_devcomm* dc) {
+  uint32_t a, f1, b, f2;
+  uint32_t spins = 0;
+  do {
+    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(a), "=r"(f1), "=r"(b), "=r"(f2)
+                 : "l"(line)
+                 : "memory");
+    if (++spins == (1u << 20)) {
+      spins = 0;
+      if (*dc->abort_flag) {
+        *dc->error = 1;
+        return 0; /* the block finds the abort at its next wait */
+      }
+    }
+  } while (f1 != flag || f2 != flag);
+  return (uint64_t)a | ((uint64_t)b << 32);
+}
+
+__device__ __forceinline__ void td_ll_write(uint4* line, uint64_t v, uint32_t flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(line), "r"((uint32_t)v),
+               "r"(flag), "r"((uint32_t)(v >> 32)), "r"(flag)
+               : "memory");
+}
+
+/* Up to 8 bytes of ordinary memory, any alignment. */
+__device__ __forceinline__ uint64_t td_ld8(const char* p, size_t nb) {
+  if (nb == 8 && ((uintptr_t)p & 7) == 0) {
+    return __ldcg(reinterpret_cast<const unsigned long long*>(p));
+  }
+  uint64_t v = 0;
+  for (size_t i = 0; i < nb; i++) {
+    v |= (uint64_t)(uint8_t)p[i] << (8 * i);
+  }
+  return v;
+}
+
+__device__ __forceinline__ void td_st8(char* p, uint64_t v, size_t nb) {
+  if (nb == 8 && ((uintptr_t)p & 7) == 0) {
+    *reinterpret_cast<unsigned long long*>(p) = v;
+    return;
+  }
+  for (size_t i = 0; i < nb; i++) {
+    p[i] = (char)(v >> (8 * i));
+  }
+}
+
+template <class R>
+__device__ __forceinline__ uint64_t td_vop8(const R& r, int e, uint64_t x, uint64_t y) {
+  typedef typename R::T T;
+  T* px = reinterpret_cast<T*>(&x);
+  const T* py = reinterpret_cast<const T*>(&y);
+#pragma unroll
+  for (int i = 0; i < (int)(8 / sizeof(T)); i++) {
+    px[i] = r.apply(e, px[i], e == TD_SCALE || e == TD_DIV ? px[i] : py[i]);
+  }
+  return x;
+}
+
+/* One LL piece: x = the lines (or src); v = x OP src, or x transformed;
+ * v goes to dst and/or the peer's lines. */
+template <class R>
+__device__ __noinline__ void td_ll_pass(const td_op* op, uint64_t scalar, int e,
+                                        const td_llpass* pp) {
+  const R r = R::make(scalar, op->divisor);
+  const td_llpass p = *pp;
+  const int binary = e != TD_SCALE && e != TD_DIV && e != TD_COPY;
+  const size_t nlines = (p.len + 7) / 8;
+  for (size_t l = threadIdx.x; l < nlines; l += blockDim.x) {
+    const size_t nb = p.len - l * 8 < 8 ? p.len - l * 8 : 8;
+    uint64_t x = p.in ? td_ll_read(p.in + l, p.in_flag, p.dc) : td_ld8(p.src + l * 8, nb);
+    uint64_t v = x;
+    if (e != TD_COPY) {
+      v = td_vop8<R>(r, e, x, binary ? td_ld8(p.src + l * 8, nb) : x);
+    }
+    if (p.dst != NULL) {
+      td_st8(p.dst + l * 8, v, nb);
+    }
+    if (p.out != NULL) {
+      td_ll_write(p.out + l, v, p.out_flag);
+    }
+  }
+}
+
+__device__ __noinline__ void td_ll_typed(const td_op* op, uint64_t scalar, int eop,
+                                         const td_llpass* p) {
+  if (eop == TD_COPY) {
+    return td_ll_pass<td_int<uint64_t, uint64_t> >(op, scalar, eop, p);
+  }
+  switch (op->type) {
+    case ncclInt8:
+      return td_ll_pass<td_int<int8_t, uint8_t> >(op, scalar, eop, p);
+    case ncclUint8:
+      return td_ll_pass<td_int<uint8_t, uint8_t> >(op, scalar, eop, p);
+    case ncclInt32:
+      return td_ll_pass<td_int<int32_t, uint32_t> >(op, scalar, eop, p);
+    case ncclUint32:
+      return td_ll_pass<td_int<uint32_t, uint32_t> >(op, scalar, eop, p);
+    case ncclInt64:
+      return td_ll_pass<td_int<int64_t, uint64_t> >(op, scalar, eop, p);
+    case ncclUint64:
+      return td_ll_pass<td_int<uint64_t, uint64_t> >(op, scalar, eop, p);
+    case ncclFloat32:
+      return td_ll_pass<td_f32>(op, scalar, eop, p);
+    case ncclFloat64:
+      return td_ll_pass<td_f64>(op, scalar, eop, p);
+    case ncclFloat16:
+      return td_ll_pass<td_narrow<td_half> >(op, scalar, eop, p);
+    case ncclBfloat16:
+      return td_ll_pass<td_narrow<td_bf16> >(op, scalar, eop, p);
+    case ncclFloat8e4m3:
+      return td_ll_pass<td_narrow<td_e4m3> >(op, scalar, eop, p);
+    case ncclFloat8e5m2:
+      return td_ll_pass<td_narrow<td_e5m2> >(op, scalar, eop, p);
     default:
       return;
   }
@@ -214,7 +341,7 @@ __device__ __forceinline__ int td_unary_eop(const td_op& op, int scale, int fina
 #include "device/kernel_lane.cuh"
 
 template <class W>
-__global__ void __launch_bounds__(TD_MAX_THREADS) td_kernel(const __grid_constant__ W w) {
+__global__ void __launch_bounds__(TD_MAX_THREADS, 1) td_kernel(const __grid_constant__ W w) {
   td_run_block(w.comm, w.ops, w.lanes, w.ctas, w.tickets, w.steps, w.ncta, w.nlanes,
                w.chunk_bytes, w.slot_bytes);
 }

@@ -73,9 +73,11 @@ __device__ int td_take_turn(const td_block& b, int conn, uint8_t* held, uint64_t
 
 __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* lanes,
                              const td_cta* ctas, const td_ticket* tickets, const td_step* steps,
-                             uint32_t ncta, uint32_t nlanes, uint32_t chunk, uint32_t slot) {
+                             uint32_t ncta, uint32_t nlanes, uint32_t simple_chunk,
+                             uint32_t simple_slot) {
   __shared__ const char* s_in;
   __shared__ char* s_out;
+  __shared__ uint32_t s_in_flag, s_out_flag;
   __shared__ int s_stop;
   __shared__ uint64_t s_scalar;
   __shared__ uint64_t s_pos[TD_CTA_TICKETS];
@@ -103,6 +105,8 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
   }
   __syncthreads();
   const uint64_t scalar = s_scalar;
+  const uint64_t chunk = op.ll ? TD_LL_CHUNK : simple_chunk;
+  const uint64_t slot = op.ll ? TD_LL_PAYLOAD : simple_slot;
   const td_step* ls = steps + lane.first_step;
   uint64_t rounds = 1;
   for (int j = 0; j < lane.nsteps; j++) {
@@ -160,21 +164,25 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
           int ok = 1;
           if (rk >= 0) {
             int k = td_take_turn(b, b.n + rk, s_held, s_pos);
-            const uint64_t* tail = (const uint64_t*)(b.mine + td_ctr(L.tail_off, b.ch, rk, b.n));
-            ok = k >= 0 && td_wait_ge(tail, s_pos[k] + 1, dc);
-            if (ok) {
-              s_in = b.mine + L.queue_off + ((uint64_t)b.ch * b.n + rk) * L.queue_bytes +
-                     (s_pos[k] % TD_SLOTS) * slot;
+            ok = k >= 0;
+            const uint64_t q = (uint64_t)b.ch * b.n + rk, sl = s_pos[k] % TD_SLOTS;
+            if (ok && op.ll) {
+              s_in = b.mine + L.ll_off + (q * TD_SLOTS + sl) * TD_LL_LINES * 16;
+              s_in_flag = (uint32_t)(s_pos[k] + 1);
+            } else if (ok) {
+              const uint64_t* tail = (const uint64_t*)(b.mine + td_ctr(L.tail_off, b.ch, rk, b.n));
+              ok = td_wait_ge(tail, s_pos[k] + 1, dc);
+              s_in = b.mine + L.queue_off + q * L.queue_bytes + sl * slot;
             }
           }
           if (ok && sk >= 0) {
             int k = td_take_turn(b, sk, s_held, s_pos);
             const uint64_t* head = (const uint64_t*)(b.mine + td_ctr(L.head_off, b.ch, sk, b.n));
             ok = k >= 0 && (s_pos[k] < TD_SLOTS || td_wait_ge(head, s_pos[k] + 1 - TD_SLOTS, dc));
-            if (ok) {
-              s_out = dc->base[sk] + L.queue_off + ((uint64_t)b.ch * b.n + b.me) * L.queue_bytes +
-                      (s_pos[k] % TD_SLOTS) * slot;
-            }
+            const uint64_t q = (uint64_t)b.ch * b.n + b.me, sl = s_pos[k] % TD_SLOTS;
+            s_out = op.ll ? dc->base[sk] + L.ll_off + (q * TD_SLOTS + sl) * TD_LL_LINES * 16
+                          : dc->base[sk] + L.queue_off + q * L.queue_bytes + sl * slot;
+            s_out_flag = (uint32_t)(s_pos[k] + 1);
           }
           s_stop = !ok;
         }
@@ -184,48 +192,70 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
         }
         const char* in = rk >= 0 ? s_in : NULL;
         char* out = sk >= 0 ? s_out : NULL;
-        const uint64_t po = pc; /* piece offset within this round's part */
-        char* psrc = src ? src + po : NULL;
-        char* pdst = dst ? dst + po : NULL;
-        td_pass p = {NULL, NULL, NULL, NULL, len};
+        char* psrc = src ? src + pc : NULL;
+        char* pdst = dst ? dst + pc : NULL;
+        /* What each kind computes: x = in (or src), combined with src or transformed. */
+        const char* x = in;
+        const char* y = NULL;
+        char* w1 = pdst;
+        char* w2 = NULL;
         int eop = TD_COPY;
         switch (st.kind) {
           case TUTTI_STEP_SEND:
-            p = td_pass{psrc, NULL, out, NULL, len};
+            x = psrc;
+            w1 = out;
             eop = td_unary_eop(op, scale, 0);
             break;
           case TUTTI_STEP_RECV:
-            p = td_pass{in, NULL, pdst, NULL, len};
             eop = td_unary_eop(op, 0, final);
             break;
           case TUTTI_STEP_RECV_REDUCE_SEND:
-            p = td_pass{in, psrc, out, NULL, len};
+            y = psrc;
+            w1 = out;
             eop = td_binary_eop(op, scale, 0);
             break;
           case TUTTI_STEP_RECV_REDUCE_COPY:
-            p = td_pass{in, psrc, pdst, NULL, len};
+            y = psrc;
             eop = td_binary_eop(op, scale, final);
             break;
           case TUTTI_STEP_RECV_REDUCE_COPY_SEND:
-            p = td_pass{in, psrc, pdst, out, len};
+            y = psrc;
+            w2 = out;
             eop = td_binary_eop(op, scale, final);
             break;
           case TUTTI_STEP_RECV_COPY_SEND:
-            p = td_pass{in, NULL, pdst, out, len};
+            w2 = out;
             break;
           default:
             break;
         }
-        td_pass_typed(&op, scalar, eop, &p);
+        if (op.ll) {
+          td_llpass lp;
+          lp.in = (const uint4*)in;
+          lp.in_flag = s_in_flag;
+          lp.out_flag = s_out_flag;
+          lp.src = in != NULL ? y : x;
+          lp.dst = w1 == out ? NULL : w1;
+          lp.out = (uint4*)out;
+          lp.len = len;
+          lp.dc = dc;
+          td_ll_typed(&op, scalar, eop, &lp);
+        } else {
+          td_pass p = {x, y, w1, w2, len};
+          td_pass_typed(&op, scalar, eop, &p);
+        }
         __syncthreads();
         if (tid == 0) {
           if (sk >= 0) {
-            /* The barrier ordered every thread's stores before this fence, whose
-             * cumulativity carries them to the peer before the tail moves. */
-            __threadfence_system();
             int k = td_take_turn(b, sk, s_held, s_pos);
-            td_st_release((uint64_t*)(dc->base[sk] + td_ctr(L.tail_off, b.ch, b.me, b.n)),
-                          ++s_pos[k]);
+            ++s_pos[k];
+            if (!op.ll) {
+              /* The barrier ordered every thread's stores before this fence, whose
+               * cumulativity carries them to the peer before the tail moves. */
+              __threadfence_system();
+              td_st_release((uint64_t*)(dc->base[sk] + td_ctr(L.tail_off, b.ch, b.me, b.n)),
+                            s_pos[k]);
+            }
           }
           if (rk >= 0) {
             int k = td_take_turn(b, b.n + rk, s_held, s_pos);

@@ -3,8 +3,10 @@
  * on each of the operation's channels as one block; each block gets its turn
  * on the connections it uses, in the order the operations were issued (the
  * order peers issued the matching ones), as the host executor's tickets. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "device/dev_comm.h"
 #include "device/kernel.h"
@@ -17,8 +19,47 @@ extern "C" {
 static TUTTI_PARAM(min_nchannels, "NCCL_MIN_NCHANNELS", 1);
 /* Bytes per channel below which an operation uses fewer channels. */
 static TUTTI_PARAM(channel_bytes, "TUTTI_DEVICE_CHANNEL_BYTES", 256 * 1024);
+/* Operations up to this many bytes use the low-latency protocol. */
+static TUTTI_PARAM(ll_max_bytes, "TUTTI_DEVICE_LL_MAX_BYTES", 64 * 1024);
 /* Blocks one operation may use (channels x lanes). */
 #define TD_OP_CTAS 64
+
+/* NCCL_PROTO: which protocols may run (bit 0 LL, bit 1 simple); LL128 counts
+ * as LL. "^LL" excludes. Unset: both. */
+static int protocols(void) {
+  static int mask = -1;
+  if (mask >= 0) {
+    return mask;
+  }
+  const char* spec = tutti_getenv("NCCL_PROTO");
+  int m = 3;
+  if (spec != NULL && *spec != '\0') {
+    int invert = spec[0] == '^';
+    int named = 0;
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", spec + invert);
+    char* save = NULL;
+    for (char* t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+      if (strcasecmp(t, "LL") == 0 || strcasecmp(t, "LL128") == 0) {
+        named |= 1;
+      } else if (strcasecmp(t, "Simple") == 0) {
+        named |= 2;
+      } else {
+        WARN("NCCL_PROTO names \"%s\", which tutti does not know: use LL, LL128 or Simple", t);
+      }
+    }
+    m = invert ? (3 & ~named) : named;
+    m = m == 0 ? 3 : m;
+  }
+  mask = m;
+  return m;
+}
+
+/* The protocol: a function of the arguments only, like the channels. */
+static int op_ll(const struct tutti_coll_args* a) {
+  int m = protocols();
+  return (m & 1) && (!(m & 2) || a->count * a->elem_size <= (size_t)tutti_param_ll_max_bytes());
+}
 
 /* Channels: a function of the operation's arguments only, so that both ends
  * of every connection cut the same steps the same way. */
@@ -98,6 +139,7 @@ static void fill(W* w, struct tutti_dev_comm* dc, const struct tutti_dev_op* ops
     wo->kind = (uint8_t)o->redop.kind;
     wo->elem_size = (uint8_t)o->args->elem_size;
     wo->nch = (uint8_t)nch[i];
+    wo->ll = (uint8_t)op_ll(o->args);
     const int lane_base = (int)w->nlanes;
     for (int l = 0; l < s->nlanes; l++) {
       struct td_lane* wl = &w->lanes[lane_base + l];

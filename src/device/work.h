@@ -15,6 +15,12 @@
 #define TD_SLOTS 8         /* slots per connection queue */
 #define TD_LINE 128        /* bytes between counters, so peers never share a line */
 #define TD_MAX_CHANNELS 32 /* channels any operation may use */
+/* The low-latency protocol: a slot is TD_LL_LINES lines of 16 bytes, each
+ * carrying 8 bytes of data and the slot's flag twice, written by one store;
+ * the receiver polls the lines themselves, so no fence and no tail. */
+#define TD_LL_LINES 512
+#define TD_LL_PAYLOAD (TD_LL_LINES * 8)         /* data bytes per LL slot */
+#define TD_LL_CHUNK (TD_LL_PAYLOAD * TD_SLOTS / 2) /* an LL round: half the LL queue */
 
 /* One step, as algo/algo.h's struct tutti_step, packed. */
 struct td_step {
@@ -42,6 +48,8 @@ struct td_op {
   uint8_t kind;             /* enum tutti_red_kind */
   uint8_t elem_size;
   uint8_t nch;              /* channels this operation runs on */
+  uint8_t ll;               /* low-latency protocol (else simple) */
+  uint8_t pad[7];
 };
 
 struct td_lane {
@@ -91,10 +99,11 @@ typedef td_work<320, 32, 160, 128, 896> td_work_large;
  *          head[ch][dst]   slots `dst` has freed of my sends to it (written by dst)
  *   priv:  sent[ch][dst], recvd[ch][src], served[ch][conn] turns, done counters,
  *          the count of finished blocks; mine only
- *   queues: queue[ch][src], TD_SLOTS slots each */
+ *   queues: queue[ch][src], TD_SLOTS slots each
+ *   ll:     ll[ch][src], TD_SLOTS LL slots each (positions shared with the queue) */
 struct td_layout {
   uint64_t tail_off, head_off, sent_off, recvd_off, served_off, done_off, finished_off;
-  uint64_t queue_off, queue_bytes, total;
+  uint64_t queue_off, queue_bytes, ll_off, total;
 };
 
 /* Lives in device memory; the kernel reads it through work.comm. */
