@@ -17,7 +17,7 @@ extern "C" {
 #include "util/param.h"
 }
 
-static TUTTI_PARAM(max_nchannels, "NCCL_MAX_NCHANNELS", 32);
+static TUTTI_PARAM(max_nchannels, "NCCL_MAX_NCHANNELS", 64);
 static TUTTI_PARAM(nthreads, "NCCL_NTHREADS", 512);
 static TUTTI_PARAM(dev_buffsize, "NCCL_BUFFSIZE", 1 << 20);
 static TUTTI_PARAM(p2p_disable, "NCCL_P2P_DISABLE", 0);

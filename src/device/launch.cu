@@ -18,9 +18,9 @@ extern "C" {
 
 static TUTTI_PARAM(min_nchannels, "NCCL_MIN_NCHANNELS", 1);
 /* Bytes per channel below which an operation uses fewer channels. */
-static TUTTI_PARAM(channel_bytes, "TUTTI_DEVICE_CHANNEL_BYTES", 256 * 1024);
+static TUTTI_PARAM(channel_bytes, "TUTTI_DEVICE_CHANNEL_BYTES", 64 * 1024);
 /* Operations up to this many bytes use the low-latency protocol. */
-static TUTTI_PARAM(ll_max_bytes, "TUTTI_DEVICE_LL_MAX_BYTES", 64 * 1024);
+static TUTTI_PARAM(ll_max_bytes, "TUTTI_DEVICE_LL_MAX_BYTES", 8 * 1024);
 /* Blocks one operation may use (channels x lanes). */
 #define TD_OP_CTAS 64
 

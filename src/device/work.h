@@ -14,7 +14,7 @@
 
 #define TD_SLOTS 8         /* slots per connection queue */
 #define TD_LINE 128        /* bytes between counters, so peers never share a line */
-#define TD_MAX_CHANNELS 32 /* channels any operation may use */
+#define TD_MAX_CHANNELS 64 /* channels any operation may use */
 /* The low-latency protocol: a slot is TD_LL_LINES lines of 16 bytes, each
  * carrying 8 bytes of data and the slot's flag twice, written by one store;
  * the receiver polls the lines themselves, so no fence and no tail. */
