@@ -62,6 +62,33 @@ static ncclResult_t read_table(struct tutti_bootstrap* b, int fd,
   return res;
 }
 
+/* An ERROR reply ({u32 result}{sentence}, `len` bytes in text, which has
+ * room for one more): the result the root gave, and its sentence made safe
+ * to print. Only the results a root sends are taken as they are: anything
+ * else (ncclSuccess, ncclInProgress, unknown values) is ncclRemoteError. */
+static ncclResult_t reply_error(const struct tutti_bootstrap* b, unsigned char* text, size_t len,
+                                const struct tutti_socket_io* io) {
+  text[len] = '\0';
+  uint32_t code = tutti_bs_get32(text);
+  if (code != ncclSystemError && code != ncclInvalidArgument && code != ncclInvalidUsage &&
+      code != ncclRemoteError) {
+    code = ncclRemoteError;
+  }
+  char* msg = (char*)text + 4;
+  for (char* c = msg; *c != '\0'; c++) {
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+      *c = '?'; /* no control characters into logs and terminals */
+    }
+  }
+  if (*msg == '\0') {
+    return tutti_error((ncclResult_t)code,
+                       "%s refused rank %d without saying why: is it the root of another job, or "
+                       "a different tutti version?",
+                       io->peer, b->rank);
+  }
+  return tutti_error((ncclResult_t)code, "%s", msg);
+}
+
 static ncclResult_t read_reply(struct tutti_bootstrap* b, int fd,
                                const struct tutti_socket_io* io) {
   unsigned char hdr[TUTTI_BS_HEADER];
@@ -82,12 +109,7 @@ static ncclResult_t read_reply(struct tutti_bootstrap* b, int fd,
   if (type == TUTTI_BS_ERROR && len >= 4 && len <= 4 + TUTTI_BS_MAX_ERROR) {
     unsigned char text[4 + TUTTI_BS_MAX_ERROR + 1];
     NCCLCHECK(tutti_socket_recv_all(fd, text, len, io));
-    text[len] = '\0';
-    uint32_t code = tutti_bs_get32(text);
-    if (code == ncclSuccess || code >= ncclNumResults) {
-      code = ncclRemoteError;
-    }
-    return tutti_error((ncclResult_t)code, "%s", (const char*)text + 4);
+    return reply_error(b, text, len, io);
   }
   return tutti_error(ncclRemoteError,
                      "%s sent rank %d an unexpected reply (type %u, %u bytes): is it the root of "

@@ -117,6 +117,23 @@ static ncclResult_t check_table(const struct setup* su) {
       return tutti_error(ncclInvalidUsage, "rank %d runs a different tutti version (TCP record %u)",
                          r, a[0]);
     }
+    /* A count outside 1..MAX_SOCKS would leave a pair without sockets (or
+     * with more than the peer has); a damaged address would only fail at
+     * the timeout: both are refused here, naming the rank. */
+    const uint32_t ns = tutti_proxy_get32(a + 4);
+    union tutti_socket_addr addr;
+    if (ns < 1 || ns > MAX_SOCKS) {
+      return tutti_error(ncclInvalidUsage,
+                         "rank %d published %u TCP sockets per peer (1 to %d expected): do all "
+                         "ranks run the same tutti version?",
+                         r, ns, MAX_SOCKS);
+    }
+    if (a[2] && tutti_socket_addr_unpack(a + 8, &addr) != 0) {
+      return tutti_error(ncclInvalidUsage,
+                         "rank %d published a TCP listening address that is neither IPv4 nor "
+                         "IPv6: do all ranks run the same tutti version?",
+                         r);
+    }
     for (int q = 0; q < r; q++) {
       if (tc->peers[q].host_hash == tc->peers[r].host_hash && a[1] != rec_of(su, q)[1]) {
         return tutti_error(ncclInvalidUsage,
