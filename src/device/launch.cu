@@ -22,7 +22,7 @@ static TUTTI_PARAM(channel_bytes, "TUTTI_DEVICE_CHANNEL_BYTES", 64 * 1024);
 /* Operations up to this many bytes use the low-latency protocol. */
 static TUTTI_PARAM(ll_max_bytes, "TUTTI_DEVICE_LL_MAX_BYTES", 8 * 1024);
 /* Blocks one operation may use (channels x lanes). */
-#define TD_OP_CTAS 64
+#define TD_OP_CTAS 128
 
 /* NCCL_PROTO: which protocols may run (bit 0 LL, bit 1 simple); LL128 counts
  * as LL. "^LL" excludes. Unset: both. */
@@ -61,10 +61,21 @@ static int op_ll(const struct tutti_coll_args* a) {
   return (m & 1) && (!(m & 2) || a->count * a->elem_size <= (size_t)tutti_param_ll_max_bytes());
 }
 
-/* Channels: a function of the operation's arguments only, so that both ends
- * of every connection cut the same steps the same way. */
+/* Blocks one launch may have: what the GPU holds at once, and what the
+ * large parameter struct describes. */
+static size_t launch_budget(const struct tutti_dev_comm* dc) {
+  const size_t cap = sizeof(((td_work_large*)0)->ctas) / sizeof(struct td_cta);
+  return (size_t)dc->max_ctas < cap ? (size_t)dc->max_ctas : cap;
+}
+
+/* Channels: a function of the operation's arguments only (never of this
+ * rank's schedule, whose lanes differ between ranks), so that both ends of
+ * every connection cut the same steps the same way. The cap keeps a group
+ * within the blocks one launch holds: a ring's lanes are few, a direct
+ * algorithm has up to two per peer, and point-to-point calls come in groups
+ * of a send and a receive per peer. Ranks must run the same GPU model. */
 static int op_channels(const struct tutti_dev_comm* dc, const struct tutti_coll_args* a,
-                       int nlanes) {
+                       enum tutti_algo_id algo) {
   size_t bytes = a->count * a->elem_size;
   size_t per = (size_t)tutti_param_channel_bytes();
   per = per < 4096 ? 4096 : per;
@@ -72,9 +83,23 @@ static int op_channels(const struct tutti_dev_comm* dc, const struct tutti_coll_
   int64_t lo = tutti_param_min_nchannels();
   c = c < (size_t)lo ? (size_t)lo : c;
   c = c > (size_t)dc->nch ? (size_t)dc->nch : c;
-  size_t cap = (size_t)(TD_OP_CTAS / (nlanes > 0 ? nlanes : 1));
+  const size_t budget = launch_budget(dc);
+  size_t cap = TD_OP_CTAS / 2; /* ring lanes: at most two on any rank */
+  if (a->coll == TUTTI_COLL_SEND || a->coll == TUTTI_COLL_RECV) {
+    cap = budget / (2 * (size_t)a->nranks);
+  } else if (algo != TUTTI_ALGO_RING) {
+    cap = TD_OP_CTAS / (2 * (size_t)a->nranks);
+  }
   c = c > cap ? cap : c;
   return c < 1 ? 1 : (int)c;
+}
+
+/* The most lanes any rank's schedule of `a` has. */
+static size_t lanes_bound(const struct tutti_coll_args* a, enum tutti_algo_id algo) {
+  if (a->coll == TUTTI_COLL_SEND || a->coll == TUTTI_COLL_RECV) {
+    return 1;
+  }
+  return algo == TUTTI_ALGO_RING ? 2 : 2 * (size_t)a->nranks;
 }
 
 struct td_counts {
@@ -248,9 +273,21 @@ extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct
                        "one launch",
                        nops);
   }
+  /* A group larger than one launch holds runs every operation on fewer
+   * channels, scaled from a bound of lanes that every rank computes alike. */
+  size_t est = 0;
+  const size_t budget = launch_budget(dc);
+  for (int i = 0; i < nops; i++) {
+    const struct tutti_coll_args* a = ops[i].args;
+    nch[i] = op_channels(dc, a, ops[i].sched->algo);
+    est += (size_t)nch[i] * lanes_bound(a, ops[i].sched->algo);
+  }
+  for (int i = 0; i < nops && est > budget; i++) {
+    size_t scaled = (size_t)nch[i] * budget / est;
+    nch[i] = scaled < 1 ? 1 : (int)scaled;
+  }
   for (int i = 0; i < nops; i++) {
     const struct tutti_schedule* s = ops[i].sched;
-    nch[i] = op_channels(dc, ops[i].args, s->nlanes);
     c.lanes += s->nlanes;
     c.steps += s->nsteps;
     c.ctas += nch[i] * s->nlanes;
@@ -266,7 +303,7 @@ extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct
     scratch = s->scratch_bytes > scratch ? s->scratch_bytes : scratch;
   }
   const int large = !fits<td_work_small>(c);
-  if ((large && !fits<td_work_large>(c)) || c.ctas > dc->max_ctas) {
+  if ((large && !fits<td_work_large>(c)) || (size_t)c.ctas > launch_budget(dc)) {
     return tutti_error(ncclInvalidUsage,
                        "a group of %d device operations needs %d lanes, %d steps and %d blocks: "
                        "more than one launch holds (split the group)",
