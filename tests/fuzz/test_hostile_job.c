@@ -118,7 +118,7 @@ static int socket_inode_of(pid_t pid, unsigned long inode) {
   DIR* d = opendir(dir);
   int found = 0;
   for (struct dirent* e = d ? readdir(d) : NULL; e != NULL && !found; e = readdir(d)) {
-    char path[400], link[64];
+    char path[sizeof dir + sizeof e->d_name + 2], link[64];
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     ssize_t n = readlink(path, link, sizeof link - 1);
     if (n > 0) {
