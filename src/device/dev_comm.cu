@@ -5,10 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "device/dev_comm.h"
+#include "device/host_region.h"
 #include "device/kernel.h"
 
 extern "C" {
@@ -42,12 +44,19 @@ static ncclResult_t cuda_fail(cudaError_t e, const char* what) {
   } while (0)
 
 static void layout(struct td_layout* l, int nch, int n, size_t queue_bytes) {
-  uint64_t lines = (uint64_t)nch * (uint64_t)n;
-  uint64_t o = 0;
+  const uint64_t lines = (uint64_t)nch * (uint64_t)n;
+  uint64_t o = 0; /* the shared region */
   l->tail_off = o;
   o += lines * TD_LINE;
   l->head_off = o;
   o += lines * TD_LINE;
+  o = (o + 4095) & ~(uint64_t)4095;
+  l->queue_off = o;
+  l->queue_bytes = queue_bytes;
+  o += lines * queue_bytes;
+  l->ll_off = o;
+  l->total = o + lines * (uint64_t)TD_SLOTS * TD_LL_LINES * 16;
+  o = 0; /* the private region */
   l->sent_off = o;
   o += lines * TD_LINE;
   l->recvd_off = o;
@@ -57,13 +66,7 @@ static void layout(struct td_layout* l, int nch, int n, size_t queue_bytes) {
   l->done_off = o;
   o += TD_MAX_DONE * TD_LINE;
   l->finished_off = o;
-  o += TD_LINE;
-  o = (o + 4095) & ~(uint64_t)4095;
-  l->queue_off = o;
-  l->queue_bytes = queue_bytes;
-  o += lines * queue_bytes;
-  l->ll_off = o;
-  l->total = o + lines * (uint64_t)TD_SLOTS * TD_LL_LINES * 16;
+  l->priv_total = o + TD_LINE;
 }
 
 struct td_export {
@@ -75,11 +78,18 @@ struct td_export {
   int32_t pad;
 };
 
-static ncclResult_t map_peers(struct tutti_dev_comm* dc, const struct td_export* ex, char* why,
-                              size_t why_len) {
+static ncclResult_t map_peers(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s,
+                              const struct td_export* ex, char* why, size_t why_len) {
   for (int p = 0; p < dc->nranks; p++) {
     if (p == dc->rank) {
       dc->base[p] = dc->region;
+      continue;
+    }
+    if (dc->host_mode) {
+      char name[96];
+      td_host_region_name(name, sizeof name, s->secret, s->comm_hash, p);
+      NCCLCHECK(td_host_region_map(name, dc->lay.total, 0, &dc->hosts[p]));
+      dc->base[p] = dc->hosts[p].dev;
       continue;
     }
     if (ex[p].dev != dc->dev) {
@@ -125,7 +135,17 @@ static void release(struct tutti_dev_comm* dc) {
       cudaIpcCloseMemHandle(dc->base[p]);
     }
   }
-  cudaFree(dc->region);
+  for (int p = 0; dc->hosts != NULL && p < dc->nranks; p++) {
+    td_host_region_unmap(&dc->hosts[p]);
+  }
+  if (!dc->host_mode) {
+    cudaFree(dc->region);
+  }
+  cudaFree(dc->priv);
+  free(dc->hosts);
+  if (dc->shm_name[0] != '\0') {
+    shm_unlink(dc->shm_name);
+  }
   cudaFree(dc->d_comm);
   cudaFree(dc->scratch);
   if (dc->host_flags != NULL) {
@@ -156,8 +176,16 @@ static ncclResult_t setup(struct tutti_dev_comm* dc, const struct tutti_dev_setu
   qb = qb < 64 * 1024 ? 64 * 1024 : qb;
   dc->slot_bytes = (size_t)qb / TD_SLOTS / 16 * 16;
   layout(&dc->lay, dc->nch, n, dc->slot_bytes * TD_SLOTS);
-  CUDACHECK(cudaMalloc((void**)&dc->region, dc->lay.total), "cudaMalloc of the queues");
-  CUDACHECK(cudaMemset(dc->region, 0, dc->lay.total), "cudaMemset");
+  if (dc->host_mode) {
+    td_host_region_name(dc->shm_name, sizeof dc->shm_name, s->secret, s->comm_hash, s->rank);
+    NCCLCHECK(td_host_region_map(dc->shm_name, dc->lay.total, 1, &dc->hosts[s->rank]));
+    dc->region = dc->hosts[s->rank].dev;
+  } else {
+    CUDACHECK(cudaMalloc((void**)&dc->region, dc->lay.total), "cudaMalloc of the queues");
+    CUDACHECK(cudaMemset(dc->region, 0, dc->lay.total), "cudaMemset");
+  }
+  CUDACHECK(cudaMalloc((void**)&dc->priv, dc->lay.priv_total), "cudaMalloc of the counters");
+  CUDACHECK(cudaMemset(dc->priv, 0, dc->lay.priv_total), "cudaMemset");
   CUDACHECK(cudaHostAlloc((void**)&dc->host_flags, 64, cudaHostAllocMapped | cudaHostAllocPortable),
             "cudaHostAlloc");
   memset(dc->host_flags, 0, 64);
@@ -171,8 +199,7 @@ static ncclResult_t setup(struct tutti_dev_comm* dc, const struct tutti_dev_setu
     return tutti_error(ncclSystemError, "out of host memory");
   }
   ncclResult_t res = ncclSuccess;
-  cudaError_t e = cudaIpcGetMemHandle(&ex[s->rank].handle, dc->region);
-  if (e != cudaSuccess) {
+  if (!dc->host_mode && cudaIpcGetMemHandle(&ex[s->rank].handle, dc->region) != cudaSuccess) {
     (void)cudaGetLastError(); /* e.g. in-process only: peers in this process need no handle */
   }
   ex[s->rank].ptr = dc->region;
@@ -180,7 +207,7 @@ static ncclResult_t setup(struct tutti_dev_comm* dc, const struct tutti_dev_setu
   ex[s->rank].dev = dc->dev;
   res = tutti_bootstrap_allgather(s->boot, ex, sizeof *ex);
   if (res == ncclSuccess) {
-    res = map_peers(dc, ex, why, why_len);
+    res = map_peers(dc, s, ex, why, why_len);
   }
   /* Every rank must agree: one that could not map a peer turns the device path off for all. */
   int32_t* oks = (int32_t*)calloc((size_t)n, sizeof *oks);
@@ -200,6 +227,10 @@ static ncclResult_t setup(struct tutti_dev_comm* dc, const struct tutti_dev_setu
       }
     }
   }
+  if (dc->host_mode) {
+    shm_unlink(dc->shm_name); /* every rank has mapped it (or given up): nothing stays behind */
+    dc->shm_name[0] = '\0';
+  }
   free(oks);
   free(ex);
   return res;
@@ -216,6 +247,7 @@ static ncclResult_t publish(struct tutti_dev_comm* dc) {
   h->nch = dc->nch;
   h->timeout_ns = (uint64_t)(dc->timeout_s * 1e9);
   h->lay = dc->lay;
+  h->priv = dc->priv;
   int* dflags = NULL;
   cudaError_t e = cudaHostGetDevicePointer((void**)&dflags, dc->host_flags, 0);
   h->abort_flag = dflags;
@@ -252,10 +284,6 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
       return ncclSuccess;
     }
   }
-  if (tutti_param_p2p_disable()) {
-    snprintf(why, why_len, "NCCL_P2P_DISABLE is set and device buffers need peer memory");
-    return ncclSuccess;
-  }
   struct tutti_dev_comm* dc = (struct tutti_dev_comm*)calloc(1, sizeof *dc);
   if (dc == NULL) {
     return tutti_error(ncclSystemError, "out of host memory");
@@ -264,6 +292,9 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
   dc->nranks = s->nranks;
   dc->dev = s->cuda_dev;
   dc->timeout_s = s->timeout_s;
+  /* Queues in host memory when GPUs must not (or cannot) write each other's. */
+  dc->host_mode = tutti_param_p2p_disable() != 0;
+  dc->hosts = (struct td_host_region*)calloc((size_t)s->nranks, sizeof *dc->hosts);
   dc->base = (char**)calloc((size_t)s->nranks, sizeof(char*));
   dc->opened = (unsigned char*)calloc((size_t)s->nranks, 1);
   dc->launch_bufs = malloc(sizeof(struct td_launch_bufs));
@@ -272,7 +303,7 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
   td_dev_enter(&g, dc->dev);
   int mapped = 0;
   ncclResult_t res = dc->base == NULL || dc->opened == NULL || dc->launch_bufs == NULL ||
-                             dc->turns == NULL
+                             dc->turns == NULL || dc->hosts == NULL
                          ? tutti_error(ncclSystemError, "out of host memory")
                          : setup(dc, s, why, why_len, &mapped);
   if (res == ncclSuccess && mapped) {
@@ -285,8 +316,11 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
   }
   for (int p = 0; p < s->nranks; p++) {
     if (p != s->rank) {
-      INFO(TUTTI_INIT | TUTTI_P2P, "Channel 00-%02d : %d[%d] -> %d[%d] via P2P/%s", dc->nch - 1,
-           s->rank, dc->dev, p, s->peers[p].cuda_dev, dc->opened[p] ? "IPC" : "direct pointer");
+      INFO(TUTTI_INIT | TUTTI_P2P, "Channel 00-%02d : %d[%d] -> %d[%d] via %s", dc->nch - 1,
+           s->rank, dc->dev, p, s->peers[p].cuda_dev,
+           dc->host_mode     ? "SHM/host memory (NCCL_P2P_DISABLE)"
+           : dc->opened[p] ? "P2P/IPC"
+                           : "P2P/direct pointer");
     }
   }
   INFO(TUTTI_INIT, "device executor: %d channels, %d threads, queues of %zu bytes per peer and "
@@ -324,18 +358,18 @@ extern "C" ncclResult_t tutti_dev_comm_error(struct tutti_dev_comm* dc) {
  * peer writes into the region after it is gone (bounded: a dead peer never frees). */
 static void drain(struct tutti_dev_comm* dc) {
   const size_t lines = (size_t)dc->nch * (size_t)dc->nranks;
-  uint64_t* ctrl = (uint64_t*)malloc(2 * lines * TD_LINE);
-  if (ctrl == NULL) {
-    return;
-  }
-  for (int tries = 0; tries < 200; tries++) {
-    if (cudaMemcpy(ctrl, dc->region + dc->lay.head_off, 2 * lines * TD_LINE,
-                   cudaMemcpyDeviceToHost) != cudaSuccess) {
+  uint64_t* head = (uint64_t*)malloc(lines * TD_LINE);
+  uint64_t* sent = (uint64_t*)malloc(lines * TD_LINE);
+  for (int tries = 0; head != NULL && sent != NULL && tries < 200; tries++) {
+    if (cudaMemcpy(head, dc->region + dc->lay.head_off, lines * TD_LINE, cudaMemcpyDefault) !=
+            cudaSuccess ||
+        cudaMemcpy(sent, dc->priv + dc->lay.sent_off, lines * TD_LINE, cudaMemcpyDefault) !=
+            cudaSuccess) {
       break;
     }
     int pending = 0;
     for (size_t i = 0; i < lines; i++) {
-      pending |= ctrl[i * TD_LINE / 8] != ctrl[(lines + i) * TD_LINE / 8];
+      pending |= head[i * TD_LINE / 8] != sent[i * TD_LINE / 8];
     }
     if (!pending) {
       break;
@@ -343,7 +377,8 @@ static void drain(struct tutti_dev_comm* dc) {
     struct timespec ts = {0, 5 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
-  free(ctrl);
+  free(head);
+  free(sent);
 }
 
 extern "C" void tutti_dev_comm_destroy(struct tutti_dev_comm* dc) {

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "device/device.h"
+#include "device/host_region.h"
 #include "device/work.h"
 
 struct tutti_dev_comm {
@@ -16,7 +17,11 @@ struct tutti_dev_comm {
   int max_ctas;  /* blocks that can be resident at once: a launch never exceeds it */
   size_t slot_bytes;
   struct td_layout lay;
-  char* region;           /* this rank's exposed memory */
+  char* region;           /* this rank's shared region, as kernels address it */
+  char* priv;             /* this rank's private counters (GPU memory) */
+  int host_mode;          /* shared regions in host memory (NCCL_P2P_DISABLE) */
+  struct td_host_region* hosts; /* [nranks]: host mappings in host mode */
+  char shm_name[96];            /* this rank's segment in host mode, until unlinked */
   char** base;            /* [nranks]: every region as mapped here */
   unsigned char* opened;  /* [nranks]: mapped with cudaIpcOpenMemHandle */
   struct td_devcomm* d_comm;

@@ -29,6 +29,8 @@ struct tutti_dev_setup {
   const int32_t* host_of;
   struct tutti_bootstrap* boot;
   double timeout_s;
+  const unsigned char* secret; /* 16 bytes: names host-memory segments */
+  uint64_t comm_hash;
 };
 
 /* Non-zero when this build has the device executor (nvcc was found). */

@@ -44,7 +44,8 @@ struct td_block {
   int ch;
   int n;
   int me;
-  char* mine;
+  char* mine; /* this rank's shared region (what peers write into) */
+  char* priv; /* this rank's private counters */
 };
 
 /* Index of connection `conn` among the block's tickets; takes the turn
@@ -56,13 +57,13 @@ __device__ int td_take_turn(const td_block& b, int conn, uint8_t* held, uint64_t
       continue;
     }
     if (!held[k]) {
-      uint64_t* served = (uint64_t*)(b.mine + td_ctr(L.served_off, b.ch, conn, 2 * b.n));
+      uint64_t* served = (uint64_t*)(b.priv + td_ctr(L.served_off, b.ch, conn, 2 * b.n));
       if (!td_wait_ge(served, b.tickets[k].turn, b.dc)) {
         return -1;
       }
       const int peer = conn % b.n;
       const uint64_t off = conn < b.n ? L.sent_off : L.recvd_off;
-      pos[k] = *(volatile uint64_t*)(b.mine + td_ctr(off, b.ch, peer, b.n));
+      pos[k] = *(volatile uint64_t*)(b.priv + td_ctr(off, b.ch, peer, b.n));
       held[k] = 1;
     }
     return k;
@@ -86,8 +87,8 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
   const td_lane lane = lanes[cta.lane];
   const td_op& op = ops[lane.op];
   const td_layout& L = dc->lay;
-  td_block b = {dc, tickets + cta.first_ticket, cta.nticket, cta.channel, dc->nranks, dc->rank,
-                dc->base[dc->rank]};
+  td_block b = {dc,       tickets + cta.first_ticket, cta.nticket,        cta.channel,
+                dc->nranks, dc->rank,                 dc->base[dc->rank], dc->priv};
   const int tid = threadIdx.x;
   if (tid == 0) {
     s_stop = 0;
@@ -121,7 +122,7 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
       if (st.kind == TUTTI_STEP_WAIT_LANE) {
         if (r == 0 && tid == 0) {
           const td_lane& wl = lanes[st.wait_lane];
-          uint64_t* done = (uint64_t*)(b.mine + L.done_off + (uint64_t)wl.done_idx * TD_LINE);
+          uint64_t* done = (uint64_t*)(b.priv + L.done_off + (uint64_t)wl.done_idx * TD_LINE);
           s_stop = !td_wait_ge(done, ops[wl.op].nch, dc);
         }
         __syncthreads();
@@ -275,27 +276,27 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
     const int conn = b.tickets[k].conn;
     if (s_held[k]) {
       const uint64_t off = conn < b.n ? L.sent_off : L.recvd_off;
-      *(volatile uint64_t*)(b.mine + td_ctr(off, b.ch, conn % b.n, b.n)) = s_pos[k];
+      *(volatile uint64_t*)(b.priv + td_ctr(off, b.ch, conn % b.n, b.n)) = s_pos[k];
     }
     __threadfence();
-    *(volatile uint64_t*)(b.mine + td_ctr(L.served_off, b.ch, conn, 2 * b.n)) =
+    *(volatile uint64_t*)(b.priv + td_ctr(L.served_off, b.ch, conn, 2 * b.n)) =
         b.tickets[k].turn + 1;
   }
-  atomicAdd((unsigned long long*)(b.mine + L.done_off + (uint64_t)lane.done_idx * TD_LINE), 1ull);
+  atomicAdd((unsigned long long*)(b.priv + L.done_off + (uint64_t)lane.done_idx * TD_LINE), 1ull);
   __threadfence();
   /* The last block to finish resets the launch's counters for the next one. */
-  unsigned long long* finished = (unsigned long long*)(b.mine + L.finished_off);
+  unsigned long long* finished = (unsigned long long*)(b.priv + L.finished_off);
   if (atomicAdd(finished, 1ull) + 1 == ncta) {
     __threadfence();
     for (uint32_t c = 0; c < ncta; c++) {
       for (int k = 0; k < ctas[c].nticket; k++) {
         const int conn = tickets[ctas[c].first_ticket + k].conn;
-        *(volatile uint64_t*)(b.mine + td_ctr(L.served_off, ctas[c].channel, conn, 2 * b.n)) =
+        *(volatile uint64_t*)(b.priv + td_ctr(L.served_off, ctas[c].channel, conn, 2 * b.n)) =
             0;
       }
     }
     for (uint32_t l = 0; l < nlanes; l++) {
-      *(volatile uint64_t*)(b.mine + L.done_off + (uint64_t)lanes[l].done_idx * TD_LINE) = 0;
+      *(volatile uint64_t*)(b.priv + L.done_off + (uint64_t)lanes[l].done_idx * TD_LINE) = 0;
     }
     *(volatile unsigned long long*)finished = 0;
     __threadfence();

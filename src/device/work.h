@@ -94,16 +94,19 @@ struct td_work {
 typedef td_work<48, 4, 24, 64, 128> td_work_small;
 typedef td_work<320, 32, 160, 128, 896> td_work_large;
 
-/* Each rank's exposed region, one device allocation mapped into every peer:
- *   ctrl:  tail[ch][src]   slots `src` has posted into my queue (written by src)
- *          head[ch][dst]   slots `dst` has freed of my sends to it (written by dst)
- *   priv:  sent[ch][dst], recvd[ch][src], served[ch][conn] turns, done counters,
- *          the count of finished blocks; mine only
- *   queues: queue[ch][src], TD_SLOTS slots each
- *   ll:     ll[ch][src], TD_SLOTS LL slots each (positions shared with the queue) */
+/* Each rank's shared region, mapped into every peer (GPU memory through CUDA
+ * IPC, or host shared memory mapped into every GPU when peers cannot reach
+ * each other's memory):
+ *   tail[ch][src]   slots `src` has posted into my queue (written by src)
+ *   head[ch][dst]   slots `dst` has freed of my sends to it (written by dst)
+ *   queue[ch][src]  TD_SLOTS slots each
+ *   ll[ch][src]     TD_SLOTS LL slots each (positions shared with the queue)
+ * and its private region, always in its own GPU's memory:
+ *   sent[ch][dst], recvd[ch][src], served[ch][conn] turns, done counters,
+ *   the count of finished blocks. */
 struct td_layout {
-  uint64_t tail_off, head_off, sent_off, recvd_off, served_off, done_off, finished_off;
-  uint64_t queue_off, queue_bytes, ll_off, total;
+  uint64_t tail_off, head_off, queue_off, queue_bytes, ll_off, total;
+  uint64_t sent_off, recvd_off, served_off, done_off, finished_off, priv_total;
 };
 
 /* Lives in device memory; the kernel reads it through work.comm. */
@@ -116,7 +119,8 @@ struct td_devcomm {
   struct td_layout lay;
   volatile int* abort_flag; /* host memory mapped to the device: set by ncclCommAbort */
   int* error;               /* same memory: the kernel's report, 0 none */
-  char* base[1];            /* [nranks]: every rank's region as this rank sees it */
+  char* priv;               /* this rank's private region */
+  char* base[1];            /* [nranks]: every rank's shared region as this rank sees it */
 };
 
 /* Byte offset of counter [ch][idx] of an array at `off` with `width` entries per channel. */

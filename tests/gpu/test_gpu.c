@@ -7,6 +7,7 @@
  *   concurrent  two communicators per rank, used at once on two streams
  *   p2p         grouped ncclSend / ncclRecv (an all-to-all of N sends and receives)
  *   big         counts beyond a queue per channel (hundreds of MB)
+ *   nop2p       as procs, with NCCL_P2P_DISABLE=1: queues in host memory
  * Usage: test_gpu MODE|all [nranks]. Without a CUDA device it prints
  * "SKIPPED: ..." and exits 77. Ends with "N passed, N failed". */
 #include <cuda_runtime.h>
@@ -302,6 +303,9 @@ static int run_procs(const char* mode, int n, int ngpu) {
     if (fork() == 0) {
       close(fds[0]);
       passed = failed = 0; /* this rank's own counts */
+      if (strcmp(mode, "nop2p") == 0) {
+        setenv("NCCL_P2P_DISABLE", "1", 1);
+      }
       int dev = strcmp(mode, "shared") == 0 ? 0 : r % ngpu;
       proc_rank(mode, n, r, dev, ids);
       char line[64];
@@ -382,7 +386,7 @@ int main(int argc, char** argv) {
   }
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   int n = argc > 2 ? atoi(argv[2]) : (ngpu >= 2 ? ngpu : 2);
-  const char* all[] = {"procs", "shared", "single", "graph", "concurrent", "p2p", "big"};
+  const char* all[] = {"procs", "shared", "single", "graph", "concurrent", "p2p", "big", "nop2p"};
   for (size_t m = 0; m < sizeof all / sizeof all[0]; m++) {
     if (strcmp(mode, "all") != 0 && strcmp(mode, all[m]) != 0) {
       continue;

@@ -1,0 +1,82 @@
+/* Shared regions in host memory, for ranks whose GPUs cannot reach each
+ * other's memory (NCCL_P2P_DISABLE, no peer access): each rank's region is a
+ * POSIX shared-memory segment that every local rank maps and registers with
+ * CUDA, so kernels reach it over PCIe. The segment is unlinked as soon as
+ * every rank has mapped it: nothing is left behind if a process dies. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "device/host_region.h"
+
+extern "C" {
+#include "util/check.h"
+}
+
+void td_host_region_name(char* out, size_t len, const unsigned char* secret, uint64_t comm_hash,
+                         int rank) {
+  snprintf(out, len, "/tutti-dev-%02x%02x%02x%02x%02x%02x-%016llx-%d", secret[0], secret[1],
+           secret[2], secret[3], secret[4], secret[5], (unsigned long long)comm_hash, rank);
+}
+
+ncclResult_t td_host_region_map(const char* name, size_t bytes, int create,
+                                struct td_host_region* r) {
+  memset(r, 0, sizeof *r);
+  r->bytes = bytes;
+  int fd = shm_open(name, create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
+  if (fd < 0) {
+    return tutti_error(ncclSystemError, "shm_open(%s) for GPU queues in host memory failed: %s",
+                       name, strerror(errno));
+  }
+  if (create && ftruncate(fd, (off_t)bytes) != 0) {
+    int err = errno;
+    close(fd);
+    shm_unlink(name);
+    return tutti_error(ncclSystemError,
+                       "sizing %zu bytes of /dev/shm for GPU queues failed: %s (is /dev/shm "
+                       "large enough? containers: --shm-size)",
+                       bytes, strerror(err));
+  }
+  void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    if (create) {
+      shm_unlink(name);
+    }
+    return tutti_error(ncclSystemError, "mmap of %zu bytes of GPU queues failed: %s", bytes,
+                       strerror(errno));
+  }
+  r->host = (char*)p;
+  if (create) {
+    memset(p, 0, bytes);
+  }
+  cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+  if (e == cudaSuccess) {
+    r->registered = 1;
+    e = cudaHostGetDevicePointer((void**)&r->dev, p, 0);
+  }
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    td_host_region_unmap(r);
+    if (create) {
+      shm_unlink(name);
+    }
+    return tutti_error(ncclUnhandledCudaError,
+                       "registering host memory for GPU queues failed: %s (%s)",
+                       cudaGetErrorString(e), cudaGetErrorName(e));
+  }
+  return ncclSuccess;
+}
+
+void td_host_region_unmap(struct td_host_region* r) {
+  if (r->registered) {
+    cudaHostUnregister(r->host);
+  }
+  if (r->host != NULL) {
+    munmap(r->host, r->bytes);
+  }
+  memset(r, 0, sizeof *r);
+}
