@@ -5,6 +5,7 @@
 #include "api/api.h"
 #include "api/comm.h"
 #include "util/check.h"
+#include "util/cuda.h"
 
 #define REG_MAGIC 0x74757474726567ULL /* "tuttireg" */
 
@@ -23,7 +24,11 @@ NCCL_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   if (size == 0) {
     return tutti_error(ncclInvalidArgument, "ncclMemAlloc: size is 0");
   }
-  /* Host memory, page aligned: what host-buffer collectives move best. */
+  /* As NCCL: memory of the calling thread's current GPU. A thread without a
+   * CUDA context gets host memory, page aligned, for host collectives. */
+  if (tutti_cuda_current_device() >= 0 && tutti_dev_compiled()) {
+    return tutti_dev_mem_alloc(ptr, size);
+  }
   if (posix_memalign(ptr, 4096, size) != 0) {
     *ptr = NULL;
     return tutti_error(ncclSystemError, "ncclMemAlloc: could not allocate %zu bytes", size);
@@ -32,6 +37,9 @@ NCCL_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
 }
 
 NCCL_API ncclResult_t ncclMemFree(void* ptr) {
+  if (ptr != NULL && tutti_cuda_is_device_ptr(ptr)) {
+    return tutti_dev_mem_free(ptr);
+  }
   free(ptr);
   return ncclSuccess;
 }

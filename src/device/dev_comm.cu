@@ -395,3 +395,20 @@ extern "C" void tutti_dev_comm_destroy(struct tutti_dev_comm* dc) {
   release(dc);
   td_dev_leave(&g);
 }
+
+extern "C" ncclResult_t tutti_dev_mem_alloc(void** ptr, size_t size) {
+  cudaError_t e = cudaMalloc(ptr, size);
+  if (e != cudaSuccess) {
+    *ptr = NULL;
+    return tutti_error(ncclUnhandledCudaError, "ncclMemAlloc: cudaMalloc of %zu bytes failed: %s",
+                       size, cudaGetErrorString(e));
+  }
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t tutti_dev_mem_free(void* ptr) {
+  cudaError_t e = cudaFree(ptr);
+  return e == cudaSuccess ? ncclSuccess
+                          : tutti_error(ncclUnhandledCudaError, "ncclMemFree: cudaFree failed: %s",
+                                        cudaGetErrorString(e));
+}

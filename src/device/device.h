@@ -69,6 +69,10 @@ struct tutti_dev_op {
 ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops);
 
 
+/* ncclMemAlloc / ncclMemFree on the current GPU. */
+ncclResult_t tutti_dev_mem_alloc(void** ptr, size_t size);
+ncclResult_t tutti_dev_mem_free(void* ptr);
+
 #ifdef __cplusplus
 }
 #endif

@@ -37,3 +37,14 @@ ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_
   (void)nops;
   return ncclInternalError;
 }
+
+ncclResult_t tutti_dev_mem_alloc(void** ptr, size_t size) {
+  (void)size;
+  *ptr = NULL;
+  return ncclInternalError;
+}
+
+ncclResult_t tutti_dev_mem_free(void* ptr) {
+  (void)ptr;
+  return ncclInternalError;
+}
