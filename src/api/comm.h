@@ -28,7 +28,8 @@ struct ncclComm {
   char name[128];
   unsigned char secret[16];
   uint64_t comm_hash;
-  uint64_t splits; /* children made by ncclCommSplit, to name their ids */
+  uint64_t splits;  /* children made by ncclCommSplit, to name their ids */
+  uint64_t shrinks; /* children made by ncclCommShrink, to derive their ids */
 
   struct tutti_bootstrap* boot;
   struct tutti_peer_info* peers;

@@ -1,6 +1,6 @@
-/* ncclCommSplit and ncclCommShrink: new communicators from an existing one.
- * The parent's bootstrap ring carries the colors and keys, then the new
- * job's unique id from each color's first rank. */
+/* ncclCommSplit: new communicators from an existing one. The parent's
+ * bootstrap ring carries the colors and keys, then the new job's unique id
+ * from each color's first rank. (ncclCommShrink: api/shrink.c.) */
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,19 +109,4 @@ NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCom
     j->has_config = 1;
   }
   return tutti_group_add_job(comm, split_run, j);
-}
-
-NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
-                                     ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  (void)config;
-  NCCLCHECK(tutti_comm_check(comm, "ncclCommShrink"));
-  if (newcomm == NULL || (excludeRanksCount > 0 && excludeRanksList == NULL) ||
-      excludeRanksCount < 0 ||
-      (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)) {
-    return tutti_error(ncclInvalidArgument, "ncclCommShrink: invalid arguments");
-  }
-  *newcomm = NULL;
-  return tutti_error(ncclInvalidUsage,
-                     "ncclCommShrink is not available in this version of tutti: create a new "
-                     "communicator from a fresh unique id among the surviving ranks");
 }

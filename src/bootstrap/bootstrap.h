@@ -27,6 +27,13 @@ ncclResult_t tutti_bootstrap_get_unique_id(ncclUniqueId* id);
  * the library (ncclCommInitAll, ncclCommSplit). */
 ncclResult_t tutti_bootstrap_new_root(ncclUniqueId* id);
 
+/* An id whose root the new communicator's rank 0 starts at `root` (as with
+ * NCCL_COMM_ID), with the given 16-byte secret: for communicators whose ranks
+ * can agree on an id without exchanging it (ncclCommShrink). */
+union tutti_socket_addr;
+void tutti_bootstrap_rank0_id(const union tutti_socket_addr* root, const unsigned char secret[16],
+                              ncclUniqueId* id);
+
 /* Checks that `id` is well formed (magic, version, address family). */
 ncclResult_t tutti_bootstrap_check_id(const ncclUniqueId* id);
 

@@ -72,6 +72,11 @@ ncclResult_t tutti_bootstrap_new_root(ncclUniqueId* id) {
   return ncclSuccess;
 }
 
+void tutti_bootstrap_rank0_id(const union tutti_socket_addr* root,
+                              const unsigned char secret[TUTTI_BS_SECRET], ncclUniqueId* id) {
+  encode(id, TUTTI_ID_FLAG_RANK0_ROOT, root, secret);
+}
+
 ncclResult_t tutti_bootstrap_get_unique_id(ncclUniqueId* id) {
   const char* comm_id = tutti_getenv("NCCL_COMM_ID");
   if (id == NULL || comm_id == NULL || *comm_id == '\0') {

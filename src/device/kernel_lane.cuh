@@ -274,6 +274,11 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
   __threadfence();
   for (int k = 0; k < b.nticket; k++) {
     const int conn = b.tickets[k].conn;
+    /* A lane that never used a connection (its parts were empty) still waits
+     * for its turn, or it would hand the connection past a lane holding it. */
+    if (!s_held[k] && td_take_turn(b, conn, s_held, s_pos) < 0) {
+      return;
+    }
     if (s_held[k]) {
       const uint64_t off = conn < b.n ? L.sent_off : L.recvd_off;
       *(volatile uint64_t*)(b.priv + td_ctr(off, b.ch, conn % b.n, b.n)) = s_pos[k];

@@ -138,12 +138,14 @@ ncclResult_t tutti_step_progress(struct tutti_op* op, const struct tutti_lane_st
   }
   struct tutti_conn* sc = st->send_peer >= 0 ? er->send[st->send_peer] : NULL;
   struct tutti_conn* rc = st->recv_peer >= 0 ? er->recv[st->recv_peer] : NULL;
-  if (st->bytes == 0) {
-    *step_done = 1;
-    return ncclSuccess;
-  }
+  /* Even an empty step waits for its turn on the connections: finishing the
+   * lane early would hand a connection on past a lane that still holds it. */
   if ((sc != NULL && !tutti_exec_conn_ready(l, sc)) ||
       (rc != NULL && !tutti_exec_conn_ready(l, rc))) {
+    return ncclSuccess;
+  }
+  if (st->bytes == 0) {
+    *step_done = 1;
     return ncclSuccess;
   }
   while (*done < st->bytes) {

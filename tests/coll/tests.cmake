@@ -6,3 +6,9 @@ foreach(algo default Ring Direct)
   add_test(NAME coll.procs.${algo} COMMAND test_coll_procs 1,2,3,4,8 ${algo})
   set_tests_properties(coll.procs.${algo} PROPERTIES TIMEOUT 600 ENVIRONMENT "TUTTI_TIMEOUT=60")
 endforeach()
+
+# ncclCommShrink: a healthy shrink, and survivors shrinking after a rank died.
+add_executable(test_shrink ${CMAKE_CURRENT_LIST_DIR}/test_shrink.c)
+target_link_libraries(test_shrink PRIVATE tutti_static)
+add_test(NAME coll.shrink COMMAND test_shrink)
+set_tests_properties(coll.shrink PROPERTIES TIMEOUT 120 ENVIRONMENT "TUTTI_TIMEOUT=20")

@@ -1,0 +1,11 @@
+# Steady-state tests: many init/destroy cycles leave nothing behind, and a
+# random mix of collectives keeps giving exact results (tests/steady/README.md).
+foreach(name leaks soak)
+  add_executable(test_${name} ${CMAKE_CURRENT_LIST_DIR}/test_${name}.c ${CMAKE_SOURCE_DIR}/tests/coll/checker.c)
+  target_include_directories(test_${name} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/coll)
+  target_link_libraries(test_${name} PRIVATE tutti_static)
+endforeach()
+add_test(NAME steady.leaks COMMAND test_leaks 2000 500)
+set_tests_properties(steady.leaks PROPERTIES TIMEOUT 300 ENVIRONMENT "TUTTI_TIMEOUT=30")
+add_test(NAME steady.soak COMMAND test_soak --ranks 4 --seconds 20 --seed 1)
+set_tests_properties(steady.soak PROPERTIES TIMEOUT 300 ENVIRONMENT "TUTTI_TIMEOUT=30")
