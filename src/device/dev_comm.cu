@@ -2,6 +2,8 @@
  * the queues its peers send into), exports it, and maps every peer's:
  * through CUDA IPC between processes, directly (with peer access enabled)
  * between GPUs driven by one process. */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,6 +254,7 @@ static ncclResult_t publish(struct tutti_dev_comm* dc) {
   cudaError_t e = cudaHostGetDevicePointer((void**)&dflags, dc->host_flags, 0);
   h->abort_flag = dflags;
   h->error = dflags + 1;
+  h->kstate = dflags + 3;
   memcpy(h->base, dc->base, (size_t)dc->nranks * sizeof(char*));
   if (e == cudaSuccess) {
     e = cudaMalloc((void**)&dc->d_comm, bytes);
@@ -261,6 +264,53 @@ static ncclResult_t publish(struct tutti_dev_comm* dc) {
   }
   free(h);
   return e == cudaSuccess ? ncclSuccess : cuda_fail(e, "publishing the device communicator");
+}
+
+/* A process that exited (or is a zombie) no longer answers kill(pid, 0). */
+static int process_gone(int pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) {
+    return 1;
+  }
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "r");
+  if (f == NULL) {
+    return 0;
+  }
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char* paren = strrchr(buf, ')');
+  return paren != NULL && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+/* While a kernel of this communicator is in flight, checks a few times a
+ * second that the peers' processes on this host are alive; a dead one stops
+ * the kernels (through the abort flag they watch) and is named in the error,
+ * instead of the kernels waiting out TUTTI_TIMEOUT. */
+static void* watch_main(void* arg) {
+  struct tutti_dev_comm* dc = (struct tutti_dev_comm*)arg;
+  volatile int* f = dc->host_flags;
+  while (!dc->watch_stop) {
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    if (f[3] == f[4] || f[1] != 0) {
+      continue;
+    }
+    for (int p = 0; p < dc->nranks; p++) {
+      if (p != dc->rank && dc->pids[p] > 0 && dc->pids[p] != (int32_t)getpid() &&
+          process_gone(dc->pids[p])) {
+        f[2] = p;
+        __atomic_store_n(&dc->host_flags[1], 4, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&dc->host_flags[0], 1, __ATOMIC_SEQ_CST);
+        WARN("rank %d: rank %d (pid %d) exited while a device collective waited for it: "
+             "stopping this communicator's kernels",
+             dc->rank, p, (int)dc->pids[p]);
+        break;
+      }
+    }
+  }
+  return NULL;
 }
 
 extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
@@ -323,6 +373,11 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
                            : "P2P/direct pointer");
     }
   }
+  dc->pids = (int32_t*)calloc((size_t)s->nranks, sizeof *dc->pids);
+  for (int p = 0; dc->pids != NULL && p < s->nranks; p++) {
+    dc->pids[p] = s->host_of[p] == s->host_of[s->rank] ? s->peers[p].pid : 0;
+  }
+  dc->watch_live = dc->pids != NULL && pthread_create(&dc->watch, NULL, watch_main, dc) == 0;
   INFO(TUTTI_INIT, "device executor: %d channels, %d threads, queues of %zu bytes per peer and "
        "channel, %.1f MB on GPU %d",
        dc->nch, dc->nthreads, (size_t)dc->lay.queue_bytes, (double)dc->lay.total / 1e6, dc->dev);
@@ -344,6 +399,12 @@ extern "C" ncclResult_t tutti_dev_comm_error(struct tutti_dev_comm* dc) {
       return ncclSuccess;
     case 1:
       return tutti_error(ncclInvalidUsage, "a device collective was stopped by ncclCommAbort");
+    case 4:
+      return tutti_error(ncclRemoteError,
+                         "rank %d (pid %d) exited while a device collective of rank %d waited for "
+                         "it: the communicator is unusable; destroy it (or shrink it without "
+                         "that rank)",
+                         dc->host_flags[2], (int)dc->pids[dc->host_flags[2]], dc->rank);
     case 2:
       return tutti_error(ncclRemoteError,
                          "a device collective on rank %d waited more than %.0f s (TUTTI_TIMEOUT) "
@@ -385,6 +446,11 @@ extern "C" void tutti_dev_comm_destroy(struct tutti_dev_comm* dc) {
   if (dc == NULL) {
     return;
   }
+  if (dc->watch_live) {
+    dc->watch_stop = 1;
+    pthread_join(dc->watch, NULL);
+  }
+  free(dc->pids);
   struct td_dev_guard g;
   td_dev_enter(&g, dc->dev);
   if (!__atomic_load_n(&dc->host_flags[0], __ATOMIC_SEQ_CST)) {

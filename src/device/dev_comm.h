@@ -3,6 +3,7 @@
 #define TUTTI_DEVICE_DEV_COMM_H
 
 #include <cuda_runtime.h>
+#include <pthread.h>
 
 #include "device/device.h"
 #include "device/host_region.h"
@@ -25,7 +26,12 @@ struct tutti_dev_comm {
   char** base;            /* [nranks]: every region as mapped here */
   unsigned char* opened;  /* [nranks]: mapped with cudaIpcOpenMemHandle */
   struct td_devcomm* d_comm;
-  int* host_flags; /* pinned, mapped: [0] abort, [1] a kernel's error */
+  int* host_flags; /* pinned, mapped: [0] abort, [1] error, [2] the rank lost,
+                      [3] kernels started, [4] kernels finished */
+  int32_t* pids;   /* [nranks]: peers' processes on this host (0: elsewhere) */
+  pthread_t watch;  /* watchdog: a peer process gone while kernels wait */
+  int watch_live;
+  volatile int watch_stop;
   cudaEvent_t ev;
   void* scratch;
   size_t scratch_cap;

@@ -201,7 +201,9 @@ __device__ __forceinline__ uint64_t td_ll_read(const uint4* line, uint32_t flag,
     if (++spins == (1u << 20)) {
       spins = 0;
       if (*dc->abort_flag) {
-        *dc->error = 1;
+        if (*(volatile int*)dc->error == 0) {
+          *dc->error = 1;
+        }
         return 0; /* the block finds the abort at its next wait */
       }
     }

@@ -9,7 +9,9 @@ __device__ int td_wait_ge(const uint64_t* p, uint64_t want, td_devcomm* dc) {
   for (uint32_t spins = 0; td_ld_acquire(p) < want; spins++) {
     if ((spins & 1023) == 1023) {
       if (*dc->abort_flag) {
-        *dc->error = 1;
+        if (*(volatile int*)dc->error == 0) {
+          *dc->error = 1; /* unless the host already said why */
+        }
         return 0;
       }
       uint64_t now = td_now_ns();
@@ -90,6 +92,13 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
   td_block b = {dc,       tickets + cta.first_ticket, cta.nticket,        cta.channel,
                 dc->nranks, dc->rank,                 dc->base[dc->rank], dc->priv};
   const int tid = threadIdx.x;
+  if (tid == 0 && blockIdx.x == 0) {
+    /* One kernel of a communicator runs at a time (stream order): a plain
+     * increment tells the host's watchdog that work is in flight. */
+    volatile int* ks = dc->kstate;
+    ks[0] = ks[0] + 1;
+    __threadfence_system();
+  }
   if (tid == 0) {
     s_stop = 0;
     uint64_t sc = op.scalar_bits;
@@ -305,6 +314,9 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
     }
     *(volatile unsigned long long*)finished = 0;
     __threadfence();
+    volatile int* ks = dc->kstate;
+    ks[1] = ks[1] + 1;
+    __threadfence_system();
   }
 }
 

@@ -119,6 +119,7 @@ struct td_devcomm {
   struct td_layout lay;
   volatile int* abort_flag; /* host memory mapped to the device: set by ncclCommAbort */
   int* error;               /* same memory: the kernel's report, 0 none */
+  int* kstate;              /* same memory: [0] kernels started, [1] kernels finished */
   char* priv;               /* this rank's private region */
   char* base[1];            /* [nranks]: every rank's shared region as this rank sees it */
 };
