@@ -18,6 +18,7 @@
 extern "C" {
 #include "bootstrap/bootstrap.h"
 #include "util/check.h"
+#include "util/cuda.h"
 #include "util/param.h"
 }
 
@@ -90,7 +91,11 @@ static ncclResult_t map_peers(struct tutti_dev_comm* dc, const struct tutti_dev_
     if (dc->host_mode) {
       char name[96];
       td_host_region_name(name, sizeof name, s->secret, s->comm_hash, p);
-      NCCLCHECK(td_host_region_map(name, dc->lay.total, 0, &dc->hosts[p]));
+      if (td_host_region_map(name, dc->lay.total, 0, &dc->hosts[p]) != ncclSuccess) {
+        snprintf(why, why_len, "rank %d could not map rank %d's queues: %s", dc->rank, p,
+                 tutti_last_error());
+        return ncclSuccess;
+      }
       dc->base[p] = dc->hosts[p].dev;
       continue;
     }
@@ -163,8 +168,8 @@ static void release(struct tutti_dev_comm* dc) {
   free(dc);
 }
 
-static ncclResult_t setup(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s, char* why,
-                          size_t why_len, int* mapped) {
+/* This rank's own resources: regions, flags, event, occupancy. */
+static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s) {
   const int n = s->nranks;
   int nsm = 0, per_sm = 0;
   CUDACHECK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dc->dev),
@@ -195,7 +200,19 @@ static ncclResult_t setup(struct tutti_dev_comm* dc, const struct tutti_dev_setu
   CUDACHECK(td_occupancy(dc->nthreads, &per_sm), "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   dc->max_ctas = nsm * (per_sm > 0 ? per_sm : 1);
   CUDACHECK(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  return ncclSuccess;
+}
 
+static ncclResult_t setup(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s, char* why,
+                          size_t why_len, int* mapped) {
+  const int n = s->nranks;
+  /* A rank that cannot set itself up still takes part in the exchanges, so
+   * that every rank learns it and all turn the device path off together. */
+  ncclResult_t lres = alloc_local(dc, s);
+  if (lres != ncclSuccess) {
+    snprintf(why, why_len, "rank %d could not set up GPU %d: %s", s->rank, dc->dev,
+             tutti_last_error());
+  }
   struct td_export* ex = (struct td_export*)calloc((size_t)n, sizeof *ex);
   if (ex == NULL) {
     return tutti_error(ncclSystemError, "out of host memory");
@@ -207,8 +224,18 @@ static ncclResult_t setup(struct tutti_dev_comm* dc, const struct tutti_dev_setu
   ex[s->rank].ptr = dc->region;
   ex[s->rank].pid = (int32_t)getpid();
   ex[s->rank].dev = dc->dev;
+  ex[s->rank].ok = lres == ncclSuccess;
   res = tutti_bootstrap_allgather(s->boot, ex, sizeof *ex);
-  if (res == ncclSuccess) {
+  int all_ok = 1;
+  for (int p = 0; p < n && res == ncclSuccess; p++) {
+    if (!ex[p].ok && all_ok) {
+      all_ok = 0;
+      if (why[0] == '\0') {
+        snprintf(why, why_len, "rank %d could not set up its GPU (its log says why)", p);
+      }
+    }
+  }
+  if (res == ncclSuccess && all_ok) {
     res = map_peers(dc, s, ex, why, why_len);
   }
   /* Every rank must agree: one that could not map a peer turns the device path off for all. */
@@ -318,6 +345,10 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
                                               size_t why_len) {
   *out = NULL;
   why[0] = '\0';
+  if (!tutti_cuda_available()) {
+    snprintf(why, why_len, "no CUDA driver on this host");
+    return ncclSuccess;
+  }
   for (int p = 0; p < s->nranks; p++) {
     if (s->peers[p].cuda_dev < 0) {
       snprintf(why, why_len,
