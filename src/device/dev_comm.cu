@@ -404,7 +404,7 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
                            : "P2P/direct pointer");
     }
   }
-  dc->pids = (int32_t*)calloc((size_t)s->nranks, sizeof *dc->pids);
+  dc->pids = (int32_t*)calloc((unsigned)s->nranks, sizeof *dc->pids);
   for (int p = 0; dc->pids != NULL && p < s->nranks; p++) {
     dc->pids[p] = s->host_of[p] == s->host_of[s->rank] ? s->peers[p].pid : 0;
   }
