@@ -170,6 +170,7 @@ ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUnique
     comm->cuda_dev = tutti_cuda_current_device();
   }
   tutti_log_set_device(comm->cuda_dev);
+  tutti_dump_install();
   tutti_bootstrap_id_secret(id, comm->secret);
   comm->comm_hash = tutti_hash(id, sizeof *id, TUTTI_HASH_INIT);
   NCCLCHECKGOTO(

@@ -73,6 +73,11 @@ void tutti_exec_rank_free_pool(struct tutti_exec_rank* er);
  * sentence that names the operation, the step and the peer. */
 ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops);
 
+/* TUTTI_DUMP_ON_SIGNAL (exec/dump.c): installs the handler once when the
+ * variable asks for it; the count of dump requests received so far. */
+void tutti_dump_install(void);
+unsigned tutti_dump_requests(void);
+
 /* Waiting when a whole pass moved nothing (exec/wait.c): spin briefly, then
  * yield, then sleep on the rank's doorbell until a peer posts or frees a slot.
  * Before sleeping the waiter announces itself and asks for one more pass, so

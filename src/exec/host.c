@@ -267,6 +267,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
   /* A peer seen gone twice with a full idle pass in between: its last data,
    * posted just before it left, has had its chance to be read. */
   int gone_strikes = 0;
+  unsigned dumped = tutti_dump_requests();
   for (;;) {
     int moved = 0, pending = 0;
     for (int i = 0; i < nops; i++) {
@@ -298,6 +299,16 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
       continue;
     }
     last_check = t;
+    if (tutti_dump_requests() != dumped) {
+      dumped = tutti_dump_requests();
+      for (int i = 0; i < nops; i++) {
+        char what[160];
+        describe_stall(ops[i], what, sizeof what);
+        WARN("dump: rank %d of %d in %s #%llu (count %zu), waiting %.1f s: %s",
+             ops[i]->er->rank, ops[i]->er->nranks, tutti_coll_name(ops[i]->args.coll),
+             (unsigned long long)ops[i]->seq, ops[i]->args.count, t - last_move, what);
+      }
+    }
     for (int i = 0; i < nops; i++) {
       struct tutti_op* op = ops[i];
       struct tutti_exec_rank* er = op->er;

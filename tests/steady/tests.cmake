@@ -9,3 +9,9 @@ add_test(NAME steady.leaks COMMAND test_leaks 2000 500)
 set_tests_properties(steady.leaks PROPERTIES TIMEOUT 300 ENVIRONMENT "TUTTI_TIMEOUT=30")
 add_test(NAME steady.soak COMMAND test_soak --ranks 4 --seconds 20 --seed 1)
 set_tests_properties(steady.soak PROPERTIES TIMEOUT 300 ENVIRONMENT "TUTTI_TIMEOUT=30")
+
+# TUTTI_DUMP_ON_SIGNAL: a waiting rank logs what it waits for on SIGUSR1.
+add_executable(test_dump ${CMAKE_CURRENT_LIST_DIR}/test_dump.c)
+target_link_libraries(test_dump PRIVATE tutti_static)
+add_test(NAME steady.dump COMMAND test_dump)
+set_tests_properties(steady.dump PROPERTIES TIMEOUT 60 ENVIRONMENT "TUTTI_TIMEOUT=30")
