@@ -15,3 +15,9 @@ add_executable(test_dump ${CMAKE_CURRENT_LIST_DIR}/test_dump.c)
 target_link_libraries(test_dump PRIVATE tutti_static)
 add_test(NAME steady.dump COMMAND test_dump)
 set_tests_properties(steady.dump PROPERTIES TIMEOUT 60 ENVIRONMENT "TUTTI_TIMEOUT=30")
+
+# Fault trials: a rank killed at a random moment of a random collective.
+add_executable(test_kill ${CMAKE_CURRENT_LIST_DIR}/test_kill.c)
+target_link_libraries(test_kill PRIVATE tutti_static)
+add_test(NAME steady.kill COMMAND test_kill 6 4)
+set_tests_properties(steady.kill PROPERTIES TIMEOUT 300 ENVIRONMENT "TUTTI_TIMEOUT=30")
