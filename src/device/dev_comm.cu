@@ -3,7 +3,6 @@
  * through CUDA IPC between processes, directly (with peer access enabled)
  * between GPUs driven by one process. */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,7 @@ extern "C" {
 #include "util/check.h"
 #include "util/cuda.h"
 #include "util/param.h"
+#include "util/proc.h"
 }
 
 static TUTTI_PARAM(max_nchannels, "NCCL_MAX_NCHANNELS", 64);
@@ -293,24 +293,6 @@ static ncclResult_t publish(struct tutti_dev_comm* dc) {
   return e == cudaSuccess ? ncclSuccess : cuda_fail(e, "publishing the device communicator");
 }
 
-/* A process that exited (or is a zombie) no longer answers kill(pid, 0). */
-static int process_gone(int pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) {
-    return 1;
-  }
-  char path[64], buf[256];
-  snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  FILE* f = fopen(path, "r");
-  if (f == NULL) {
-    return 0;
-  }
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  const char* paren = strrchr(buf, ')');
-  return paren != NULL && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
-}
-
 /* While a kernel of this communicator is in flight, checks a few times a
  * second that the peers' processes on this host are alive; a dead one stops
  * the kernels (through the abort flag they watch) and is named in the error,
@@ -326,7 +308,7 @@ static void* watch_main(void* arg) {
     }
     for (int p = 0; p < dc->nranks; p++) {
       if (p != dc->rank && dc->pids[p] > 0 && dc->pids[p] != (int32_t)getpid() &&
-          process_gone(dc->pids[p])) {
+          tutti_process_gone(dc->pids[p])) {
         f[2] = p;
         __atomic_store_n(&dc->host_flags[1], 4, __ATOMIC_SEQ_CST);
         __atomic_store_n(&dc->host_flags[0], 1, __ATOMIC_SEQ_CST);

@@ -2,12 +2,12 @@
  * most one slot; both ends cut a step into the same pieces because they
  * share the piece size and the step sizes. */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "exec/step.h"
 #include "util/check.h"
+#include "util/proc.h"
 
 /* Local copies and reductions are cut too, so other lanes keep moving. */
 #define TUTTI_LOCAL_PIECE (1u << 20)
@@ -21,28 +21,12 @@ static inline int src_flags(const struct tutti_step* st) {
          ((st->flags & TUTTI_STEP_FINAL) ? TUTTI_RED_FINAL : 0);
 }
 
-/* A zombie still answers kill(pid, 0): its state in /proc tells. */
-static int is_zombie(int pid) {
-  char path[64], buf[256];
-  snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  FILE* f = fopen(path, "r");
-  if (f == NULL) {
-    return 0;
-  }
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  const char* close_paren = strrchr(buf, ')');
-  return close_paren != NULL && (close_paren[2] == 'Z' || close_paren[2] == 'X');
-}
-
 const char* tutti_exec_peer_gone(const struct tutti_doorbell* bell) {
   static __thread char why[192];
   const char* left = NULL;
   if (__atomic_load_n(&bell->departed, __ATOMIC_ACQUIRE)) {
     left = "destroyed its communicator";
-  } else if (bell->pid > 0 &&
-             ((kill(bell->pid, 0) != 0 && errno == ESRCH) || is_zombie(bell->pid))) {
+  } else if (tutti_process_gone(bell->pid)) {
     left = "exited";
   }
   /* A network peer's broken connection (see struct tutti_doorbell). */

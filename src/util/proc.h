@@ -1,0 +1,17 @@
+/* Whether another process of this host is still there. */
+#ifndef TUTTI_UTIL_PROC_H
+#define TUTTI_UTIL_PROC_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Non-zero when process `pid` has exited or is a zombie (a zombie still
+ * answers kill(pid, 0); its state in /proc tells). */
+int tutti_process_gone(int pid);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
