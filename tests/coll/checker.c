@@ -187,3 +187,31 @@ int chk_equal(ncclDataType_t t, int op, int nranks, double got, double want) {
   }
   return got == want;
 }
+
+void chk_two(ncclDataType_t t, void* out) {
+  double two = 2;
+  memset(out, 0, 8);
+  switch (t) {
+    case ncclFloat16:
+      *(uint16_t*)out = tutti_float_to_half(2);
+      break;
+    case ncclBfloat16:
+      *(uint16_t*)out = tutti_float_to_bf16(2);
+      break;
+    case ncclFloat8e4m3:
+      *(uint8_t*)out = tutti_float_to_e4m3(2);
+      break;
+    case ncclFloat8e5m2:
+      *(uint8_t*)out = tutti_float_to_e5m2(2);
+      break;
+    case ncclFloat32:
+      *(float*)out = 2;
+      break;
+    case ncclFloat64:
+      memcpy(out, &two, 8);
+      break;
+    default:
+      *(unsigned char*)out = 2; /* little-endian integers */
+      break;
+  }
+}

@@ -24,6 +24,10 @@ double chk_get(const void* buf, ncclDataType_t t, size_t i);
 /* Rounds `v` to the type (what storing it would give), as double. */
 double chk_round(ncclDataType_t t, double v);
 
+/* The PreMulSum scalar the tests use, 2, as a value of type `t` in the first
+ * bytes of `out` (8 bytes, the rest zeroed). */
+void chk_two(ncclDataType_t t, void* out);
+
 /* Whether `got` is right for `want`: bit-exact except avg on floating types. */
 int chk_equal(ncclDataType_t t, int op, int nranks, double got, double want);
 

@@ -58,33 +58,7 @@ static void run_case(ncclComm_t comm, int n, int r, int c, ncclDataType_t t, int
   if (op == ncclNumOps) {
     /* PreMulSum by 2, the scalar alternately immediate and by pointer. */
     static char scalar[8];
-    memset(scalar, 0, sizeof scalar);
-    char tmp[8];
-    chk_fill(tmp, t, ncclSum, 0, 0, 1);
-    double two = 2;
-    switch (t) {
-      case ncclFloat16:
-        *(uint16_t*)scalar = tutti_float_to_half(2);
-        break;
-      case ncclBfloat16:
-        *(uint16_t*)scalar = tutti_float_to_bf16(2);
-        break;
-      case ncclFloat8e4m3:
-        *(uint8_t*)scalar = tutti_float_to_e4m3(2);
-        break;
-      case ncclFloat8e5m2:
-        *(uint8_t*)scalar = tutti_float_to_e5m2(2);
-        break;
-      case ncclFloat32:
-        *(float*)scalar = 2;
-        break;
-      case ncclFloat64:
-        memcpy(scalar, &two, 8);
-        break;
-      default:
-        scalar[0] = 2;
-        break; /* little-endian integers */
-    }
+    chk_two(t, scalar);
     premul = 2;
     ncclScalarResidence_t res = (count & 1) ? ncclScalarHostImmediate : ncclScalarDevice;
     if (ncclRedOpCreatePreMulSum(&rop, scalar, t, res, comm) != ncclSuccess) {

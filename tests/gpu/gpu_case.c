@@ -40,34 +40,6 @@ const char* gcase_name(const struct gcase* c, const struct grank* g, char* buf, 
   return buf;
 }
 
-static void scalar_two(ncclDataType_t t, char* s) {
-  memset(s, 0, 8);
-  double two = 2;
-  switch (t) {
-    case ncclFloat16:
-      *(uint16_t*)s = tutti_float_to_half(2);
-      break;
-    case ncclBfloat16:
-      *(uint16_t*)s = tutti_float_to_bf16(2);
-      break;
-    case ncclFloat8e4m3:
-      *(uint8_t*)s = tutti_float_to_e4m3(2);
-      break;
-    case ncclFloat8e5m2:
-      *(uint8_t*)s = tutti_float_to_e5m2(2);
-      break;
-    case ncclFloat32:
-      *(float*)s = 2;
-      break;
-    case ncclFloat64:
-      memcpy(s, &two, 8);
-      break;
-    default:
-      s[0] = 2;
-      break;
-  }
-}
-
 static size_t in_elems(const struct gcase* c, int n) {
   return (c->coll == G_REDUCESCATTER || c->coll == G_ALLTOALL || c->coll == G_SCATTER)
              ? c->count * (size_t)n
@@ -118,7 +90,7 @@ int gcase_prepare(const struct gcase* c, struct grank* g) {
   g->rop = (ncclRedOp_t)c->op;
   if (c->op == ncclNumOps) {
     char s[8];
-    scalar_two(c->type, s);
+    chk_two(c->type, s);
     void* where = s;
     if (c->scalar_on_device) {
       cudaMemcpy(g->dscalar, s, 8, cudaMemcpyHostToDevice);

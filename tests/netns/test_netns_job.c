@@ -45,35 +45,6 @@ static double wall(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* PreMulSum by 2 in type t. */
-static void two_in(ncclDataType_t t, void* scalar) {
-  double two = 2;
-  memset(scalar, 0, 8);
-  switch (t) {
-    case ncclFloat16:
-      *(uint16_t*)scalar = tutti_float_to_half(2);
-      break;
-    case ncclBfloat16:
-      *(uint16_t*)scalar = tutti_float_to_bf16(2);
-      break;
-    case ncclFloat8e4m3:
-      *(uint8_t*)scalar = tutti_float_to_e4m3(2);
-      break;
-    case ncclFloat8e5m2:
-      *(uint8_t*)scalar = tutti_float_to_e5m2(2);
-      break;
-    case ncclFloat32:
-      *(float*)scalar = 2;
-      break;
-    case ncclFloat64:
-      memcpy(scalar, &two, 8);
-      break;
-    default:
-      *(char*)scalar = 2;
-      break; /* little-endian integers */
-  }
-}
-
 static ncclResult_t call(ncclComm_t comm, int c, const void* s, void* r, size_t count,
                          ncclDataType_t t, ncclRedOp_t op, int root) {
   switch (c) {
@@ -107,7 +78,7 @@ static int run_case(ncclComm_t comm, int n, int r, int c, ncclDataType_t t, int 
   ncclRedOp_t rop = (ncclRedOp_t)op;
   char scalar[8];
   if (op == ncclNumOps) {
-    two_in(t, scalar);
+    chk_two(t, scalar);
     if (ncclRedOpCreatePreMulSum(&rop, scalar, t, ncclScalarHostImmediate, comm) != ncclSuccess) {
       rop = ncclSum;
     }
