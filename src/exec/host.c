@@ -11,6 +11,7 @@
 #include "exec/exec.h"
 #include "exec/step.h"
 #include "util/check.h"
+#include "util/proc.h"
 
 struct tutti_lane_state {
   int step; /* index into sched.steps */
@@ -155,6 +156,67 @@ static void describe_stall(const struct tutti_op* op, char* buf, size_t len) {
   snprintf(buf, len, "finishing");
 }
 
+/* What this rank is in, in its doorbell, for peers that wait on it to say. */
+static void publish(struct tutti_op** ops, int nops, int active) {
+  for (int i = 0; i < nops; i++) {
+    struct tutti_doorbell* bell = ops[i]->er->bell;
+    if (bell != NULL && active) {
+      __atomic_store_n(&bell->op_seq, ops[i]->seq, __ATOMIC_RELAXED);
+      __atomic_store_n(&bell->op_coll, (uint32_t)ops[i]->args.coll, __ATOMIC_RELAXED);
+    }
+    if (bell != NULL) {
+      __atomic_store_n(&bell->op_active, (uint32_t)active, __ATOMIC_RELEASE);
+    }
+  }
+}
+
+/* What the peer a stuck lane waits for is doing, when its doorbell is
+ * visible (same host): stopped, in another collective, or in none. */
+static void describe_peer(const struct tutti_op* op, char* buf, size_t len) {
+  const struct tutti_exec_rank* er = op->er;
+  snprintf(buf, len, ": is that rank alive and calling the same collectives in the same order?");
+  for (int i = 0; i < op->sched.nlanes; i++) {
+    const struct tutti_step* st = stuck_step(op, i);
+    int p = st == NULL ? -1 : st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
+    if (p < 0 || er->peer_bells == NULL || er->peer_bells[p] == NULL ||
+        er->peers[p].host_hash != er->peers[er->rank].host_hash) {
+      continue; /* a network peer's doorbell here is a local stand-in */
+    }
+    const struct tutti_doorbell* b = er->peer_bells[p];
+    int active = (int)__atomic_load_n(&b->op_active, __ATOMIC_ACQUIRE);
+    unsigned long long seq = (unsigned long long)__atomic_load_n(&b->op_seq, __ATOMIC_RELAXED);
+    const char* coll = tutti_coll_name((enum tutti_coll)__atomic_load_n(&b->op_coll,
+                                                                        __ATOMIC_RELAXED));
+    int pid = (int)er->peers[p].pid;
+    char doing[96];
+    if (active) {
+      snprintf(doing, sizeof doing, "in %s #%llu", coll, seq);
+    } else if (seq > 0) {
+      snprintf(doing, sizeof doing, "in no collective (its last: %s #%llu)", coll, seq);
+    } else {
+      snprintf(doing, sizeof doing, "in no collective yet");
+    }
+    if (tutti_process_stopped(pid)) {
+      snprintf(buf, len, ": rank %d (pid %d) is alive but stopped (SIGSTOP or a debugger), %s", p,
+               pid, doing);
+    } else if (active && seq == op->seq && strcmp(coll, tutti_coll_name(op->args.coll)) == 0) {
+      snprintf(buf, len,
+               ": rank %d (pid %d) is alive and in the same %s #%llu, itself waiting: a stall "
+               "elsewhere in the job",
+               p, pid, coll, seq);
+    } else if (active) {
+      snprintf(buf, len,
+               ": rank %d (pid %d) is alive but %s: the ranks called different collectives or in "
+               "a different order",
+               p, pid, doing);
+    } else {
+      snprintf(buf, len, ": rank %d (pid %d) is alive but %s: is it stuck in its own code?", p, pid,
+               doing);
+    }
+    return;
+  }
+}
+
 /* A peer that can no longer answer, among those a stuck lane waits for:
  * records the error text and returns non-zero. */
 static int find_gone_peer(struct tutti_op* op) {
@@ -173,6 +235,18 @@ static int find_gone_peer(struct tutti_op* op) {
       }
       const char* why = tutti_exec_peer_gone(er->peer_bells[p]);
       if (why != NULL) {
+        /* Leave the first cause where the other ranks will look when this
+         * one leaves in turn: the rank that was lost first, not this one. */
+        uint32_t theirs = __atomic_load_n(&er->peer_bells[p]->lost, __ATOMIC_ACQUIRE);
+        uint32_t cause = (theirs & TUTTI_DOORBELL_LOST_SELF) != 0 &&
+                                 (theirs & TUTTI_DOORBELL_LOST_SELF) != TUTTI_DOORBELL_LOST_SELF
+                             ? theirs
+                             : (uint32_t)(p + 1);
+        uint32_t none = 0;
+        if (er->bell != NULL) {
+          __atomic_compare_exchange_n(&er->bell->lost, &none, cause, 0, __ATOMIC_ACQ_REL,
+                                      __ATOMIC_ACQUIRE);
+        }
         tutti_error(ncclRemoteError,
                     "rank %d (pid %d on host %s) %s while rank %d waits for it in %s #%llu", p,
                     (int)er->peers[p].pid, er->peers[p].hostname, why, er->rank,
@@ -251,6 +325,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
   struct tutti_waiter w;
   memset(&w, 0, sizeof w);
   w.spin = ops[0]->er->spin_rounds;
+  publish(ops, nops, 1);
   for (int i = 0; i < nops; i++) {
     NCCLCHECKGOTO(op_prepare(ops[i]), res, out);
   }
@@ -326,19 +401,20 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
         break;
       }
       if (t - last_move > er->timeout_s) {
-        char what[160];
+        char what[160], peer[200];
         describe_stall(op, what, sizeof what);
+        describe_peer(op, peer, sizeof peer);
         res = tutti_error(ncclRemoteError,
                           "%s #%llu on rank %d made no progress for %.0f s (TUTTI_TIMEOUT), "
-                          "%s: is that rank alive and calling the same collectives in the same "
-                          "order?",
+                          "%s%s",
                           tutti_coll_name(op->args.coll), (unsigned long long)op->seq, er->rank,
-                          er->timeout_s, what);
+                          er->timeout_s, what, peer);
         goto out;
       }
     }
   }
 out:
+  publish(ops, nops, 0);
   tutti_wait_reset(&w);
   ops[0]->er->spin_rounds = w.spin; /* what was learnt carries to the next call */
   return res;

@@ -43,7 +43,7 @@ const char* tutti_exec_peer_gone(const struct tutti_doorbell* bell) {
   /* Only once the owner has left: a broken link elsewhere is its reason. */
   if (lost != 0 && who != TUTTI_DOORBELL_LOST_SELF && left != NULL) {
     snprintf(why, sizeof why, "%s after losing rank %u (%s)", left, who - 1,
-             err != 0 ? strerror(err) : "its connection closed without a goodbye");
+             err != 0 ? strerror(err) : "that rank left the job without a goodbye");
     return why;
   }
   return left;

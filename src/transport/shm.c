@@ -20,6 +20,7 @@
 static TUTTI_PARAM(shm_disable, "NCCL_SHM_DISABLE", 0);
 
 #define SHM_BELL_STRIDE 64
+_Static_assert(sizeof(struct tutti_doorbell) <= SHM_BELL_STRIDE, "a doorbell fits its stride");
 
 struct shm_state {
   void* base;

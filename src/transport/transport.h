@@ -59,6 +59,11 @@ struct tutti_doorbell {
    * a private copy for a network peer whose own connection broke, else
    * 1 + the rank the owner lost its connection to. */
   uint32_t lost;
+  /* What the owner is doing, for peers that wait on it to report: the
+   * collective it is in (active), or the last one it was in. */
+  uint32_t op_active;
+  uint32_t op_coll; /* enum tutti_coll */
+  uint64_t op_seq;
 };
 #define TUTTI_DOORBELL_LOST_SELF 0xFFFFFFu
 

@@ -6,13 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-int tutti_process_gone(int pid) {
-  if (pid <= 0) {
-    return 0;
-  }
-  if (kill(pid, 0) != 0 && errno == ESRCH) {
-    return 1;
-  }
+/* The state letter of `pid` in /proc (R, S, D, T, t, Z, X, ...), or 0. */
+static char proc_state(int pid) {
   char path[64], buf[256];
   snprintf(path, sizeof path, "/proc/%d/stat", pid);
   FILE* f = fopen(path, "r");
@@ -23,6 +18,21 @@ int tutti_process_gone(int pid) {
   fclose(f);
   buf[n] = '\0';
   const char* close_paren = strrchr(buf, ')');
-  return close_paren != NULL && close_paren[1] == ' ' &&
-         (close_paren[2] == 'Z' || close_paren[2] == 'X');
+  return close_paren != NULL && close_paren[1] == ' ' ? close_paren[2] : 0;
+}
+
+int tutti_process_gone(int pid) {
+  if (pid <= 0) {
+    return 0;
+  }
+  if (kill(pid, 0) != 0 && errno == ESRCH) {
+    return 1;
+  }
+  char st = proc_state(pid);
+  return st == 'Z' || st == 'X';
+}
+
+int tutti_process_stopped(int pid) {
+  char st = pid > 0 ? proc_state(pid) : 0;
+  return st == 'T' || st == 't';
 }

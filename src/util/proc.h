@@ -9,6 +9,8 @@ extern "C" {
 /* Non-zero when process `pid` has exited or is a zombie (a zombie still
  * answers kill(pid, 0); its state in /proc tells). */
 int tutti_process_gone(int pid);
+/* Non-zero when process `pid` is stopped (SIGSTOP, a debugger). */
+int tutti_process_stopped(int pid);
 
 #ifdef __cplusplus
 }

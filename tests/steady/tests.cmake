@@ -21,3 +21,9 @@ add_executable(test_kill ${CMAKE_CURRENT_LIST_DIR}/test_kill.c)
 target_link_libraries(test_kill PRIVATE tutti_static)
 add_test(NAME steady.kill COMMAND test_kill 6 4)
 set_tests_properties(steady.kill PROPERTIES TIMEOUT 300 ENVIRONMENT "TUTTI_TIMEOUT=30")
+
+# A stalled (stopped, or busy elsewhere) peer is reported as alive, with what it is doing.
+add_executable(test_stall ${CMAKE_CURRENT_LIST_DIR}/test_stall.c)
+target_link_libraries(test_stall PRIVATE tutti_static)
+add_test(NAME steady.stall COMMAND test_stall)
+set_tests_properties(steady.stall PROPERTIES TIMEOUT 120 ENVIRONMENT "TUTTI_TIMEOUT=3")
