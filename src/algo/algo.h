@@ -31,6 +31,7 @@ enum tutti_algo_id {
   TUTTI_ALGO_RING = 0,
   TUTTI_ALGO_DIRECT, /* one-shot: every rank talks to every rank in one round */
   TUTTI_ALGO_HIER,   /* within each host, then across hosts, then within each host */
+  TUTTI_ALGO_TREE,   /* a binary tree: reduce up, broadcast down, pipelined by chunks */
   TUTTI_ALGO_COUNT
 };
 
@@ -106,6 +107,9 @@ struct tutti_coll_args {
   const int32_t* host_of;
   int nhosts;
   int max_local;
+  /* The hierarchical allreduce's exchange among hosts: TUTTI_ALGO_RING or
+   * TUTTI_ALGO_TREE (chosen by tune; 0 is the ring). */
+  int inter_algo;
 };
 
 /* One algorithm: a name and a builder for each collective it implements
@@ -122,6 +126,7 @@ struct tutti_algo {
 extern const struct tutti_algo tutti_algo_ring;
 extern const struct tutti_algo tutti_algo_direct;
 extern const struct tutti_algo tutti_algo_hier;
+extern const struct tutti_algo tutti_algo_tree;
 
 /* The table of every algorithm, indexed by enum tutti_algo_id. */
 const struct tutti_algo* tutti_algo_get(enum tutti_algo_id id);

@@ -43,3 +43,12 @@ const struct tutti_algo tutti_algo_hier = {
             [TUTTI_COLL_ALLREDUCE] = tutti_build_allreduce_hier,
         },
 };
+
+const struct tutti_algo tutti_algo_tree = {
+    .id = TUTTI_ALGO_TREE,
+    .name = "Tree",
+    .build =
+        {
+            [TUTTI_COLL_ALLREDUCE] = tutti_build_allreduce_tree,
+        },
+};

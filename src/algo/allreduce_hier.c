@@ -1,5 +1,6 @@
 /* Hierarchical allreduce: each host reduces to its first rank (a chain
  * through the host's ranks), those leaders allreduce around a ring of hosts,
+ * (or a tree of hosts, for small messages among many hosts: tune decides),
  * and each leader broadcasts within its host (a chain again). Only one rank
  * per host crosses the network, with one ring step per host instead of one
  * per rank. The phases reuse the ring builders on sub-rings of rank indices,
@@ -76,7 +77,8 @@ TUTTI_BUILDER(allreduce_hier) {
     sa.rank = gi;
     sa.in_place = 1;
     sa.host_of = NULL;
-    NCCLCHECKGOTO(tutti_schedule_build(TUTTI_ALGO_RING, &sa, &sub), res, out);
+    enum tutti_algo_id inter = a->inter_algo == TUTTI_ALGO_TREE ? TUTTI_ALGO_TREE : TUTTI_ALGO_RING;
+    NCCLCHECKGOTO(tutti_schedule_build(inter, &sa, &sub), res, out);
     NCCLCHECKGOTO(append(s, &sub, leaders, 1, 1), res, out);
   }
   /* 3. Broadcast within the host. */

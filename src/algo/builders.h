@@ -11,6 +11,7 @@
 TUTTI_BUILDER(allreduce_ring);
 TUTTI_BUILDER(allreduce_direct);
 TUTTI_BUILDER(allreduce_hier);
+TUTTI_BUILDER(allreduce_tree);
 TUTTI_BUILDER(broadcast_ring);
 TUTTI_BUILDER(broadcast_direct);
 TUTTI_BUILDER(reduce_ring);

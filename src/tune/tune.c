@@ -42,7 +42,7 @@ static unsigned algo_bits(const char* list) {
       known = 1;
     }
     if (!known) {
-      WARN("NCCL_ALGO names \"%s\", which tutti does not know: use Ring, Direct or Hier", tok);
+      WARN("NCCL_ALGO names \"%s\", which tutti does not know: use Ring, Direct, Hier or Tree", tok);
     }
   }
   unsigned all = (1u << TUTTI_ALGO_COUNT) - 1;
@@ -118,11 +118,33 @@ static TUTTI_PARAM(device_direct_max_bytes, "TUTTI_DEVICE_DIRECT_MAX_BYTES", 0);
 
 static enum tutti_algo_id pick_allowed(const struct tutti_coll_args* a, enum tutti_algo_id pick);
 
+/* Across hosts: from this many hosts on, messages up to TUTTI_TREE_MAX_BYTES
+ * cross the network along a tree (2 log2 H steps) rather than a ring
+ * (2(H-1) steps); with several ranks per host the hierarchical allreduce
+ * keeps one rank per host on the network. */
+static TUTTI_PARAM(tree_min_hosts, "TUTTI_TREE_MIN_HOSTS", 4);
+static TUTTI_PARAM(tree_max_bytes, "TUTTI_TREE_MAX_BYTES", 1 << 20);
+
 enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a) {
   pthread_once(&algo_once, load_algo_env);
-  return pick_allowed(a, direct_bytes(a) <= (size_t)tutti_param_direct_max_bytes()
-                             ? TUTTI_ALGO_DIRECT
-                             : TUTTI_ALGO_RING);
+  enum tutti_algo_id pick = direct_bytes(a) <= (size_t)tutti_param_direct_max_bytes()
+                                ? TUTTI_ALGO_DIRECT
+                                : TUTTI_ALGO_RING;
+  const size_t bytes = a->count * a->elem_size;
+  const int tree = a->nhosts >= tutti_param_tree_min_hosts() &&
+                   bytes <= (size_t)tutti_param_tree_max_bytes();
+  if (a->coll == TUTTI_COLL_ALLREDUCE && pick == TUTTI_ALGO_RING && a->nhosts > 1) {
+    pick = a->max_local > 1 ? TUTTI_ALGO_HIER : tree ? TUTTI_ALGO_TREE : TUTTI_ALGO_RING;
+  }
+  return pick_allowed(a, pick);
+}
+
+int tutti_tune_inter(const struct tutti_coll_args* a) {
+  const size_t bytes = a->count * a->elem_size;
+  return a->nhosts >= tutti_param_tree_min_hosts() &&
+                 bytes <= (size_t)tutti_param_tree_max_bytes()
+             ? TUTTI_ALGO_TREE
+             : TUTTI_ALGO_RING;
 }
 
 enum tutti_algo_id tutti_tune_algo_device(const struct tutti_coll_args* a) {

@@ -9,6 +9,9 @@
  * the collective is skipped, and the reason logged (NCCL_DEBUG_SUBSYS=TUNING). */
 enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a);
 
+/* The hierarchical allreduce's exchange among hosts (coll_args.inter_algo). */
+int tutti_tune_inter(const struct tutti_coll_args* a);
+
 /* The same choice for a collective on device buffers (one host). */
 enum tutti_algo_id tutti_tune_algo_device(const struct tutti_coll_args* a);
 

@@ -110,6 +110,7 @@ static void setup_buffers(struct rankbuf* b, enum tutti_coll c, int n, int r, in
 }
 
 static const int32_t* host_layout; /* for the hierarchical algorithm; NULL: one host */
+static int inter_algo;              /* its exchange among hosts: ring or tree */
 
 static int run_case(enum tutti_algo_id algo, enum tutti_coll c, int n, size_t count, int in_place,
                     int root) {
@@ -133,6 +134,22 @@ static int run_case(enum tutti_algo_id algo, enum tutti_coll c, int n, size_t co
     op->er = &er[r];
     op->args = (struct tutti_coll_args){c, count, sizeof(int32_t), n,
                                         r, root,  in_place,        4 * tutti_mem_world_piece(w)};
+    if (host_layout != NULL) {
+      int nh = 0, most = 0;
+      for (int q = 0; q < n; q++) {
+        int h = host_layout[q], seen = 0, local = 0;
+        for (int p = 0; p < n; p++) {
+          seen |= p < q && host_layout[p] == h;
+          local += host_layout[p] == h;
+        }
+        nh += !seen;
+        most = local > most ? local : most;
+      }
+      op->args.host_of = host_layout;
+      op->args.nhosts = nh;
+      op->args.max_local = most;
+      op->args.inter_algo = inter_algo;
+    }
     op->redop.type = ncclInt32;
     op->redop.kind = TUTTI_RED_SUM;
     if (tutti_schedule_build(algo, &op->args, &op->sched) != ncclSuccess)
@@ -282,15 +299,19 @@ int main(void) {
         layout[r] = kind < 3 ? r / (kind + 1) : kind == 3 ? r % 3 : (r * r) % 5 / 2;
       }
       host_layout = layout;
-      for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
-        if (n >= 8 && counts[ci] > 4000) continue;
-        for (int ip = 0; ip < 2; ip++) {
-          CHECK(run_case(TUTTI_ALGO_HIER, TUTTI_COLL_ALLREDUCE, n, counts[ci], ip, 0) == 1,
-                "Hier AllReduce n=%d layout %d count=%zu %s", n, kind, counts[ci],
-                ip ? "in-place" : "out-of-place");
+      for (int tree = 0; tree < 2; tree++) {
+        inter_algo = tree ? TUTTI_ALGO_TREE : TUTTI_ALGO_RING;
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+          if (n >= 8 && counts[ci] > 4000) continue;
+          for (int ip = 0; ip < 2; ip++) {
+            CHECK(run_case(TUTTI_ALGO_HIER, TUTTI_COLL_ALLREDUCE, n, counts[ci], ip, 0) == 1,
+                  "Hier AllReduce n=%d layout %d (%s among hosts) count=%zu %s", n, kind,
+                  tree ? "tree" : "ring", counts[ci], ip ? "in-place" : "out-of-place");
+          }
         }
       }
       host_layout = NULL;
+      inter_algo = 0;
     }
   }
   return test_summary("schedules");
