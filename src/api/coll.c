@@ -92,8 +92,10 @@ static ncclResult_t check_call(struct ncclComm* comm, struct call* c) {
   }
   c->device = dev_send || dev_recv;
   if (c->device && comm->dev == NULL) {
-    return tutti_error(ncclInvalidUsage, "%s: rank %d passed device buffers, which this "
-                       "communicator cannot move: %s", c->fn, r, comm->dev_why);
+    return tutti_error(ncclInvalidUsage,
+                       "%s: rank %d passed device buffers, which this "
+                       "communicator cannot move: %s",
+                       c->fn, r, comm->dev_why);
   }
   return ncclSuccess;
 }

@@ -38,12 +38,12 @@ static ncclResult_t cuda_fail(cudaError_t e, const char* what) {
                      cudaGetErrorName(e));
 }
 
-#define CUDACHECK(call, what)                \
-  do {                                       \
-    cudaError_t e_ = (call);                 \
-    if (e_ != cudaSuccess) {                 \
-      return cuda_fail(e_, what);            \
-    }                                        \
+#define CUDACHECK(call, what)     \
+  do {                            \
+    cudaError_t e_ = (call);      \
+    if (e_ != cudaSuccess) {      \
+      return cuda_fail(e_, what); \
+    }                             \
   } while (0)
 
 static void layout(struct td_layout* l, int nch, int n, size_t queue_bytes) {
@@ -312,9 +312,10 @@ static void* watch_main(void* arg) {
         f[2] = p;
         __atomic_store_n(&dc->host_flags[1], 4, __ATOMIC_SEQ_CST);
         __atomic_store_n(&dc->host_flags[0], 1, __ATOMIC_SEQ_CST);
-        WARN("rank %d: rank %d (pid %d) exited while a device collective waited for it: "
-             "stopping this communicator's kernels",
-             dc->rank, p, (int)dc->pids[p]);
+        WARN(
+            "rank %d: rank %d (pid %d) exited while a device collective waited for it: "
+            "stopping this communicator's kernels",
+            dc->rank, p, (int)dc->pids[p]);
         break;
       }
     }
@@ -381,7 +382,7 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
     if (p != s->rank) {
       INFO(TUTTI_INIT | TUTTI_P2P, "Channel 00-%02d : %d[%d] -> %d[%d] via %s", dc->nch - 1,
            s->rank, dc->dev, p, s->peers[p].cuda_dev,
-           dc->host_mode     ? "SHM/host memory (NCCL_P2P_DISABLE)"
+           dc->host_mode   ? "SHM/host memory (NCCL_P2P_DISABLE)"
            : dc->opened[p] ? "P2P/IPC"
                            : "P2P/direct pointer");
     }
@@ -391,7 +392,8 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
     dc->pids[p] = s->host_of[p] == s->host_of[s->rank] ? s->peers[p].pid : 0;
   }
   dc->watch_live = dc->pids != NULL && pthread_create(&dc->watch, NULL, watch_main, dc) == 0;
-  INFO(TUTTI_INIT, "device executor: %d channels, %d threads, queues of %zu bytes per peer and "
+  INFO(TUTTI_INIT,
+       "device executor: %d channels, %d threads, queues of %zu bytes per peer and "
        "channel, %.1f MB on GPU %d",
        dc->nch, dc->nthreads, (size_t)dc->lay.queue_bytes, (double)dc->lay.total / 1e6, dc->dev);
   td_dev_leave(&g);

@@ -13,23 +13,23 @@ struct tutti_dev_comm {
   int rank;
   int nranks;
   int dev;
-  int nch;       /* channels allocated: the most any operation uses */
-  int nthreads;  /* per block (NCCL_NTHREADS) */
-  int max_ctas;  /* blocks that can be resident at once: a launch never exceeds it */
+  int nch;      /* channels allocated: the most any operation uses */
+  int nthreads; /* per block (NCCL_NTHREADS) */
+  int max_ctas; /* blocks that can be resident at once: a launch never exceeds it */
   size_t slot_bytes;
   struct td_layout lay;
-  char* region;           /* this rank's shared region, as kernels address it */
-  char* priv;             /* this rank's private counters (GPU memory) */
-  int host_mode;          /* shared regions in host memory (NCCL_P2P_DISABLE) */
+  char* region;                 /* this rank's shared region, as kernels address it */
+  char* priv;                   /* this rank's private counters (GPU memory) */
+  int host_mode;                /* shared regions in host memory (NCCL_P2P_DISABLE) */
   struct td_host_region* hosts; /* [nranks]: host mappings in host mode */
   char shm_name[96];            /* this rank's segment in host mode, until unlinked */
-  char** base;            /* [nranks]: every region as mapped here */
-  unsigned char* opened;  /* [nranks]: mapped with cudaIpcOpenMemHandle */
+  char** base;                  /* [nranks]: every region as mapped here */
+  unsigned char* opened;        /* [nranks]: mapped with cudaIpcOpenMemHandle */
   struct td_devcomm* d_comm;
   int* host_flags; /* pinned, mapped: [0] abort, [1] error, [2] the rank lost,
                       [3] kernels started, [4] kernels finished */
   int32_t* pids;   /* [nranks]: peers' processes on this host (0: elsewhere) */
-  pthread_t watch;  /* watchdog: a peer process gone while kernels wait */
+  pthread_t watch; /* watchdog: a peer process gone while kernels wait */
   int watch_live;
   volatile int watch_stop;
   cudaEvent_t ev;

@@ -68,7 +68,6 @@ struct tutti_dev_op {
  * launch of `dc`. Returns at once; nothing waits for the device. */
 ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops);
 
-
 /* ncclMemAlloc / ncclMemFree on the current GPU. */
 ncclResult_t tutti_dev_mem_alloc(void** ptr, size_t size);
 ncclResult_t tutti_dev_mem_free(void* ptr);

@@ -61,7 +61,7 @@ struct td_unroll {
   static const int value = 4;
 };
 template <class N>
-struct td_unroll<td_narrow<N> > {
+struct td_unroll<td_narrow<N>> {
   static const int value = sizeof(typename N::T) == 2 ? 4 : 2;
 };
 
@@ -149,29 +149,29 @@ __device__ __noinline__ void td_pass_typed(const td_op* op, uint64_t scalar, int
   }
   switch (op->type) {
     case ncclInt8:
-      return td_pass_eop<td_int<int8_t, uint8_t> >(op, scalar, eop, p);
+      return td_pass_eop<td_int<int8_t, uint8_t>>(op, scalar, eop, p);
     case ncclUint8:
-      return td_pass_eop<td_int<uint8_t, uint8_t> >(op, scalar, eop, p);
+      return td_pass_eop<td_int<uint8_t, uint8_t>>(op, scalar, eop, p);
     case ncclInt32:
-      return td_pass_eop<td_int<int32_t, uint32_t> >(op, scalar, eop, p);
+      return td_pass_eop<td_int<int32_t, uint32_t>>(op, scalar, eop, p);
     case ncclUint32:
-      return td_pass_eop<td_int<uint32_t, uint32_t> >(op, scalar, eop, p);
+      return td_pass_eop<td_int<uint32_t, uint32_t>>(op, scalar, eop, p);
     case ncclInt64:
-      return td_pass_eop<td_int<int64_t, uint64_t> >(op, scalar, eop, p);
+      return td_pass_eop<td_int<int64_t, uint64_t>>(op, scalar, eop, p);
     case ncclUint64:
-      return td_pass_eop<td_int<uint64_t, uint64_t> >(op, scalar, eop, p);
+      return td_pass_eop<td_int<uint64_t, uint64_t>>(op, scalar, eop, p);
     case ncclFloat32:
       return td_pass_eop<td_f32>(op, scalar, eop, p);
     case ncclFloat64:
       return td_pass_eop<td_f64>(op, scalar, eop, p);
     case ncclFloat16:
-      return td_pass_eop<td_narrow<td_half> >(op, scalar, eop, p);
+      return td_pass_eop<td_narrow<td_half>>(op, scalar, eop, p);
     case ncclBfloat16:
-      return td_pass_eop<td_narrow<td_bf16> >(op, scalar, eop, p);
+      return td_pass_eop<td_narrow<td_bf16>>(op, scalar, eop, p);
     case ncclFloat8e4m3:
-      return td_pass_eop<td_narrow<td_e4m3> >(op, scalar, eop, p);
+      return td_pass_eop<td_narrow<td_e4m3>>(op, scalar, eop, p);
     case ncclFloat8e5m2:
-      return td_pass_eop<td_narrow<td_e5m2> >(op, scalar, eop, p);
+      return td_pass_eop<td_narrow<td_e5m2>>(op, scalar, eop, p);
     default:
       return;
   }
@@ -279,33 +279,33 @@ __device__ __noinline__ void td_ll_pass(const td_op* op, uint64_t scalar, int e,
 __device__ __noinline__ void td_ll_typed(const td_op* op, uint64_t scalar, int eop,
                                          const td_llpass* p) {
   if (eop == TD_COPY) {
-    return td_ll_pass<td_int<uint64_t, uint64_t> >(op, scalar, eop, p);
+    return td_ll_pass<td_int<uint64_t, uint64_t>>(op, scalar, eop, p);
   }
   switch (op->type) {
     case ncclInt8:
-      return td_ll_pass<td_int<int8_t, uint8_t> >(op, scalar, eop, p);
+      return td_ll_pass<td_int<int8_t, uint8_t>>(op, scalar, eop, p);
     case ncclUint8:
-      return td_ll_pass<td_int<uint8_t, uint8_t> >(op, scalar, eop, p);
+      return td_ll_pass<td_int<uint8_t, uint8_t>>(op, scalar, eop, p);
     case ncclInt32:
-      return td_ll_pass<td_int<int32_t, uint32_t> >(op, scalar, eop, p);
+      return td_ll_pass<td_int<int32_t, uint32_t>>(op, scalar, eop, p);
     case ncclUint32:
-      return td_ll_pass<td_int<uint32_t, uint32_t> >(op, scalar, eop, p);
+      return td_ll_pass<td_int<uint32_t, uint32_t>>(op, scalar, eop, p);
     case ncclInt64:
-      return td_ll_pass<td_int<int64_t, uint64_t> >(op, scalar, eop, p);
+      return td_ll_pass<td_int<int64_t, uint64_t>>(op, scalar, eop, p);
     case ncclUint64:
-      return td_ll_pass<td_int<uint64_t, uint64_t> >(op, scalar, eop, p);
+      return td_ll_pass<td_int<uint64_t, uint64_t>>(op, scalar, eop, p);
     case ncclFloat32:
       return td_ll_pass<td_f32>(op, scalar, eop, p);
     case ncclFloat64:
       return td_ll_pass<td_f64>(op, scalar, eop, p);
     case ncclFloat16:
-      return td_ll_pass<td_narrow<td_half> >(op, scalar, eop, p);
+      return td_ll_pass<td_narrow<td_half>>(op, scalar, eop, p);
     case ncclBfloat16:
-      return td_ll_pass<td_narrow<td_bf16> >(op, scalar, eop, p);
+      return td_ll_pass<td_narrow<td_bf16>>(op, scalar, eop, p);
     case ncclFloat8e4m3:
-      return td_ll_pass<td_narrow<td_e4m3> >(op, scalar, eop, p);
+      return td_ll_pass<td_narrow<td_e4m3>>(op, scalar, eop, p);
     case ncclFloat8e5m2:
-      return td_ll_pass<td_narrow<td_e5m2> >(op, scalar, eop, p);
+      return td_ll_pass<td_narrow<td_e5m2>>(op, scalar, eop, p);
     default:
       return;
   }
@@ -344,8 +344,8 @@ __device__ __forceinline__ int td_unary_eop(const td_op& op, int scale, int fina
 
 template <class W>
 __global__ void __launch_bounds__(TD_MAX_THREADS, 1) td_kernel(const __grid_constant__ W w) {
-  td_run_block(w.comm, w.ops, w.lanes, w.ctas, w.tickets, w.steps, w.ncta, w.nlanes,
-               w.chunk_bytes, w.slot_bytes);
+  td_run_block(w.comm, w.ops, w.lanes, w.ctas, w.tickets, w.steps, w.ncta, w.nlanes, w.chunk_bytes,
+               w.slot_bytes);
 }
 
 extern "C" int td_kernel_launch(const void* work, int large, int nthreads, cudaStream_t stream) {

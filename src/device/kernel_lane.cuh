@@ -89,8 +89,8 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
   const td_lane lane = lanes[cta.lane];
   const td_op& op = ops[lane.op];
   const td_layout& L = dc->lay;
-  td_block b = {dc,       tickets + cta.first_ticket, cta.nticket,        cta.channel,
-                dc->nranks, dc->rank,                 dc->base[dc->rank], dc->priv};
+  td_block b = {dc,       tickets + cta.first_ticket, cta.nticket, cta.channel, dc->nranks,
+                dc->rank, dc->base[dc->rank],         dc->priv};
   const int tid = threadIdx.x;
   if (tid == 0 && blockIdx.x == 0) {
     /* One kernel of a communicator runs at a time (stream order): a plain
@@ -305,8 +305,7 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
     for (uint32_t c = 0; c < ncta; c++) {
       for (int k = 0; k < ctas[c].nticket; k++) {
         const int conn = tickets[ctas[c].first_ticket + k].conn;
-        *(volatile uint64_t*)(b.priv + td_ctr(L.served_off, ctas[c].channel, conn, 2 * b.n)) =
-            0;
+        *(volatile uint64_t*)(b.priv + td_ctr(L.served_off, ctas[c].channel, conn, 2 * b.n)) = 0;
       }
     }
     for (uint32_t l = 0; l < nlanes; l++) {

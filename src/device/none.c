@@ -30,8 +30,7 @@ ncclResult_t tutti_dev_comm_error(struct tutti_dev_comm* dc) {
   return ncclSuccess;
 }
 
-ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops,
-                              int nops) {
+ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops) {
   (void)dc;
   (void)ops;
   (void)nops;

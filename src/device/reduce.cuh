@@ -11,8 +11,12 @@
 /* What one element-wise pass computes (the host's enum tutti_red_eop). */
 enum td_eop { TD_SUM, TD_PROD, TD_MAX, TD_MIN, TD_SUMSCALE, TD_SUMDIV, TD_SCALE, TD_DIV, TD_COPY };
 
-__device__ __forceinline__ float td_u2f(uint32_t u) { return __uint_as_float(u); }
-__device__ __forceinline__ uint32_t td_f2u(float f) { return __float_as_uint(f); }
+__device__ __forceinline__ float td_u2f(uint32_t u) {
+  return __uint_as_float(u);
+}
+__device__ __forceinline__ uint32_t td_f2u(float f) {
+  return __float_as_uint(f);
+}
 
 __device__ __forceinline__ float td_decode(uint32_t em, int mbits, uint32_t bias) {
   uint32_t sub = em < (1u << mbits);
@@ -48,7 +52,9 @@ struct td_half {
 
 struct td_bf16 {
   typedef uint16_t T;
-  static __device__ __forceinline__ float to_f(T h) { return td_u2f((uint32_t)h << 16); }
+  static __device__ __forceinline__ float to_f(T h) {
+    return td_u2f((uint32_t)h << 16);
+  }
   static __device__ __forceinline__ T from_f(float f) {
     uint32_t u = td_f2u(f);
     uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;

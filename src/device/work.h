@@ -19,7 +19,7 @@
  * carrying 8 bytes of data and the slot's flag twice, written by one store;
  * the receiver polls the lines themselves, so no fence and no tail. */
 #define TD_LL_LINES 512
-#define TD_LL_PAYLOAD (TD_LL_LINES * 8)         /* data bytes per LL slot */
+#define TD_LL_PAYLOAD (TD_LL_LINES * 8)            /* data bytes per LL slot */
 #define TD_LL_CHUNK (TD_LL_PAYLOAD * TD_SLOTS / 2) /* an LL round: half the LL queue */
 
 /* One step, as algo/algo.h's struct tutti_step, packed. */
@@ -40,15 +40,15 @@ struct td_step {
 
 /* One operation of the launch. */
 struct td_op {
-  void* bufs[4];            /* enum tutti_buf: none, send, recv, scratch */
-  const void* scalar_dev;   /* PreMulSum scalar read on the device, or NULL */
-  uint64_t scalar_bits;     /* PreMulSum scalar (host immediate), low bytes */
-  uint64_t divisor;         /* SumPostDiv divisor */
-  uint8_t type;             /* ncclDataType_t */
-  uint8_t kind;             /* enum tutti_red_kind */
+  void* bufs[4];          /* enum tutti_buf: none, send, recv, scratch */
+  const void* scalar_dev; /* PreMulSum scalar read on the device, or NULL */
+  uint64_t scalar_bits;   /* PreMulSum scalar (host immediate), low bytes */
+  uint64_t divisor;       /* SumPostDiv divisor */
+  uint8_t type;           /* ncclDataType_t */
+  uint8_t kind;           /* enum tutti_red_kind */
   uint8_t elem_size;
-  uint8_t nch;              /* channels this operation runs on */
-  uint8_t ll;               /* low-latency protocol (else simple) */
+  uint8_t nch; /* channels this operation runs on */
+  uint8_t ll;  /* low-latency protocol (else simple) */
   uint8_t pad[7];
 };
 

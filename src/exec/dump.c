@@ -34,8 +34,7 @@ void tutti_dump_install(void) {
   }
   int sig = strcasecmp(v, "USR2") == 0 || strcasecmp(v, "SIGUSR2") == 0 ? SIGUSR2 : SIGUSR1;
   int expected = 0;
-  if (!__atomic_compare_exchange_n(&signo, &expected, sig, 0, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE)) {
+  if (!__atomic_compare_exchange_n(&signo, &expected, sig, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     return; /* another thread installed it */
   }
   struct sigaction sa;
@@ -44,8 +43,10 @@ void tutti_dump_install(void) {
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
   sigaction(sig, &sa, &previous);
-  INFO(TUTTI_INIT, "TUTTI_DUMP_ON_SIGNAL: %s makes every rank of this process log what it "
-       "waits for", sig == SIGUSR2 ? "SIGUSR2" : "SIGUSR1");
+  INFO(TUTTI_INIT,
+       "TUTTI_DUMP_ON_SIGNAL: %s makes every rank of this process log what it "
+       "waits for",
+       sig == SIGUSR2 ? "SIGUSR2" : "SIGUSR1");
 }
 
 unsigned tutti_dump_requests(void) {

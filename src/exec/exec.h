@@ -48,7 +48,7 @@ struct tutti_op {
   int device;    /* device buffers: the device executor runs it on `stream` */
   cudaStream_t stream;
   const void* scalar_dev; /* device: a PreMulSum scalar the kernel reads */
-  void* scratch; /* owned: at least sched.scratch_bytes */
+  void* scratch;          /* owned: at least sched.scratch_bytes */
   size_t scratch_cap;
   /* Progress, private to the executor. */
   struct tutti_lane_state* lanes;
@@ -84,8 +84,8 @@ unsigned tutti_dump_requests(void);
  * a post that raced with the announcement is never missed. */
 struct tutti_waiter {
   struct tutti_doorbell* bell; /* NULL: several ranks on this thread, poll with short sleeps */
-  int spin;     /* adapted: grows while waits end during or just after spinning, */
-  int spin_max; /* shrinks while they end only after yielding for long or sleeping */
+  int spin;                    /* adapted: grows while waits end during or just after spinning, */
+  int spin_max;                /* shrinks while they end only after yielding for long or sleeping */
   int yield;
   uint32_t seen;
   int armed;

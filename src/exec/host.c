@@ -185,8 +185,8 @@ static void describe_peer(const struct tutti_op* op, char* buf, size_t len) {
     const struct tutti_doorbell* b = er->peer_bells[p];
     int active = (int)__atomic_load_n(&b->op_active, __ATOMIC_ACQUIRE);
     unsigned long long seq = (unsigned long long)__atomic_load_n(&b->op_seq, __ATOMIC_RELAXED);
-    const char* coll = tutti_coll_name((enum tutti_coll)__atomic_load_n(&b->op_coll,
-                                                                        __ATOMIC_RELAXED));
+    const char* coll =
+        tutti_coll_name((enum tutti_coll)__atomic_load_n(&b->op_coll, __ATOMIC_RELAXED));
     int pid = (int)er->peers[p].pid;
     char doing[96];
     if (active) {
@@ -379,8 +379,8 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
       for (int i = 0; i < nops; i++) {
         char what[160];
         describe_stall(ops[i], what, sizeof what);
-        WARN("dump: rank %d of %d in %s #%llu (count %zu), waiting %.1f s: %s",
-             ops[i]->er->rank, ops[i]->er->nranks, tutti_coll_name(ops[i]->args.coll),
+        WARN("dump: rank %d of %d in %s #%llu (count %zu), waiting %.1f s: %s", ops[i]->er->rank,
+             ops[i]->er->nranks, tutti_coll_name(ops[i]->args.coll),
              (unsigned long long)ops[i]->seq, ops[i]->args.count, t - last_move, what);
       }
     }

@@ -42,7 +42,8 @@ static unsigned algo_bits(const char* list) {
       known = 1;
     }
     if (!known) {
-      WARN("NCCL_ALGO names \"%s\", which tutti does not know: use Ring, Direct, Hier or Tree", tok);
+      WARN("NCCL_ALGO names \"%s\", which tutti does not know: use Ring, Direct, Hier or Tree",
+           tok);
     }
   }
   unsigned all = (1u << TUTTI_ALGO_COUNT) - 1;
@@ -131,8 +132,8 @@ enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a) {
                                 ? TUTTI_ALGO_DIRECT
                                 : TUTTI_ALGO_RING;
   const size_t bytes = a->count * a->elem_size;
-  const int tree = a->nhosts >= tutti_param_tree_min_hosts() &&
-                   bytes <= (size_t)tutti_param_tree_max_bytes();
+  const int tree =
+      a->nhosts >= tutti_param_tree_min_hosts() && bytes <= (size_t)tutti_param_tree_max_bytes();
   if (a->coll == TUTTI_COLL_ALLREDUCE && pick == TUTTI_ALGO_RING && a->nhosts > 1) {
     pick = a->max_local > 1 ? TUTTI_ALGO_HIER : tree ? TUTTI_ALGO_TREE : TUTTI_ALGO_RING;
   }
@@ -141,8 +142,7 @@ enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a) {
 
 int tutti_tune_inter(const struct tutti_coll_args* a) {
   const size_t bytes = a->count * a->elem_size;
-  return a->nhosts >= tutti_param_tree_min_hosts() &&
-                 bytes <= (size_t)tutti_param_tree_max_bytes()
+  return a->nhosts >= tutti_param_tree_min_hosts() && bytes <= (size_t)tutti_param_tree_max_bytes()
              ? TUTTI_ALGO_TREE
              : TUTTI_ALGO_RING;
 }

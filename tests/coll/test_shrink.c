@@ -78,8 +78,8 @@ static int run_rank(int r, ncclUniqueId id, int dying) {
     }
   }
   int excl[1] = {gone};
-  ncclResult_t res = ncclCommShrink(comm, excl, 1, &small, NULL,
-                                    dying ? NCCL_SHRINK_ABORT : NCCL_SHRINK_DEFAULT);
+  ncclResult_t res =
+      ncclCommShrink(comm, excl, 1, &small, NULL, dying ? NCCL_SHRINK_ABORT : NCCL_SHRINK_DEFAULT);
   if (res != ncclSuccess) {
     fprintf(stderr, "rank %d: ncclCommShrink: %s\n", r, ncclGetLastError(comm));
     return fails + 1;

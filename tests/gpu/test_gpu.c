@@ -235,7 +235,7 @@ static int rank_setup(struct grank* g, ncclComm_t comm, int r, int n, int dev, s
 
 static size_t cap_for(const char* mode, int n) {
   return strcmp(mode, "big") == 0 ? ((size_t)64 << 20) * 4 * (size_t)n + 64
-                                   : (size_t)n * 1000003 * 4 + 64;
+                                  : (size_t)n * 1000003 * 4 + 64;
 }
 
 /* One rank of a multi-process mode. */
@@ -380,8 +380,9 @@ int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "all";
   int ngpu = gpu_count();
   if (ngpu == 0) {
-    printf("SKIPPED: no CUDA device here (the GPU suite needs one; host collectives are tested "
-           "by the other tests)\n");
+    printf(
+        "SKIPPED: no CUDA device here (the GPU suite needs one; host collectives are tested "
+        "by the other tests)\n");
     return 77;
   }
   setenv("NCCL_NVLS_ENABLE", "0", 1);

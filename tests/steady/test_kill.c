@@ -67,8 +67,8 @@ static void rank_main(int r, int n, ncclUniqueId id, unsigned seed, int fd) {
   }
   double t = now_s();
   char line[640];
-  int len = snprintf(line, sizeof line, "%d %.6f %d %.500s\n", r, t, (int)res,
-                     ncclGetLastError(comm));
+  int len =
+      snprintf(line, sizeof line, "%d %.6f %d %.500s\n", r, t, (int)res, ncclGetLastError(comm));
   for (int i = 0; i < len; i++) {
     if (line[i] == '\n' && i != len - 1) {
       line[i] = ' ';
@@ -130,8 +130,8 @@ int main(int argc, char** argv) {
       reports++;
       double dt = te - t_kill;
       worst = dt > worst ? dt : worst;
-      printf("trial %d: rank %d killed; rank %d saw it after %.2f s (error %d): %s\n", t, victim,
-             r, dt, code, msg);
+      printf("trial %d: rank %d killed; rank %d saw it after %.2f s (error %d): %s\n", t, victim, r,
+             dt, code, msg);
     }
     fclose(in);
     for (int r = 0; r < n; r++) {

@@ -110,7 +110,7 @@ static void setup_buffers(struct rankbuf* b, enum tutti_coll c, int n, int r, in
 }
 
 static const int32_t* host_layout; /* for the hierarchical algorithm; NULL: one host */
-static int inter_algo;              /* its exchange among hosts: ring or tree */
+static int inter_algo;             /* its exchange among hosts: ring or tree */
 
 static int run_case(enum tutti_algo_id algo, enum tutti_coll c, int n, size_t count, int in_place,
                     int root) {
@@ -302,7 +302,8 @@ int main(void) {
       for (int tree = 0; tree < 2; tree++) {
         inter_algo = tree ? TUTTI_ALGO_TREE : TUTTI_ALGO_RING;
         for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
-          if (n >= 8 && counts[ci] > 4000) continue;
+          if (n >= 8 && counts[ci] > 4000)
+            continue;
           for (int ip = 0; ip < 2; ip++) {
             CHECK(run_case(TUTTI_ALGO_HIER, TUTTI_COLL_ALLREDUCE, n, counts[ci], ip, 0) == 1,
                   "Hier AllReduce n=%d layout %d (%s among hosts) count=%zu %s", n, kind,
