@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "checker.h"
+#include "procs.h"
 #include "nccl.h"
 #include "reduce/reduce.h"
 
@@ -238,6 +239,18 @@ static int run_rank(int n, int r, ncclUniqueId id) {
   return 1;
 }
 
+struct job {
+  int n;
+  ncclUniqueId id;
+};
+
+static void rank_child(int r, void* arg, long* p, long* f) {
+  const struct job* j = arg;
+  run_rank(j->n, r, j->id);
+  *p = passed;
+  *f = failed;
+}
+
 int main(int argc, char** argv) {
   const char* nlist = argc > 1 ? argv[1] : "1,2,3,4,8";
   const char* alist = argc > 2 ? argv[2] : "default,Ring,Direct";
@@ -260,38 +273,9 @@ int main(int argc, char** argv) {
         fprintf(stderr, "ncclGetUniqueId failed: %s\n", ncclGetLastError(NULL));
         return 1;
       }
-      int fds[2];
-      if (pipe(fds) != 0)
-        return 1;
-      fflush(NULL);
-      for (int r = 0; r < n; r++) {
-        if (fork() == 0) {
-          close(fds[0]);
-          run_rank(n, r, id);
-          char line[64];
-          int len = snprintf(line, sizeof line, "%ld %ld\n", passed, failed);
-          if (write(fds[1], line, (size_t)len) != len)
-            _exit(2);
-          _exit(failed ? 1 : 0);
-        }
-      }
-      close(fds[1]);
-      long p = 0, f = 0, cp, cf;
-      FILE* in = fdopen(fds[0], "r");
-      int reported = 0;
-      while (fscanf(in, "%ld %ld", &cp, &cf) == 2) {
-        p += cp;
-        f += cf;
-        reported++;
-      }
-      fclose(in);
-      for (int r = 0; r < n; r++) {
-        int st;
-        wait(&st);
-        if (!WIFEXITED(st))
-          f++;
-      }
-      f += n - reported; /* a rank that died reported nothing */
+      struct job j = {n, id};
+      long p = 0, f = 0;
+      procs_run(n, rank_child, &j, &p, &f);
       printf("algo %-7s nranks %d: %ld passed, %ld failed\n", algo, n, p, f);
       fflush(stdout);
       tp += p;

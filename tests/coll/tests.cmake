@@ -1,6 +1,8 @@
 # Collectives end to end, ranks as processes over shared memory.
-add_executable(test_coll_procs ${CMAKE_CURRENT_LIST_DIR}/test_coll_procs.c ${CMAKE_CURRENT_LIST_DIR}/checker.c)
-target_include_directories(test_coll_procs PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_CURRENT_LIST_DIR})
+add_executable(test_coll_procs ${CMAKE_CURRENT_LIST_DIR}/test_coll_procs.c ${CMAKE_CURRENT_LIST_DIR}/checker.c
+  ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+target_include_directories(test_coll_procs PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_CURRENT_LIST_DIR}
+  ${CMAKE_SOURCE_DIR}/tests/common)
 target_link_libraries(test_coll_procs PRIVATE tutti_static)
 foreach(algo default Ring Direct Tree)
   add_test(NAME coll.procs.${algo} COMMAND test_coll_procs 1,2,3,4,8 ${algo})

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "gpu_case.h"
+#include "procs.h"
 #include "reduce/reduce.h"
 
 static long passed, failed;
@@ -288,52 +289,31 @@ static void proc_rank(const char* mode, int n, int r, int dev, const ncclUniqueI
   ncclCommDestroy(comm);
 }
 
-static int run_procs(const char* mode, int n, int ngpu) {
+struct procs_job {
+  const char* mode;
+  int n;
+  int ngpu;
   ncclUniqueId ids[2];
-  if (ncclGetUniqueId(&ids[0]) != ncclSuccess || ncclGetUniqueId(&ids[1]) != ncclSuccess) {
-    fprintf(stderr, "ncclGetUniqueId: %s\n", ncclGetLastError(NULL));
-    return 0;
+};
+
+static void proc_child(int r, void* arg, long* p, long* f) {
+  const struct procs_job* j = arg;
+  passed = failed = 0; /* this rank's own counts */
+  if (strcmp(j->mode, "nop2p") == 0) {
+    setenv("NCCL_P2P_DISABLE", "1", 1);
   }
-  int fds[2];
-  if (pipe(fds) != 0) {
-    return 0;
+  proc_rank(j->mode, j->n, r, strcmp(j->mode, "shared") == 0 ? 0 : r % j->ngpu, j->ids);
+  *p = passed;
+  *f = failed;
+}
+
+static void run_procs(const char* mode, int n, int ngpu) {
+  struct procs_job j = {mode, n, ngpu, {{{0}}, {{0}}}};
+  if (ncclGetUniqueId(&j.ids[0]) != ncclSuccess || ncclGetUniqueId(&j.ids[1]) != ncclSuccess) {
+    FAILF("ncclGetUniqueId: %s", ncclGetLastError(NULL));
+    return;
   }
-  fflush(NULL);
-  for (int r = 0; r < n; r++) {
-    if (fork() == 0) {
-      close(fds[0]);
-      passed = failed = 0; /* this rank's own counts */
-      if (strcmp(mode, "nop2p") == 0) {
-        setenv("NCCL_P2P_DISABLE", "1", 1);
-      }
-      int dev = strcmp(mode, "shared") == 0 ? 0 : r % ngpu;
-      proc_rank(mode, n, r, dev, ids);
-      char line[64];
-      int len = snprintf(line, sizeof line, "%ld %ld\n", passed, failed);
-      if (write(fds[1], line, (size_t)len) != len) {
-        _exit(2);
-      }
-      _exit(failed ? 1 : 0);
-    }
-  }
-  close(fds[1]);
-  long p = 0, f = 0, cp, cf;
-  int reported = 0;
-  FILE* in = fdopen(fds[0], "r");
-  while (fscanf(in, "%ld %ld", &cp, &cf) == 2) {
-    p += cp;
-    f += cf;
-    reported++;
-  }
-  fclose(in);
-  for (int r = 0; r < n; r++) {
-    int st;
-    wait(&st);
-  }
-  f += n - reported;
-  passed += p;
-  failed += f;
-  return 1;
+  procs_run(n, proc_child, &j, &passed, &failed);
 }
 
 /* One process, one thread, every GPU a rank (ncclCommInitAll). */
@@ -358,6 +338,14 @@ static void run_single(int ngpu) {
     grank_free(&gs[i]);
     ncclCommDestroy(comms[i]);
   }
+}
+
+static void single_child(int r, void* arg, long* p, long* f) {
+  (void)r;
+  passed = failed = 0;
+  run_single(*(const int*)arg);
+  *p = passed;
+  *f = failed;
 }
 
 static int gpu_count(void) {
@@ -394,29 +382,8 @@ int main(int argc, char** argv) {
     }
     long p0 = passed, f0 = failed;
     if (strcmp(all[m], "single") == 0) {
-      int fds[2];
-      if (pipe(fds) != 0) {
-        return 1;
-      }
-      fflush(NULL);
-      pid_t pid = fork(); /* keeps this process free of CUDA for the modes that fork */
-      if (pid == 0) {
-        passed = failed = 0;
-        run_single(ngpu);
-        char line[64];
-        int len = snprintf(line, sizeof line, "%ld %ld\n", passed, failed);
-        _exit(write(fds[1], line, (size_t)len) == len && failed == 0 ? 0 : 1);
-      }
-      close(fds[1]);
-      long cp = 0, cf = 1;
-      FILE* in = fdopen(fds[0], "r");
-      if (fscanf(in, "%ld %ld", &cp, &cf) != 2) {
-        cf = 1; /* the process died before reporting */
-      }
-      fclose(in);
-      waitpid(pid, NULL, 0);
-      passed += cp;
-      failed += cf;
+      /* In a child: this process stays free of CUDA for the modes that fork. */
+      procs_run(1, single_child, &ngpu, &passed, &failed);
     } else {
       run_procs(all[m], n, ngpu);
     }

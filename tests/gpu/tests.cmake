@@ -2,8 +2,9 @@
 # device executor is; on a host without a GPU it reports itself skipped.
 if(TUTTI_HAVE_CUDA)
   add_executable(test_gpu ${CMAKE_CURRENT_LIST_DIR}/test_gpu.c ${CMAKE_CURRENT_LIST_DIR}/gpu_case.c
-    ${CMAKE_SOURCE_DIR}/tests/coll/checker.c)
+    ${CMAKE_SOURCE_DIR}/tests/coll/checker.c ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
   target_include_directories(test_gpu PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/coll
+    ${CMAKE_SOURCE_DIR}/tests/common
     ${CUDAToolkit_INCLUDE_DIRS})
   target_link_libraries(test_gpu PRIVATE tutti_static CUDA::cudart_static)
   add_test(NAME gpu.suite COMMAND test_gpu all)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "checker.h"
+#include "procs.h"
 #include "nccl.h"
 #include "reduce/reduce.h"
 
@@ -320,6 +321,21 @@ static void run_rank(int n, int r, ncclUniqueId id, uint64_t seed, double second
   ncclCommDestroy(comm[0]);
 }
 
+struct soak_job {
+  int n;
+  ncclUniqueId id;
+  uint64_t seed;
+  double seconds;
+  long iters;
+};
+
+static void soak_child(int r, void* arg, long* p, long* f) {
+  const struct soak_job* j = arg;
+  run_rank(j->n, r, j->id, j->seed, j->seconds, j->iters);
+  *p = passed;
+  *f = failed;
+}
+
 int main(int argc, char** argv) {
   int n = 4;
   double seconds = 20;
@@ -363,38 +379,9 @@ int main(int argc, char** argv) {
     fprintf(stderr, "ncclGetUniqueId failed: %s\n", ncclGetLastError(NULL));
     return 1;
   }
-  int fds[2];
-  if (pipe(fds) != 0)
-    return 1;
-  fflush(NULL);
-  for (int r = 0; r < n; r++) {
-    if (fork() == 0) {
-      close(fds[0]);
-      run_rank(n, r, id, seed, seconds, iters);
-      char line[64];
-      int len = snprintf(line, sizeof line, "%ld %ld\n", passed, failed);
-      if (write(fds[1], line, (size_t)len) != len)
-        _exit(2);
-      _exit(failed ? 1 : 0);
-    }
-  }
-  close(fds[1]);
-  long p = 0, f = 0, cp, cf;
-  FILE* in = fdopen(fds[0], "r");
-  int reported = 0;
-  while (fscanf(in, "%ld %ld", &cp, &cf) == 2) {
-    p += cp;
-    f += cf;
-    reported++;
-  }
-  fclose(in);
-  for (int r = 0; r < n; r++) {
-    int st;
-    wait(&st);
-    if (!WIFEXITED(st))
-      f++;
-  }
-  f += n - reported; /* a rank that died reported nothing */
+  struct soak_job j = {n, id, seed, seconds, iters};
+  long p = 0, f = 0;
+  procs_run(n, soak_child, &j, &p, &f);
   printf("seed %llu: %ld passed, %ld failed\n", (unsigned long long)seed, p, f);
   return f == 0 ? 0 : 1;
 }

@@ -1,8 +1,10 @@
 # Steady-state tests: many init/destroy cycles leave nothing behind, and a
 # random mix of collectives keeps giving exact results (tests/steady/README.md).
 foreach(name leaks soak)
-  add_executable(test_${name} ${CMAKE_CURRENT_LIST_DIR}/test_${name}.c ${CMAKE_SOURCE_DIR}/tests/coll/checker.c)
-  target_include_directories(test_${name} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/coll)
+  add_executable(test_${name} ${CMAKE_CURRENT_LIST_DIR}/test_${name}.c ${CMAKE_SOURCE_DIR}/tests/coll/checker.c
+    ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+  target_include_directories(test_${name} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/coll
+    ${CMAKE_SOURCE_DIR}/tests/common)
   target_link_libraries(test_${name} PRIVATE tutti_static)
 endforeach()
 add_test(NAME steady.leaks COMMAND test_leaks 2000 500)
