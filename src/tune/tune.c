@@ -131,9 +131,7 @@ enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a) {
   enum tutti_algo_id pick = direct_bytes(a) <= (size_t)tutti_param_direct_max_bytes()
                                 ? TUTTI_ALGO_DIRECT
                                 : TUTTI_ALGO_RING;
-  const size_t bytes = a->count * a->elem_size;
-  const int tree =
-      a->nhosts >= tutti_param_tree_min_hosts() && bytes <= (size_t)tutti_param_tree_max_bytes();
+  const int tree = tutti_tune_inter(a) == TUTTI_ALGO_TREE;
   if (a->coll == TUTTI_COLL_ALLREDUCE && pick == TUTTI_ALGO_RING && a->nhosts > 1) {
     pick = a->max_local > 1 ? TUTTI_ALGO_HIER : tree ? TUTTI_ALGO_TREE : TUTTI_ALGO_RING;
   }
