@@ -2,7 +2,8 @@
 # The GPU suite on a host with NVIDIA GPUs: builds tutti with its device
 # executor into build-gpu/ and runs tests/gpu/test_gpu in every mode
 # (processes, ranks sharing a GPU, one process for all GPUs, graph capture,
-# concurrent communicators, send/recv, large counts), then a short version
+# concurrent communicators, send/recv, large counts, device data through
+# the network proxy), then a short version
 # under compute-sanitizer (memcheck and racecheck) when it is installed.
 # Usage: scripts/gpu-test.sh [MODE] [NRANKS]   (MODE: all, procs, shared, ...)
 # On a host without a GPU the suite reports itself skipped (exit 77).
@@ -16,6 +17,10 @@ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,nohea
 set +e
 TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$bin" "${1:-all}" ${2:-}
 rc=$?
+if [ "${1:-all}" = all ] && [ -z "${2:-}" ]; then
+  # The network path with more ranks than GPUs: 4 ranks, every pair through the proxy.
+  TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$bin" net 4 || rc=1
+fi
 set -e
 if [ $rc -eq 0 ] && [ "${TUTTI_SANITIZE_GPU:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do

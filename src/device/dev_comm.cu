@@ -13,6 +13,7 @@
 #include "device/dev_comm.h"
 #include "device/host_region.h"
 #include "device/kernel.h"
+#include "device/net.h"
 
 extern "C" {
 #include "bootstrap/bootstrap.h"
@@ -53,6 +54,8 @@ static void layout(struct td_layout* l, int nch, int n, size_t queue_bytes) {
   o += lines * TD_LINE;
   l->head_off = o;
   o += lines * TD_LINE;
+  l->len_off = o;
+  o += lines * TD_LINE;
   o = (o + 4095) & ~(uint64_t)4095;
   l->queue_off = o;
   l->queue_bytes = queue_bytes;
@@ -87,6 +90,9 @@ static ncclResult_t map_peers(struct tutti_dev_comm* dc, const struct tutti_dev_
     if (p == dc->rank) {
       dc->base[p] = dc->region;
       continue;
+    }
+    if (dc->remote[p]) {
+      continue; /* its shadow, made by td_net_connect */
     }
     if (dc->host_mode) {
       char name[96];
@@ -137,6 +143,7 @@ static ncclResult_t map_peers(struct tutti_dev_comm* dc, const struct tutti_dev_
 }
 
 static void release(struct tutti_dev_comm* dc) {
+  td_net_free(dc);
   for (int p = 0; dc->base != NULL && p < dc->nranks; p++) {
     if (dc->opened[p]) {
       cudaIpcCloseMemHandle(dc->base[p]);
@@ -163,6 +170,7 @@ static void release(struct tutti_dev_comm* dc) {
   }
   free(dc->base);
   free(dc->opened);
+  free(dc->remote);
   free(dc->launch_bufs);
   free(dc->turns);
   free(dc);
@@ -176,10 +184,14 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
             "cudaDeviceGetAttribute");
   int64_t nt = tutti_param_nthreads();
   dc->nthreads = nt < 64 ? 64 : nt > TD_MAX_THREADS ? TD_MAX_THREADS : (int)(nt / 32 * 32);
+  /* Across hosts a few channels fill the network; their queues are pinned host memory. */
   int64_t ch = tutti_param_max_nchannels();
+  ch = dc->net && ch > TD_NET_CHANNELS ? TD_NET_CHANNELS : ch;
   dc->nch = ch < 1 ? 1 : ch > TD_MAX_CHANNELS ? TD_MAX_CHANNELS : (int)ch;
   /* NCCL_BUFFSIZE when set; else 4 MB per queue, as NCCL's simple protocol. */
-  int64_t qb = tutti_getenv("NCCL_BUFFSIZE") != NULL ? tutti_param_dev_buffsize() : 4 << 20;
+  int64_t qb = tutti_getenv("NCCL_BUFFSIZE") != NULL ? tutti_param_dev_buffsize()
+               : dc->net                             ? 1 << 20
+                                                     : 4 << 20;
   qb = qb < 64 * 1024 ? 64 * 1024 : qb;
   dc->slot_bytes = (size_t)qb / TD_SLOTS / 16 * 16;
   layout(&dc->lay, dc->nch, n, dc->slot_bytes * TD_SLOTS);
@@ -238,6 +250,9 @@ static ncclResult_t setup(struct tutti_dev_comm* dc, const struct tutti_dev_setu
   if (res == ncclSuccess && all_ok) {
     res = map_peers(dc, s, ex, why, why_len);
   }
+  if (res == ncclSuccess) {
+    res = td_net_connect(dc, s, why, why_len);
+  }
   /* Every rank must agree: one that could not map a peer turns the device path off for all. */
   int32_t* oks = (int32_t*)calloc((size_t)n, sizeof *oks);
   if (res == ncclSuccess && oks == NULL) {
@@ -274,6 +289,7 @@ static ncclResult_t publish(struct tutti_dev_comm* dc) {
   h->rank = dc->rank;
   h->nranks = dc->nranks;
   h->nch = dc->nch;
+  h->net = dc->net;
   h->timeout_ns = (uint64_t)(dc->timeout_s * 1e9);
   h->lay = dc->lay;
   h->priv = dc->priv;
@@ -293,36 +309,6 @@ static ncclResult_t publish(struct tutti_dev_comm* dc) {
   return e == cudaSuccess ? ncclSuccess : cuda_fail(e, "publishing the device communicator");
 }
 
-/* While a kernel of this communicator is in flight, checks a few times a
- * second that the peers' processes on this host are alive; a dead one stops
- * the kernels (through the abort flag they watch) and is named in the error,
- * instead of the kernels waiting out TUTTI_TIMEOUT. */
-static void* watch_main(void* arg) {
-  struct tutti_dev_comm* dc = (struct tutti_dev_comm*)arg;
-  volatile int* f = dc->host_flags;
-  while (!dc->watch_stop) {
-    struct timespec ts = {0, 200 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-    if (f[3] == f[4] || f[1] != 0) {
-      continue;
-    }
-    for (int p = 0; p < dc->nranks; p++) {
-      if (p != dc->rank && dc->pids[p] > 0 && dc->pids[p] != (int32_t)getpid() &&
-          tutti_process_gone(dc->pids[p])) {
-        f[2] = p;
-        __atomic_store_n(&dc->host_flags[1], 4, __ATOMIC_SEQ_CST);
-        __atomic_store_n(&dc->host_flags[0], 1, __ATOMIC_SEQ_CST);
-        WARN(
-            "rank %d: rank %d (pid %d) exited while a device collective waited for it: "
-            "stopping this communicator's kernels",
-            dc->rank, p, (int)dc->pids[p]);
-        break;
-      }
-    }
-  }
-  return NULL;
-}
-
 extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
                                               struct tutti_dev_comm** out, char* why,
                                               size_t why_len) {
@@ -340,13 +326,6 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
                p);
       return ncclSuccess;
     }
-    if (s->host_of[p] != s->host_of[s->rank]) {
-      snprintf(why, why_len,
-               "rank %d is on another host (%s): device buffers across hosts are not supported "
-               "yet; use host buffers",
-               p, s->peers[p].hostname);
-      return ncclSuccess;
-    }
   }
   struct tutti_dev_comm* dc = (struct tutti_dev_comm*)calloc(1, sizeof *dc);
   if (dc == NULL) {
@@ -356,8 +335,15 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
   dc->nranks = s->nranks;
   dc->dev = s->cuda_dev;
   dc->timeout_s = s->timeout_s;
-  /* Queues in host memory when GPUs must not (or cannot) write each other's. */
-  dc->host_mode = tutti_param_p2p_disable() != 0;
+  dc->remote = (unsigned char*)calloc((size_t)s->nranks, 1);
+  if (dc->remote == NULL) {
+    free(dc);
+    return tutti_error(ncclSystemError, "out of host memory");
+  }
+  dc->net = td_net_remote(s, dc->remote) > 0;
+  /* Queues in host memory when GPUs must not (or cannot) write each other's,
+   * and when some peers are remote (their proxy writes the queues). */
+  dc->host_mode = tutti_param_p2p_disable() != 0 || dc->net;
   dc->hosts = (struct td_host_region*)calloc((size_t)s->nranks, sizeof *dc->hosts);
   dc->base = (char**)calloc((size_t)s->nranks, sizeof(char*));
   dc->opened = (unsigned char*)calloc((size_t)s->nranks, 1);
@@ -372,6 +358,9 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
                          : setup(dc, s, why, why_len, &mapped);
   if (res == ncclSuccess && mapped) {
     res = publish(dc);
+  }
+  if (res == ncclSuccess && mapped) {
+    res = td_net_start(dc);
   }
   if (res != ncclSuccess || !mapped) {
     release(dc);
@@ -389,9 +378,11 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
   }
   dc->pids = (int32_t*)calloc((unsigned)s->nranks, sizeof *dc->pids);
   for (int p = 0; dc->pids != NULL && p < s->nranks; p++) {
-    dc->pids[p] = s->host_of[p] == s->host_of[s->rank] ? s->peers[p].pid : 0;
+    /* Remote peers (also those made remote by NCCL_SHM_DISABLE with
+     * NCCL_P2P_DISABLE) are watched through their connections instead. */
+    dc->pids[p] = s->host_of[p] == s->host_of[s->rank] && !dc->remote[p] ? s->peers[p].pid : 0;
   }
-  dc->watch_live = dc->pids != NULL && pthread_create(&dc->watch, NULL, watch_main, dc) == 0;
+  dc->watch_live = dc->pids != NULL && pthread_create(&dc->watch, NULL, td_watch_main, dc) == 0;
   INFO(TUTTI_INIT,
        "device executor: %d channels, %d threads, queues of %zu bytes per peer and "
        "channel, %.1f MB on GPU %d",
@@ -420,6 +411,8 @@ extern "C" ncclResult_t tutti_dev_comm_error(struct tutti_dev_comm* dc) {
                          "it: the communicator is unusable; destroy it (or shrink it without "
                          "that rank)",
                          dc->host_flags[2], (int)dc->pids[dc->host_flags[2]], dc->rank);
+    case 5:
+      return td_net_error(dc);
     case 2:
       return tutti_error(ncclRemoteError,
                          "a device collective on rank %d waited more than %.0f s (TUTTI_TIMEOUT) "
@@ -428,33 +421,6 @@ extern "C" ncclResult_t tutti_dev_comm_error(struct tutti_dev_comm* dc) {
     default:
       return tutti_error(ncclInternalError, "the device executor reported error %d", e);
   }
-}
-
-/* Waits until every slot this rank sent was freed by its receiver, so no
- * peer writes into the region after it is gone (bounded: a dead peer never frees). */
-static void drain(struct tutti_dev_comm* dc) {
-  const size_t lines = (size_t)dc->nch * (size_t)dc->nranks;
-  uint64_t* head = (uint64_t*)malloc(lines * TD_LINE);
-  uint64_t* sent = (uint64_t*)malloc(lines * TD_LINE);
-  for (int tries = 0; head != NULL && sent != NULL && tries < 200; tries++) {
-    if (cudaMemcpy(head, dc->region + dc->lay.head_off, lines * TD_LINE, cudaMemcpyDefault) !=
-            cudaSuccess ||
-        cudaMemcpy(sent, dc->priv + dc->lay.sent_off, lines * TD_LINE, cudaMemcpyDefault) !=
-            cudaSuccess) {
-      break;
-    }
-    int pending = 0;
-    for (size_t i = 0; i < lines; i++) {
-      pending |= head[i * TD_LINE / 8] != sent[i * TD_LINE / 8];
-    }
-    if (!pending) {
-      break;
-    }
-    struct timespec ts = {0, 5 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-  }
-  free(head);
-  free(sent);
 }
 
 extern "C" void tutti_dev_comm_destroy(struct tutti_dev_comm* dc) {
@@ -470,8 +436,9 @@ extern "C" void tutti_dev_comm_destroy(struct tutti_dev_comm* dc) {
   td_dev_enter(&g, dc->dev);
   if (!__atomic_load_n(&dc->host_flags[0], __ATOMIC_SEQ_CST)) {
     cudaDeviceSynchronize();
-    drain(dc);
+    td_drain(dc);
   }
+  td_net_free(dc); /* forwards what peers are still owed, then closes */
   (void)cudaGetLastError();
   release(dc);
   td_dev_leave(&g);

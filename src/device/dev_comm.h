@@ -20,7 +20,10 @@ struct tutti_dev_comm {
   struct td_layout lay;
   char* region;                 /* this rank's shared region, as kernels address it */
   char* priv;                   /* this rank's private counters (GPU memory) */
-  int host_mode;                /* shared regions in host memory (NCCL_P2P_DISABLE) */
+  int host_mode;                /* shared regions in host memory (NCCL_P2P_DISABLE, network) */
+  int net;                      /* some peers are reached through the proxy (net.cu) */
+  unsigned char* remote;        /* [nranks]: peers reached over the network */
+  struct td_net* netp;          /* the proxy and its connections */
   struct td_host_region* hosts; /* [nranks]: host mappings in host mode */
   char shm_name[96];            /* this rank's segment in host mode, until unlinked */
   char** base;                  /* [nranks]: every region as mapped here */
@@ -41,7 +44,11 @@ struct tutti_dev_comm {
   double timeout_s;
 };
 
-/* Runs `call` with `dev` as the calling thread's current device. */
+/* The watchdog thread's body (watch.cu). */
+void* td_watch_main(void* arg);
+/* Waits (bounded) until every slot this rank sent was freed by its receiver. */
+void td_drain(struct tutti_dev_comm* dc);
+
 /* Kernel parameters of both sizes, filled on the host before each launch. */
 struct td_launch_bufs {
   td_work_large large;

@@ -260,6 +260,10 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
             int k = td_take_turn(b, sk, s_held, s_pos);
             ++s_pos[k];
             if (!op.ll) {
+              if (dc->net) { /* a proxy forwards the slot: it needs the length */
+                *(volatile uint32_t*)(dc->base[sk] + td_ctr(L.len_off, b.ch, b.me, b.n) +
+                                      (s_pos[k] - 1) % TD_SLOTS * sizeof(uint32_t)) = (uint32_t)len;
+              }
               /* The barrier ordered every thread's stores before this fence, whose
                * cumulativity carries them to the peer before the tail moves. */
               __threadfence_system();

@@ -56,9 +56,11 @@ static int protocols(void) {
 }
 
 /* The protocol: a function of the arguments only, like the channels. */
-static int op_ll(const struct tutti_coll_args* a) {
+static int op_ll(const struct tutti_dev_comm* dc, const struct tutti_coll_args* a) {
   int m = protocols();
-  return (m & 1) && (!(m & 2) || a->count * a->elem_size <= (size_t)tutti_param_ll_max_bytes());
+  /* A proxy forwards whole slots after their tail: across hosts, simple only. */
+  return !dc->net && (m & 1) &&
+         (!(m & 2) || a->count * a->elem_size <= (size_t)tutti_param_ll_max_bytes());
 }
 
 /* Blocks one launch may have: what the GPU holds at once, and what the
@@ -164,7 +166,7 @@ static void fill(W* w, struct tutti_dev_comm* dc, const struct tutti_dev_op* ops
     wo->kind = (uint8_t)o->redop.kind;
     wo->elem_size = (uint8_t)o->args->elem_size;
     wo->nch = (uint8_t)nch[i];
-    wo->ll = (uint8_t)op_ll(o->args);
+    wo->ll = (uint8_t)op_ll(dc, o->args);
     const int lane_base = (int)w->nlanes;
     for (int l = 0; l < s->nlanes; l++) {
       struct td_lane* wl = &w->lanes[lane_base + l];

@@ -99,13 +99,15 @@ typedef td_work<320, 32, 160, 128, 896> td_work_large;
  * each other's memory):
  *   tail[ch][src]   slots `src` has posted into my queue (written by src)
  *   head[ch][dst]   slots `dst` has freed of my sends to it (written by dst)
+ *   len[ch][src]    bytes of each slot (written by src with the tail; read
+ *                   only by the proxy that forwards slots across hosts)
  *   queue[ch][src]  TD_SLOTS slots each
  *   ll[ch][src]     TD_SLOTS LL slots each (positions shared with the queue)
  * and its private region, always in its own GPU's memory:
  *   sent[ch][dst], recvd[ch][src], served[ch][conn] turns, done counters,
  *   the count of finished blocks. */
 struct td_layout {
-  uint64_t tail_off, head_off, queue_off, queue_bytes, ll_off, total;
+  uint64_t tail_off, head_off, len_off, queue_off, queue_bytes, ll_off, total;
   uint64_t sent_off, recvd_off, served_off, done_off, finished_off, priv_total;
 };
 
@@ -114,7 +116,7 @@ struct td_devcomm {
   int rank;
   int nranks;
   int nch;
-  int pad;
+  int net;             /* some regions are shadows forwarded by a proxy: slots carry their length */
   uint64_t timeout_ns; /* a wait longer than this stops the kernel (TUTTI_TIMEOUT) */
   struct td_layout lay;
   volatile int* abort_flag; /* host memory mapped to the device: set by ncclCommAbort */

@@ -8,6 +8,12 @@
  *   p2p         grouped ncclSend / ncclRecv (an all-to-all of N sends and receives)
  *   big         counts beyond a queue per channel (hundreds of MB)
  *   nop2p       as procs, with NCCL_P2P_DISABLE=1: queues in host memory
+ *   net         as procs, with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1: every
+ *               peer treated as remote, device data through the proxy over TCP
+ *   huge        counts of several GB (64-bit sizes): allreduce and broadcast
+ *   netkill     as net; rank 1 exits without a word after a few allreduces:
+ *               rank 0's pending allreduce must fail with ncclRemoteError
+ *               naming rank 1 within 5 s (the proxy sees the connection close)
  * Usage: test_gpu MODE|all [nranks]. Without a CUDA device it prints
  * "SKIPPED: ..." and exits 77. Ends with "N passed, N failed". */
 #include <cuda_runtime.h>
@@ -15,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gpu_case.h"
@@ -188,6 +195,14 @@ static void run_big(struct grank* gs, int nl, int n) {
   }
 }
 
+/* Several GB in one call: sizes past 2^31 bytes and elements. */
+static void run_huge(struct grank* g, int n) {
+  struct gcase a = {G_ALLREDUCE, ncclFloat32, ncclSum, ((size_t)640 << 20) + 7, 0, 0, 0};
+  run_case(&a, g, 1, 0);
+  struct gcase b = {G_BROADCAST, ncclInt8, ncclSum, ((size_t)2 << 30) + 5, 1, n - 1, 0};
+  run_case(&b, g, 1, 0);
+}
+
 /* N sends and N receives (self included) in one group, on device buffers. */
 static void run_p2p(struct grank* g) {
   const int n = g->nranks, r = g->rank;
@@ -235,8 +250,52 @@ static int rank_setup(struct grank* g, ncclComm_t comm, int r, int n, int dev, s
 }
 
 static size_t cap_for(const char* mode, int n) {
-  return strcmp(mode, "big") == 0 ? ((size_t)64 << 20) * 4 * (size_t)n + 64
-                                  : (size_t)n * 1000003 * 4 + 64;
+  return strcmp(mode, "huge") == 0  ? (((size_t)640 << 20) * 4 + 4096) * (size_t)n
+         : strcmp(mode, "big") == 0 ? ((size_t)64 << 20) * 4 * (size_t)n + 64
+                                    : (size_t)n * 1000003 * 4 + 64;
+}
+
+/* A rank that vanishes in the middle of a loop of device allreduces. */
+static void run_netkill(struct grank* g) {
+  const size_t count = 1 << 20;
+  for (int it = 0; it < 3; it++) {
+    if (ncclAllReduce(g->dsend, g->drecv, count, ncclFloat32, ncclSum, g->comm, g->stream) !=
+            ncclSuccess ||
+        !cuda_ok(cudaStreamSynchronize(g->stream), "allreduce")) {
+      FAILF("rank %d: allreduce %d failed: %s", g->rank, it, ncclGetLastError(g->comm));
+      return;
+    }
+  }
+  if (g->rank == 1) {
+    passed++;
+    return; /* the process exits with its communicator and connections still open */
+  }
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  ncclResult_t res =
+      ncclAllReduce(g->dsend, g->drecv, count, ncclFloat32, ncclSum, g->comm, g->stream);
+  ncclResult_t async = ncclSuccess;
+  double dt = 0;
+  while (res == ncclSuccess && async == ncclSuccess && dt < 30) {
+    ncclCommGetAsyncError(g->comm, &async);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    usleep(1000);
+  }
+  const char* why = ncclGetLastError(g->comm);
+  printf("netkill: rank 0 saw %s after %.2f s: %s\n", ncclGetErrorString(res ? res : async), dt,
+         why);
+  fflush(stdout);
+  /* The loss may surface in the call itself when it was seen before it. */
+  if ((res != ncclSuccess ? res : async) == ncclRemoteError && dt < 5 &&
+      strstr(why, "rank 1") != NULL) {
+    passed++;
+  } else {
+    FAILF("netkill: rank 0 did not report rank 1 lost within 5 s");
+  }
+  cudaStreamSynchronize(g->stream); /* the kernel was stopped */
+  ncclCommAbort(g->comm);
+  g->comm = NULL;
 }
 
 /* One rank of a multi-process mode. */
@@ -279,6 +338,17 @@ static void proc_rank(const char* mode, int n, int r, int dev, const ncclUniqueI
     run_p2p(&g);
   } else if (strcmp(mode, "big") == 0) {
     run_big(&g, 1, n);
+  } else if (strcmp(mode, "huge") == 0) {
+    run_huge(&g, n);
+  } else if (strcmp(mode, "netkill") == 0) {
+    run_netkill(&g);
+    if (r == 1) {
+      return; /* vanishes: no destroy, no goodbye */
+    }
+    if (g.comm == NULL) {
+      grank_free(&g);
+      return;
+    }
   } else {
     run_matrix(&g, 1, n, strcmp(mode, "graph") == 0);
     if (failed == 0) {
@@ -299,8 +369,11 @@ struct procs_job {
 static void proc_child(int r, void* arg, long* p, long* f) {
   const struct procs_job* j = arg;
   passed = failed = 0; /* this rank's own counts */
-  if (strcmp(j->mode, "nop2p") == 0) {
+  if (strcmp(j->mode, "nop2p") == 0 || strncmp(j->mode, "net", 3) == 0) {
     setenv("NCCL_P2P_DISABLE", "1", 1);
+  }
+  if (strncmp(j->mode, "net", 3) == 0) {
+    setenv("NCCL_SHM_DISABLE", "1", 1);
   }
   proc_rank(j->mode, j->n, r, strcmp(j->mode, "shared") == 0 ? 0 : r % j->ngpu, j->ids);
   *p = passed;
@@ -375,7 +448,8 @@ int main(int argc, char** argv) {
   }
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   int n = argc > 2 ? atoi(argv[2]) : (ngpu >= 2 ? ngpu : 2);
-  const char* all[] = {"procs", "shared", "single", "graph", "concurrent", "p2p", "big", "nop2p"};
+  const char* all[] = {"procs", "shared", "single", "graph", "concurrent", "p2p",
+                       "big",   "nop2p",  "net",    "huge",  "netkill"};
   for (size_t m = 0; m < sizeof all / sizeof all[0]; m++) {
     if (strcmp(mode, "all") != 0 && strcmp(mode, all[m]) != 0) {
       continue;
@@ -385,10 +459,13 @@ int main(int argc, char** argv) {
       /* In a child: this process stays free of CUDA for the modes that fork. */
       procs_run(1, single_child, &ngpu, &passed, &failed);
     } else {
-      run_procs(all[m], n, ngpu);
+      run_procs(all[m], strcmp(all[m], "netkill") == 0 ? 2 : n, ngpu);
     }
     printf("mode %-10s nranks %d on %d GPU(s): %ld passed, %ld failed\n", all[m],
-           strcmp(all[m], "single") == 0 ? ngpu : n, ngpu, passed - p0, failed - f0);
+           strcmp(all[m], "single") == 0    ? ngpu
+           : strcmp(all[m], "netkill") == 0 ? 2
+                                            : n,
+           ngpu, passed - p0, failed - f0);
     fflush(stdout);
   }
   printf("%ld passed, %ld failed\n", passed, failed);

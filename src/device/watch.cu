@@ -1,0 +1,71 @@
+/* The device communicator's host-side guards: the watchdog thread that
+ * stops kernels waiting for a peer process that died, and the drain before
+ * teardown. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "device/dev_comm.h"
+
+extern "C" {
+#include "util/check.h"
+#include "util/proc.h"
+}
+
+/* While a kernel of this communicator is in flight, checks a few times a
+ * second that the peers' processes on this host are alive; a dead one stops
+ * the kernels (through the abort flag they watch) and is named in the error,
+ * instead of the kernels waiting out TUTTI_TIMEOUT. */
+void* td_watch_main(void* arg) {
+  struct tutti_dev_comm* dc = (struct tutti_dev_comm*)arg;
+  volatile int* f = dc->host_flags;
+  while (!dc->watch_stop) {
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    if (f[3] == f[4] || f[1] != 0) {
+      continue;
+    }
+    for (int p = 0; p < dc->nranks; p++) {
+      if (p != dc->rank && dc->pids[p] > 0 && dc->pids[p] != (int32_t)getpid() &&
+          tutti_process_gone(dc->pids[p])) {
+        f[2] = p;
+        __atomic_store_n(&dc->host_flags[1], 4, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&dc->host_flags[0], 1, __ATOMIC_SEQ_CST);
+        WARN(
+            "rank %d: rank %d (pid %d) exited while a device collective waited for it: "
+            "stopping this communicator's kernels",
+            dc->rank, p, (int)dc->pids[p]);
+        break;
+      }
+    }
+  }
+  return NULL;
+}
+
+/* Waits until every slot this rank sent was freed by its receiver, so no
+ * peer writes into the region after it is gone (bounded: a dead peer never frees). */
+void td_drain(struct tutti_dev_comm* dc) {
+  const size_t lines = (size_t)dc->nch * (size_t)dc->nranks;
+  uint64_t* head = (uint64_t*)malloc(lines * TD_LINE);
+  uint64_t* sent = (uint64_t*)malloc(lines * TD_LINE);
+  for (int tries = 0; head != NULL && sent != NULL && tries < 200; tries++) {
+    if (cudaMemcpy(head, dc->region + dc->lay.head_off, lines * TD_LINE, cudaMemcpyDefault) !=
+            cudaSuccess ||
+        cudaMemcpy(sent, dc->priv + dc->lay.sent_off, lines * TD_LINE, cudaMemcpyDefault) !=
+            cudaSuccess) {
+      break;
+    }
+    int pending = 0;
+    for (size_t i = 0; i < lines; i++) {
+      pending |= head[i * TD_LINE / 8] != sent[i * TD_LINE / 8];
+    }
+    if (!pending) {
+      break;
+    }
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  free(head);
+  free(sent);
+}
