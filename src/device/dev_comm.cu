@@ -218,6 +218,7 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
 static ncclResult_t setup(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s, char* why,
                           size_t why_len, int* mapped) {
   const int n = s->nranks;
+  NCCLCHECK(td_agree_host_mode(dc, s));
   /* A rank that cannot set itself up still takes part in the exchanges, so
    * that every rank learns it and all turn the device path off together. */
   ncclResult_t lres = alloc_local(dc, s);
@@ -371,7 +372,7 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
     if (p != s->rank) {
       INFO(TUTTI_INIT | TUTTI_P2P, "Channel 00-%02d : %d[%d] -> %d[%d] via %s", dc->nch - 1,
            s->rank, dc->dev, p, s->peers[p].cuda_dev,
-           dc->host_mode   ? "SHM/host memory (NCCL_P2P_DISABLE)"
+           dc->host_mode   ? "SHM/host memory"
            : dc->opened[p] ? "P2P/IPC"
                            : "P2P/direct pointer");
     }

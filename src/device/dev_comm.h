@@ -44,6 +44,9 @@ struct tutti_dev_comm {
   double timeout_s;
 };
 
+/* Collective: turns host_mode on for every rank when some pair of local GPUs
+ * cannot reach each other's memory (peers.cu). */
+ncclResult_t td_agree_host_mode(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s);
 /* The watchdog thread's body (watch.cu). */
 void* td_watch_main(void* arg);
 /* Waits (bounded) until every slot this rank sent was freed by its receiver. */

@@ -11,6 +11,8 @@
  *   net         as procs, with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1: every
  *               peer treated as remote, device data through the proxy over TCP
  *   huge        counts of several GB (64-bit sizes): allreduce and broadcast
+ *   hidden      as procs, each process seeing only its own GPU
+ *               (CUDA_VISIBLE_DEVICES): no peer access, queues in host memory
  *   netkill     as net; rank 1 exits without a word after a few allreduces:
  *               rank 0's pending allreduce must fail with ncclRemoteError
  *               naming rank 1 within 5 s (the proxy sees the connection close)
@@ -375,7 +377,14 @@ static void proc_child(int r, void* arg, long* p, long* f) {
   if (strncmp(j->mode, "net", 3) == 0) {
     setenv("NCCL_SHM_DISABLE", "1", 1);
   }
-  proc_rank(j->mode, j->n, r, strcmp(j->mode, "shared") == 0 ? 0 : r % j->ngpu, j->ids);
+  int dev = strcmp(j->mode, "shared") == 0 ? 0 : r % j->ngpu;
+  if (strcmp(j->mode, "hidden") == 0) {
+    char v[16];
+    snprintf(v, sizeof v, "%d", dev);
+    setenv("CUDA_VISIBLE_DEVICES", v, 1);
+    dev = 0;
+  }
+  proc_rank(j->mode, j->n, r, dev, j->ids);
   *p = passed;
   *f = failed;
 }
@@ -449,7 +458,7 @@ int main(int argc, char** argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   int n = argc > 2 ? atoi(argv[2]) : (ngpu >= 2 ? ngpu : 2);
   const char* all[] = {"procs", "shared", "single", "graph", "concurrent", "p2p",
-                       "big",   "nop2p",  "net",    "huge",  "netkill"};
+                       "big",   "nop2p",  "net",    "huge",  "netkill",    "hidden"};
   for (size_t m = 0; m < sizeof all / sizeof all[0]; m++) {
     if (strcmp(mode, "all") != 0 && strcmp(mode, all[m]) != 0) {
       continue;
