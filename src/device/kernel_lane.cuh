@@ -74,10 +74,19 @@ __device__ int td_take_turn(const td_block& b, int conn, uint8_t* held, uint64_t
   return -1;
 }
 
+/* The count of finished kernels, kept in device memory and mirrored to host
+ * memory by a posted store (see td_run_block's start). */
+__device__ __forceinline__ void td_kernel_finished(td_devcomm* dc, char* priv) {
+  volatile uint32_t* kc = (volatile uint32_t*)(priv + dc->lay.finished_off + 8);
+  const uint32_t v = kc[1] + 1;
+  kc[1] = v;
+  ((volatile int*)dc->kstate)[1] = (int)v;
+}
+
 __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* lanes,
                              const td_cta* ctas, const td_ticket* tickets, const td_step* steps,
                              uint32_t ncta, uint32_t nlanes, uint32_t simple_chunk,
-                             uint32_t simple_slot) {
+                             uint32_t simple_slot, uint32_t flags) {
   __shared__ const char* s_in;
   __shared__ char* s_out;
   __shared__ uint32_t s_in_flag, s_out_flag;
@@ -93,11 +102,14 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
                 dc->rank, dc->base[dc->rank],         dc->priv};
   const int tid = threadIdx.x;
   if (tid == 0 && blockIdx.x == 0) {
-    /* One kernel of a communicator runs at a time (stream order): a plain
-     * increment tells the host's watchdog that work is in flight. */
-    volatile int* ks = dc->kstate;
-    ks[0] = ks[0] + 1;
-    __threadfence_system();
+    /* One kernel of a communicator runs at a time (stream order): a count
+     * kept in device memory, copied to host memory by a posted store (no
+     * read across PCIe, no system fence on the way), tells the host's
+     * watchdog and proxy that work is in flight. */
+    volatile uint32_t* kc = (volatile uint32_t*)(dc->priv + dc->lay.finished_off + 8);
+    const uint32_t v = kc[0] + 1;
+    kc[0] = v;
+    ((volatile int*)dc->kstate)[0] = (int)v;
   }
   if (tid == 0) {
     s_stop = 0;
@@ -272,15 +284,34 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
             }
           }
           if (rk >= 0) {
+            /* Freeing a slot needs no fence: the barrier above waited for
+             * every thread's loads of it, which a later store cannot pass. */
             int k = td_take_turn(b, b.n + rk, s_held, s_pos);
-            td_st_release((uint64_t*)(dc->base[rk] + td_ctr(L.head_off, b.ch, b.me, b.n)),
-                          ++s_pos[k]);
+            *(volatile uint64_t*)(dc->base[rk] + td_ctr(L.head_off, b.ch, b.me, b.n)) = ++s_pos[k];
           }
         }
       }
     }
   }
   if (tid != 0) {
+    return;
+  }
+  unsigned long long* finished = (unsigned long long*)(b.priv + L.finished_off);
+  if (flags & TD_SOLE) {
+    /* Nobody else in this launch uses these connections and nobody waits for
+     * this lane: the positions are for the next launch, which the kernel
+     * boundary orders, so no fence and no hand-over. */
+    for (int k = 0; k < b.nticket; k++) {
+      if (s_held[k]) {
+        const int conn = b.tickets[k].conn;
+        const uint64_t off = conn < b.n ? L.sent_off : L.recvd_off;
+        *(volatile uint64_t*)(b.priv + td_ctr(off, b.ch, conn % b.n, b.n)) = s_pos[k];
+      }
+    }
+    if (atomicAdd(finished, 1ull) + 1 == ncta) {
+      *(volatile unsigned long long*)finished = 0;
+      td_kernel_finished(dc, b.priv);
+    }
     return;
   }
   /* The lane is done on this channel: hand each connection to its next user. */
@@ -303,7 +334,6 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
   atomicAdd((unsigned long long*)(b.priv + L.done_off + (uint64_t)lane.done_idx * TD_LINE), 1ull);
   __threadfence();
   /* The last block to finish resets the launch's counters for the next one. */
-  unsigned long long* finished = (unsigned long long*)(b.priv + L.finished_off);
   if (atomicAdd(finished, 1ull) + 1 == ncta) {
     __threadfence();
     for (uint32_t c = 0; c < ncta; c++) {
@@ -316,10 +346,7 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
       *(volatile uint64_t*)(b.priv + L.done_off + (uint64_t)lanes[l].done_idx * TD_LINE) = 0;
     }
     *(volatile unsigned long long*)finished = 0;
-    __threadfence();
-    volatile int* ks = dc->kstate;
-    ks[1] = ks[1] + 1;
-    __threadfence_system();
+    td_kernel_finished(dc, b.priv);
   }
 }
 

