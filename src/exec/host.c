@@ -12,6 +12,7 @@
 #include "exec/step.h"
 #include "util/check.h"
 #include "util/proc.h"
+#include "util/socket.h"
 
 struct tutti_lane_state {
   int step; /* index into sched.steps */
@@ -178,9 +179,22 @@ static void describe_peer(const struct tutti_op* op, char* buf, size_t len) {
   for (int i = 0; i < op->sched.nlanes; i++) {
     const struct tutti_step* st = stuck_step(op, i);
     int p = st == NULL ? -1 : st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
-    if (p < 0 || er->peer_bells == NULL || er->peer_bells[p] == NULL ||
-        er->peers[p].host_hash != er->peers[er->rank].host_hash) {
-      continue; /* a network peer's doorbell here is a local stand-in */
+    if (p < 0 || er->peer_bells == NULL || er->peer_bells[p] == NULL) {
+      continue;
+    }
+    if (er->peers[p].host_hash != er->peers[er->rank].host_hash) {
+      /* A network peer's doorbell here is a local stand-in: it says only
+       * whether the connection lives, which the heartbeat keeps true. */
+      if (tutti_socket_heartbeat_s() > 0 &&
+          __atomic_load_n(&er->peer_bells[p]->lost, __ATOMIC_ACQUIRE) == 0) {
+        snprintf(buf, len,
+                 ": rank %d (pid %d on host %s) is stalled, not lost: its host still answers "
+                 "(TCP heartbeat), so the process is stopped, stuck in its own code, or in "
+                 "another collective",
+                 p, (int)er->peers[p].pid, er->peers[p].hostname);
+        return;
+      }
+      continue;
     }
     const struct tutti_doorbell* b = er->peer_bells[p];
     int active = (int)__atomic_load_n(&b->op_active, __ATOMIC_ACQUIRE);
@@ -401,7 +415,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
         break;
       }
       if (t - last_move > er->timeout_s) {
-        char what[160], peer[200];
+        char what[160], peer[320];
         describe_stall(op, what, sizeof what);
         describe_peer(op, peer, sizeof peer);
         res = tutti_error(ncclRemoteError,

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "util/check.h"
+#include "util/socket.h"
 
 #define IDLE_POLL_MS 1000 /* a safety net only: pokes and sockets end a sleep sooner */
 #define DISCARD_BYTES (1 << 16)
@@ -437,14 +438,35 @@ static int build_poll(struct tutti_proxy* px, int leaving) {
   return n;
 }
 
+/* The heartbeat (util/socket.h): a peer whose host stopped acknowledging
+ * is lost, whether or not this rank waits for it right now. */
+static void check_alive(struct tutti_proxy* px, int leaving) {
+  for (int i = 0; i < px->nserved; i++) {
+    struct tutti_proxy_peer* p = px->served[i];
+    for (int s = 0; s < p->nsocks && !p->gone; s++) {
+      struct tutti_proxy_sock* k = &p->socks[s];
+      if (!k->dead && p->byes == 0 && tutti_socket_unanswered(k->fd)) {
+        shutdown(k->fd, SHUT_RDWR);
+        sock_fail(px, p, k, ETIMEDOUT, leaving);
+      }
+    }
+  }
+}
+
 static void* proxy_main(void* arg) {
   struct tutti_proxy* px = arg;
-  double last_move = now_s();
+  const int hb_ms = tutti_socket_heartbeat_s() * 1000;
+  const int check_ms = hb_ms > 0 && hb_ms / 4 < IDLE_POLL_MS ? hb_ms / 4 : IDLE_POLL_MS;
+  double last_move = now_s(), next_check = last_move;
   for (;;) {
     const int leaving = (int)__atomic_load_n(&px->stop, __ATOMIC_SEQ_CST);
     const int moved = pump(px, leaving);
     if (moved) {
       last_move = now_s();
+    }
+    if (hb_ms > 0 && now_s() >= next_check) {
+      check_alive(px, leaving);
+      next_check = now_s() + check_ms * 1e-3;
     }
     if (leaving && (leaving == 2 || flushed(px) || now_s() - last_move > px->flush_s)) {
       drain(px);
@@ -454,7 +476,7 @@ static void* proxy_main(void* arg) {
       continue;
     }
     __atomic_store_n(&px->sleeping, 1, __ATOMIC_SEQ_CST);
-    int timeout = IDLE_POLL_MS;
+    int timeout = check_ms;
     if (news(px) || (!leaving && __atomic_load_n(&px->stop, __ATOMIC_SEQ_CST))) {
       timeout = 0;
     }

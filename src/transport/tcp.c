@@ -152,21 +152,6 @@ static ncclResult_t check_table(const struct setup* su) {
   return ncclSuccess;
 }
 
-static void set_options(int fd) {
-  const double t = tutti_timeout_s();
-  /* A host or link that stops answering ends the connection (ETIMEDOUT)
-   * after half of TUTTI_TIMEOUT, even when the socket is idle: every
-   * survivor then learns which peer it lost before the operation times out. */
-  int user_ms = (int)(t * 500.0) > 1000 ? (int)(t * 500.0) : 1000;
-  int idle = user_ms / 5000 > 1 ? user_ms / 5000 : 1, cnt = 3, one = 1;
-  (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof idle);
-  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-  (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof user_ms);
-  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
 static void add_pending(struct setup* su, int fd, int out, int peer, int idx) {
   if (su->npend == su->cap) {
     /* Full of connections that have not presented themselves: drop the oldest stranger. */
@@ -407,9 +392,6 @@ static ncclResult_t start(struct tutti_transport_comm* tc, struct tcp_state* st,
     struct tutti_proxy_peer* p = &st->peers[i];
     int* fds = su->fds + (size_t)r * (size_t)su->nsocks;
     const int ns = pair_socks(su, r);
-    for (int s = 0; s < ns; s++) {
-      set_options(fds[s]);
-    }
     ncclResult_t res = tutti_proxy_peer_init(p, r, tc->buffsize, ns, fds);
     for (int s = 0; s < ns; s++) {
       fds[s] = -1; /* the peer owns them now, even after a failure */

@@ -3,6 +3,7 @@
 # namespaces (hosts.sh), one tuttirun per host; one ctest test each.
 #   run.sh TUTTIRUN JOB RAWBW job HOSTS RANKS [IFNAME]  the collective matrix
 #   run.sh TUTTIRUN JOB RAWBW cut kill|link             a host is lost mid-loop
+#   run.sh TUTTIRUN JOB RAWBW stall                     a host's ranks stop mid-loop
 #   run.sh TUTTIRUN JOB RAWBW bw                        allreduce vs raw TCP rate
 # JOB is test_netns_job, RAWBW tcp_raw_bw. Exits 77 (skip) without namespaces.
 set -u
@@ -91,22 +92,45 @@ job() {
   [ $FAILED = 0 ] || show
 }
 
-# A host is lost while 3 hosts x 2 ranks loop over allreduces: `kill` kills
-# its processes, `link` takes its link down. Every rank that remains must
-# report an error naming a rank it lost, within TUTTI_TIMEOUT (10 s).
-cut() {
-  local how=$1 nh=3 np=2 bound=10
-  up $nh
-  export TUTTI_TIMEOUT=$bound
-  for ((i = 0; i < nh; i++)); do start $i $nh $np loop 60; done
+# Starts NH hosts x NP ranks on `loop ARGS...` and waits until every rank
+# loops; returns 1 (after saying why) when they do not.
+start_loops() {
+  local nh=$1 np=$2
+  shift 2
+  for ((i = 0; i < nh; i++)); do start $i "$nh" "$np" loop "$@"; done
   local n=$((nh * np))
   for ((t = 0; t < 300; t++)); do
-    [ "$(cat "$TMP"/host*.log 2>/dev/null | grep -c "looping")" = $n ] && break
+    [ "$(cat "$TMP"/host*.log 2>/dev/null | grep -c "looping")" = $n ] && return 0
     sleep 0.1
   done
-  [ "$(cat "$TMP"/host*.log 2>/dev/null | grep -c "looping")" = $n ] || { fail "the job did not start"; show; return; }
+  fail "the job did not start"
+  show
+  return 1
+}
+
+# report R T0: rank R's fault line ("LOST at <epoch> ..."), or fails and
+# returns 1; sets DT to the seconds between T0 and the error.
+report() {
+  local r=$1 t0=$2
+  LINE=$(cat "$TMP"/host*.log | grep -E "^\[rank$r\]: rank $r (LOST|NOFAULT)" | head -1)
+  [ -n "$LINE" ] || { fail "rank $r reported nothing"; return 1; }
+  local at
+  at=$(sed -nE 's/.* LOST at ([0-9.]+) .*/\1/p' <<<"$LINE")
+  [ -n "$at" ] || { fail "rank $r: $LINE"; return 1; }
+  DT=$(awk -v a="$at" -v b="$t0" 'BEGIN {printf "%.2f", a - b}')
+}
+
+# A host is lost while 3 hosts x 2 ranks loop over allreduces: `kill` kills
+# its processes, `link` takes its link down. With the default TUTTI_TIMEOUT
+# (300 s), every rank that remains must report an error naming a rank it
+# lost within 5 s: the TCP heartbeat (TUTTI_HEARTBEAT_S, 1 s) bounds it.
+cut() {
+  local how=$1 nh=3 np=2 bound=5
+  up $nh
+  unset TUTTI_TIMEOUT TUTTI_HEARTBEAT_S
+  start_loops $nh $np 60 || return
   sleep 1
-  local t_cut
+  local t_cut n=$((nh * np))
   t_cut=$(date +%s.%N)
   if [ "$how" = kill ]; then $HOSTS kill 2; else $HOSTS cut 2; fi
   for ((i = 0; i < nh; i++)); do
@@ -121,21 +145,54 @@ cut() {
       [ "$how" = kill ] && continue
       lost='[0-3]'
     fi
-    local line
-    line=$(cat "$TMP"/host*.log | grep -E "^\[rank$r\]: rank $r (LOST|NOFAULT)" | head -1)
-    if [ -z "$line" ]; then
-      fail "rank $r reported nothing"
-      continue
-    fi
-    local at dt
-    at=$(sed -nE 's/.* LOST at ([0-9.]+) .*/\1/p' <<<"$line")
-    [ -n "$at" ] || { fail "rank $r: $line"; continue; }
-    dt=$(awk -v a="$at" -v b="$t_cut" 'BEGIN {printf "%.2f", a - b}')
-    echo "rank $r detected the loss after $dt s: ${line#*: }"
-    grep -Eq "(rank $lost \(pid|after losing rank $lost )" <<<"$line" ||
+    report $r "$t_cut" || continue
+    echo "rank $r detected the loss after $DT s: ${LINE#*: }"
+    grep -Eq "(rank $lost \(pid|after losing rank $lost )" <<<"$LINE" ||
       fail "rank $r's error does not name a rank it lost"
-    awk -v d="$dt" -v b=$bound 'BEGIN {exit !(d < b)}' || fail "rank $r took $dt s (bound $bound s)"
+    awk -v d="$DT" -v b=$bound 'BEGIN {exit !(d < b)}' || fail "rank $r took $DT s (bound $bound s)"
   done
+  [ $FAILED = 0 ] || show 30
+}
+
+# Host 2's ranks are stopped (SIGSTOP) while 3 hosts x 2 ranks loop: their
+# kernel still answers, so nobody may call them lost; every other rank
+# reports, once TUTTI_TIMEOUT (8 s) has passed without progress, that it
+# made none (or that its neighbour left for that reason). Then host 2 is
+# continued: its ranks find their peers gone and exit.
+stall() {
+  local nh=3 np=2 limit=8
+  up $nh
+  export TUTTI_TIMEOUT=$limit
+  unset TUTTI_HEARTBEAT_S
+  start_loops $nh $np 60 || return
+  sleep 1
+  local t_stop
+  t_stop=$(date +%s.%N)
+  $HOSTS stop 2
+  for ((i = 0; i < 2; i++)); do finish $i || fail "host $i: tuttirun exited with status $?"; done
+  $HOSTS cont 2
+  for ((t = 0; t < 100; t++)); do
+    kill -0 "${PIDS[2]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "${PIDS[2]}" 2>/dev/null; then
+    fail "host 2's ranks still run 10 s after SIGCONT"
+    $HOSTS kill 2
+  fi
+  finish 2
+  local stalled=0
+  for ((r = 0; r < 4; r++)); do
+    report $r "$t_stop" || continue
+    echo "rank $r reported after $DT s: ${LINE#*: }"
+    grep -q "made no progress" <<<"$LINE" && stalled=$((stalled + 1))
+    grep -Eq "lost its connection|after losing" <<<"$LINE" &&
+      fail "rank $r called a stopped rank lost"
+    awk -v d="$DT" -v b=$limit 'BEGIN {exit !(d > b - 1)}' ||
+      fail "rank $r gave up after $DT s, before TUTTI_TIMEOUT ($limit s)"
+  done
+  [ $stalled -gt 0 ] || fail "no rank reported that it made no progress"
+  grep -q "is stalled, not lost" "$TMP"/host0.log "$TMP"/host1.log ||
+    fail "no error says that the stopped ranks are stalled, not lost"
   [ $FAILED = 0 ] || show 30
 }
 
@@ -168,6 +225,7 @@ bw() {
 case "$WHAT" in
   job) job "$@" ;;
   cut) cut "$@" ;;
+  stall) stall ;;
   bw) bw ;;
   *) echo "unknown scenario $WHAT"; exit 2 ;;
 esac

@@ -28,6 +28,8 @@ foreach(how kill link)
   add_test(NAME netns.cut.${how} COMMAND ${TUTTI_NETNS_RUN} cut ${how})
   list(APPEND TUTTI_NETNS_TESTS netns.cut.${how})
 endforeach()
+add_test(NAME netns.stall COMMAND ${TUTTI_NETNS_RUN} stall)
+list(APPEND TUTTI_NETNS_TESTS netns.stall)
 add_test(NAME netns.bw COMMAND ${TUTTI_NETNS_RUN} bw)
 set_tests_properties(${TUTTI_NETNS_TESTS} netns.bw PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77
                      LABELS netns)
