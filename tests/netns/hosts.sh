@@ -42,6 +42,9 @@ down() {
     ip netns pids "$n" 2>/dev/null | xargs -r kill -9 2>/dev/null
     ip netns del "$n" 2>/dev/null
   done
+  for l in $(ip -o link show 2>/dev/null | sed -nE "s/^[0-9]+: (tv${ID}h[0-9]+)@.*/\1/p"); do
+    ip link del "$l" 2>/dev/null
+  done
   ip link del "$BR" 2>/dev/null
   return 0
 }
