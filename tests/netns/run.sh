@@ -158,8 +158,10 @@ cut() {
   [ $FAILED = 0 ] || show 30
 }
 
-# Host 2's ranks are stopped (SIGSTOP) while 3 hosts x 2 ranks loop: their
-# kernel still answers, so nobody may call them lost; every other rank
+# Host 2's ranks are stopped (SIGSTOP) while 3 hosts x 2 ranks loop over
+# 64 MB allreduces (enough to fill the stopped receivers' TCP windows: the
+# senders' kernels then probe a shut window, which the stopped host's
+# kernel still answers). Nobody may call them lost; every other rank
 # reports, once TUTTI_TIMEOUT (8 s) has passed without progress, that it
 # made none (or that its neighbour left for that reason). Then host 2 is
 # continued: its ranks find their peers gone and exit.
@@ -168,7 +170,7 @@ stall() {
   up $nh
   export TUTTI_TIMEOUT=$limit
   unset TUTTI_HEARTBEAT_S
-  start_loops $nh $np loop 60 || return
+  start_loops $nh $np loop 60 67108864 || return
   sleep 1
   local t_stop
   t_stop=$(date +%s.%N)

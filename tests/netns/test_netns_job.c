@@ -3,8 +3,9 @@
  *   test_netns_job matrix   every collective x datatype x op x count x
  *                           in/out-of-place, and a send/recv all-to-all,
  *                           checked bit for bit; exits 1 on any mismatch
- *   test_netns_job loop S   allreduces for up to S seconds while the test
- *                           cuts a host off; prints "LOST at <epoch s>: <error>"
+ *   test_netns_job loop S [B]  allreduces of B bytes (default 1 MB) for up
+ *                           to S seconds while the test cuts a host off or
+ *                           stops it; prints "LOST at <epoch s>: <error>"
  *                           when the library reports it and exits 0, exits 1
  *                           if no error came; "looping (pid P)" once started
  *   test_netns_job trial SEED S  the same with random collectives (allreduce,
@@ -239,8 +240,7 @@ static ncclResult_t random_op(ncclComm_t comm, int n, int r, uint64_t* rng, floa
 
 /* Allreduces (seed 0) or random collectives (seed > 0) for up to `seconds`,
  * while the test makes a fault. */
-static int loop(ncclComm_t comm, int n, int r, double seconds, uint64_t seed) {
-  const size_t count = 1 << 18;
+static int loop(ncclComm_t comm, int n, int r, double seconds, uint64_t seed, size_t count) {
   float* buf = calloc(count, sizeof *buf);
   float* out = calloc(count, sizeof *out);
   double end = wall() + seconds;
@@ -322,11 +322,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (strcmp(mode, "loop") == 0) {
-    return loop(comm, n, r, argc > 2 ? atof(argv[2]) : 60, 0);
+    return loop(comm, n, r, argc > 2 ? atof(argv[2]) : 60, 0,
+                argc > 3 ? strtoull(argv[3], NULL, 0) / sizeof(float) : 1 << 18);
   }
   if (strcmp(mode, "trial") == 0) {
     return loop(comm, n, r, argc > 3 ? atof(argv[3]) : 60,
-                argc > 2 ? strtoull(argv[2], NULL, 0) | 1 : 1);
+                argc > 2 ? strtoull(argv[2], NULL, 0) | 1 : 1, 1 << 18);
   }
   if (strcmp(mode, "bw") == 0) {
     return bandwidth(comm, n, r, argc > 2 ? strtoull(argv[2], NULL, 0) : 64u << 20,
