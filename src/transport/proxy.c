@@ -1,5 +1,6 @@
-/* The tcp transport's proxy thread (see proxy.h; its peers are in proxy_peer.c): moves slots
- * between private queues and non-blocking sockets, sleeps in poll(), reports broken connections. */
+/* The tcp transport's proxy thread (see proxy.h; the peers' queues are in
+ * proxy_peer.c): moves slots between private queues and non-blocking
+ * sockets, sleeps in poll(), reports broken and silent connections. */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include "transport/proxy.h"
 

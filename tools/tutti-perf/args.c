@@ -331,4 +331,3 @@ void perf_args_parse(int argc, char** argv, struct perf_opts* o) {
     o->root = -1;
   }
 }
-
