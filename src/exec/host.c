@@ -3,6 +3,7 @@
  * blocking; when a whole pass moves nothing it waits (exec/wait.c). A lane
  * uses a connection only when its ticket on that connection comes up, so
  * operations share a connection in issue order, as their peers do. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +156,22 @@ static void describe_stall(const struct tutti_op* op, char* buf, size_t len) {
     return;
   }
   snprintf(buf, len, "finishing");
+}
+
+/* Leaves in this rank's doorbell, for the ranks that see it leave, that it
+ * gave up on a peer that made no progress (ETIME), not on a lost one. */
+static void record_stall(const struct tutti_op* op) {
+  for (int i = 0; i < op->sched.nlanes && op->er->bell != NULL; i++) {
+    const struct tutti_step* st = stuck_step(op, i);
+    const int p = st == NULL ? -1 : st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
+    if (p >= 0) {
+      uint32_t none = 0;
+      __atomic_compare_exchange_n(&op->er->bell->lost, &none,
+                                  ((uint32_t)ETIME << 24) | (uint32_t)(p + 1), 0, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE);
+      return;
+    }
+  }
 }
 
 /* What this rank is in, in its doorbell, for peers that wait on it to say. */
@@ -418,6 +435,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
         char what[160], peer[320];
         describe_stall(op, what, sizeof what);
         describe_peer(op, peer, sizeof peer);
+        record_stall(op);
         res = tutti_error(ncclRemoteError,
                           "%s #%llu on rank %d made no progress for %.0f s (TUTTI_TIMEOUT), "
                           "%s%s",

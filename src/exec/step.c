@@ -50,6 +50,13 @@ const char* tutti_exec_peer_gone(const struct tutti_doorbell* bell) {
     return why;
   }
   /* Only once the owner has left: a broken link elsewhere is its reason. */
+  if (lost != 0 && who != TUTTI_DOORBELL_LOST_SELF && left != NULL && err == ETIME) {
+    snprintf(why, sizeof why,
+             "%s after rank %u made no progress for TUTTI_TIMEOUT (stopped, or stuck in its own "
+             "code)",
+             left, who - 1);
+    return why;
+  }
   if (lost != 0 && who != TUTTI_DOORBELL_LOST_SELF && left != NULL) {
     snprintf(why, sizeof why, "%s after losing rank %u (%s)", left, who - 1,
              err == ETIMEDOUT ? "its host stopped answering: down, or its link cut"

@@ -191,6 +191,8 @@ stall() {
     report $r "$t_stop" || continue
     echo "rank $r reported after $DT s: ${LINE#*: }"
     grep -q "made no progress" <<<"$LINE" && stalled=$((stalled + 1))
+    grep -q "made no progress" <<<"$LINE" ||
+      fail "rank $r's error does not say that a rank made no progress"
     grep -Eq "lost its connection|after losing" <<<"$LINE" &&
       fail "rank $r called a stopped rank lost"
     awk -v d="$DT" -v b=$limit 'BEGIN {exit !(d > b - 1)}' ||
