@@ -159,18 +159,17 @@ cut() {
 }
 
 # Host 2's ranks are stopped (SIGSTOP) while 3 hosts x 2 ranks loop over
-# 64 MB allreduces (enough to fill the stopped receivers' TCP windows: the
-# senders' kernels then probe a shut window, which the stopped host's
-# kernel still answers). Nobody may call them lost; every other rank
-# reports, once TUTTI_TIMEOUT (8 s) has passed without progress, that it
-# made none (or that its neighbour left for that reason). Then host 2 is
-# continued: its ranks find their peers gone and exit.
+# allreduces: their kernel still answers, so nobody may call them lost (a
+# peer that stops reading, with its TCP window shut, is unit.socket's case).
+# Every other rank reports, once TUTTI_TIMEOUT (8 s) has passed without
+# progress, that it made none (or that its neighbour left for that reason).
+# Then host 2 is continued: its ranks find their peers gone and exit.
 stall() {
   local nh=3 np=2 limit=8
   up $nh
   export TUTTI_TIMEOUT=$limit
   unset TUTTI_HEARTBEAT_S
-  start_loops $nh $np loop 60 67108864 || return
+  start_loops $nh $np loop 60 || return
   sleep 1
   local t_stop
   t_stop=$(date +%s.%N)
