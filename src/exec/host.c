@@ -3,6 +3,7 @@
  * blocking; when a whole pass moves nothing it waits (exec/wait.c). A lane
  * uses a connection only when its ticket on that connection comes up, so
  * operations share a connection in issue order, as their peers do. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "exec/step.h"
 #include "util/check.h"
 #include "util/proc.h"
+#include "util/socket.h"
 
 struct tutti_lane_state {
   int step; /* index into sched.steps */
@@ -156,6 +158,22 @@ static void describe_stall(const struct tutti_op* op, char* buf, size_t len) {
   snprintf(buf, len, "finishing");
 }
 
+/* Leaves in this rank's doorbell, for the ranks that see it leave, that it
+ * gave up on a peer that made no progress (ETIME), not on a lost one. */
+static void record_stall(const struct tutti_op* op) {
+  for (int i = 0; i < op->sched.nlanes && op->er->bell != NULL; i++) {
+    const struct tutti_step* st = stuck_step(op, i);
+    const int p = st == NULL ? -1 : st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
+    if (p >= 0) {
+      uint32_t none = 0;
+      __atomic_compare_exchange_n(&op->er->bell->lost, &none,
+                                  ((uint32_t)ETIME << 24) | (uint32_t)(p + 1), 0, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE);
+      return;
+    }
+  }
+}
+
 /* What this rank is in, in its doorbell, for peers that wait on it to say. */
 static void publish(struct tutti_op** ops, int nops, int active) {
   for (int i = 0; i < nops; i++) {
@@ -178,9 +196,22 @@ static void describe_peer(const struct tutti_op* op, char* buf, size_t len) {
   for (int i = 0; i < op->sched.nlanes; i++) {
     const struct tutti_step* st = stuck_step(op, i);
     int p = st == NULL ? -1 : st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
-    if (p < 0 || er->peer_bells == NULL || er->peer_bells[p] == NULL ||
-        er->peers[p].host_hash != er->peers[er->rank].host_hash) {
-      continue; /* a network peer's doorbell here is a local stand-in */
+    if (p < 0 || er->peer_bells == NULL || er->peer_bells[p] == NULL) {
+      continue;
+    }
+    if (er->peers[p].host_hash != er->peers[er->rank].host_hash) {
+      /* A network peer's doorbell here is a local stand-in: it says only
+       * whether the connection lives, which the heartbeat keeps true. */
+      if (tutti_socket_heartbeat_s() > 0 &&
+          __atomic_load_n(&er->peer_bells[p]->lost, __ATOMIC_ACQUIRE) == 0) {
+        snprintf(buf, len,
+                 ": rank %d (pid %d on host %s) is stalled, not lost: its host still answers "
+                 "(TCP heartbeat), so the process is stopped, stuck in its own code, or in "
+                 "another collective",
+                 p, (int)er->peers[p].pid, er->peers[p].hostname);
+        return;
+      }
+      continue;
     }
     const struct tutti_doorbell* b = er->peer_bells[p];
     int active = (int)__atomic_load_n(&b->op_active, __ATOMIC_ACQUIRE);
@@ -401,9 +432,10 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
         break;
       }
       if (t - last_move > er->timeout_s) {
-        char what[160], peer[200];
+        char what[160], peer[320];
         describe_stall(op, what, sizeof what);
         describe_peer(op, peer, sizeof peer);
+        record_stall(op);
         res = tutti_error(ncclRemoteError,
                           "%s #%llu on rank %d made no progress for %.0f s (TUTTI_TIMEOUT), "
                           "%s%s",

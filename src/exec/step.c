@@ -8,6 +8,7 @@
 #include "exec/step.h"
 #include "util/check.h"
 #include "util/proc.h"
+#include "util/socket.h"
 
 /* Local copies and reductions are cut too, so other lanes keep moving. */
 #define TUTTI_LOCAL_PIECE (1u << 20)
@@ -33,6 +34,14 @@ const char* tutti_exec_peer_gone(const struct tutti_doorbell* bell) {
   const uint32_t lost = __atomic_load_n(&bell->lost, __ATOMIC_ACQUIRE);
   const int err = (int)(lost >> 24);
   const uint32_t who = lost & TUTTI_DOORBELL_LOST_SELF;
+  if (lost != 0 && who == TUTTI_DOORBELL_LOST_SELF && left == NULL && err == ETIMEDOUT) {
+    const int hb = tutti_socket_heartbeat_s();
+    snprintf(why, sizeof why,
+             "lost its connection (its host answered nothing for %d s, %d heartbeats of "
+             "TUTTI_HEARTBEAT_S=%d: is it down, or its network link cut?)",
+             hb * TUTTI_SOCKET_MISSED, TUTTI_SOCKET_MISSED, hb);
+    return why;
+  }
   if (lost != 0 && who == TUTTI_DOORBELL_LOST_SELF && left == NULL) {
     snprintf(why, sizeof why, "lost its connection (%s)",
              err != 0 ? strerror(err)
@@ -41,9 +50,18 @@ const char* tutti_exec_peer_gone(const struct tutti_doorbell* bell) {
     return why;
   }
   /* Only once the owner has left: a broken link elsewhere is its reason. */
+  if (lost != 0 && who != TUTTI_DOORBELL_LOST_SELF && left != NULL && err == ETIME) {
+    snprintf(why, sizeof why,
+             "%s after rank %u made no progress for TUTTI_TIMEOUT (stopped, or stuck in its own "
+             "code)",
+             left, who - 1);
+    return why;
+  }
   if (lost != 0 && who != TUTTI_DOORBELL_LOST_SELF && left != NULL) {
     snprintf(why, sizeof why, "%s after losing rank %u (%s)", left, who - 1,
-             err != 0 ? strerror(err) : "that rank left the job without a goodbye");
+             err == ETIMEDOUT ? "its host stopped answering: down, or its link cut"
+             : err != 0       ? strerror(err)
+                              : "that rank left the job without a goodbye");
     return why;
   }
   return left;

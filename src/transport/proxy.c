@@ -1,5 +1,6 @@
-/* The tcp transport's proxy thread (see proxy.h): moves slots between private
- * queues and non-blocking sockets, sleeps in poll(), reports broken connections. */
+/* The tcp transport's proxy thread (see proxy.h; the peers' queues are in
+ * proxy_peer.c): moves slots between private queues and non-blocking
+ * sockets, sleeps in poll(), reports broken and silent connections. */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include "transport/proxy.h"
 
@@ -8,13 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "util/check.h"
+#include "util/socket.h"
 
 #define IDLE_POLL_MS 1000 /* a safety net only: pokes and sockets end a sleep sooner */
 #define DISCARD_BYTES (1 << 16)
@@ -28,104 +29,6 @@ static double now_s(void) {
 
 static char* slot_at(const struct tutti_proxy_peer* p, struct tutti_fifo* q, uint64_t k) {
   return (char*)q + TUTTI_FIFO_HEADER + (size_t)(k % p->nslots) * p->slot_bytes;
-}
-
-static void poke(struct tutti_proxy* px) {
-  uint64_t one = 1;
-  ssize_t n = write(px->evfd, &one, sizeof one);
-  (void)n; /* a full counter already means "wake up" */
-}
-
-/* The executor's side: the fifo's own operations, plus a poke when the
- * thread may be asleep. The queue counters are stored seq_cst and `sleeping`
- * is loaded seq_cst (and the other way round in the thread), so either the
- * thread sees the new slot or we see it sleeping. */
-static struct tutti_proxy_peer* peer_of(struct tutti_conn* c, int recv) {
-  size_t off = recv ? offsetof(struct tutti_proxy_peer, recv_end)
-                    : offsetof(struct tutti_proxy_peer, send_end);
-  return (struct tutti_proxy_peer*)((char*)c - off);
-}
-
-static void* conn_send_begin(struct tutti_conn* c) {
-  return peer_of(c, 0)->fifo_ops->send_begin(c);
-}
-
-static void conn_send_end(struct tutti_conn* c, size_t bytes) {
-  struct tutti_proxy_peer* p = peer_of(c, 0);
-  p->fifo_ops->send_end(c, bytes);
-  if (__atomic_load_n(&p->px->sleeping, __ATOMIC_SEQ_CST)) {
-    poke(p->px);
-  }
-}
-
-static const void* conn_recv_begin(struct tutti_conn* c, size_t* bytes) {
-  return peer_of(c, 1)->fifo_ops->recv_begin(c, bytes);
-}
-
-static void conn_recv_end(struct tutti_conn* c) {
-  struct tutti_proxy_peer* p = peer_of(c, 1);
-  p->fifo_ops->recv_end(c);
-  if (__atomic_load_n(&p->px->sleeping, __ATOMIC_SEQ_CST)) {
-    poke(p->px);
-  }
-}
-
-static const struct tutti_conn_ops proxy_conn_ops = {
-    .send_begin = conn_send_begin,
-    .send_end = conn_send_end,
-    .recv_begin = conn_recv_begin,
-    .recv_end = conn_recv_end,
-};
-
-ncclResult_t tutti_proxy_peer_init(struct tutti_proxy_peer* p, int rank, size_t buffsize,
-                                   int nsocks, const int* fds) {
-  memset(p, 0, sizeof *p);
-  p->rank = rank;
-  p->socks = calloc((size_t)nsocks, sizeof *p->socks);
-  if (p->socks == NULL) {
-    for (int s = 0; s < nsocks; s++) {
-      close(fds[s]);
-    }
-    return tutti_error(ncclSystemError, "out of host memory for the sockets of rank %d", rank);
-  }
-  p->nsocks = nsocks;
-  for (int s = 0; s < nsocks; s++) {
-    struct tutti_proxy_sock* k = &p->socks[s];
-    k->fd = fds[s];
-    k->snext = k->rnext = (uint64_t)s;
-    k->ready_in = k->ready_out = 1; /* optimistic: the first try tells */
-  }
-  tutti_fifo_geometry(buffsize, &p->nslots, &p->slot_bytes);
-  const size_t q = tutti_fifo_bytes(p->nslots, p->slot_bytes);
-  /* Anonymous pages: zeroed, and only touched once data moves. */
-  p->mem = mmap(NULL, 2 * q, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p->mem == MAP_FAILED) {
-    p->mem = NULL;
-    return tutti_error(ncclSystemError, "cannot map %zu bytes of queues for rank %d: %s", 2 * q,
-                       rank, strerror(errno));
-  }
-  p->mem_bytes = 2 * q;
-  p->sq = p->mem;
-  p->rq = (struct tutti_fifo*)((char*)p->mem + q);
-  tutti_fifo_conn_init(&p->send_end, NULL, p->sq, p->nslots, p->slot_bytes, rank, -1, NULL, NULL);
-  tutti_fifo_conn_init(NULL, &p->recv_end, p->rq, p->nslots, p->slot_bytes, -1, rank, NULL, NULL);
-  p->fifo_ops = p->send_end.base.ops;
-  p->send_end.base.ops = &proxy_conn_ops;
-  p->recv_end.base.ops = &proxy_conn_ops;
-  return ncclSuccess;
-}
-
-void tutti_proxy_peer_free(struct tutti_proxy_peer* p) {
-  for (int s = 0; s < p->nsocks; s++) {
-    close(p->socks[s].fd);
-  }
-  free(p->socks);
-  p->socks = NULL;
-  p->nsocks = 0;
-  if (p->mem != NULL) {
-    munmap(p->mem, p->mem_bytes);
-    p->mem = NULL;
-  }
 }
 
 /* The peer broke its connection without saying goodbye: mark it for the
@@ -437,14 +340,35 @@ static int build_poll(struct tutti_proxy* px, int leaving) {
   return n;
 }
 
+/* The heartbeat (util/socket.h): a peer whose host stopped acknowledging
+ * is lost, whether or not this rank waits for it right now. */
+static void check_alive(struct tutti_proxy* px, int leaving) {
+  for (int i = 0; i < px->nserved; i++) {
+    struct tutti_proxy_peer* p = px->served[i];
+    for (int s = 0; s < p->nsocks && !p->gone; s++) {
+      struct tutti_proxy_sock* k = &p->socks[s];
+      if (!k->dead && p->byes == 0 && tutti_socket_unanswered(k->fd)) {
+        shutdown(k->fd, SHUT_RDWR);
+        sock_fail(px, p, k, ETIMEDOUT, leaving);
+      }
+    }
+  }
+}
+
 static void* proxy_main(void* arg) {
   struct tutti_proxy* px = arg;
-  double last_move = now_s();
+  const int hb_ms = tutti_socket_heartbeat_s() * 1000;
+  const int check_ms = hb_ms > 0 && hb_ms / 4 < IDLE_POLL_MS ? hb_ms / 4 : IDLE_POLL_MS;
+  double last_move = now_s(), next_check = last_move;
   for (;;) {
     const int leaving = (int)__atomic_load_n(&px->stop, __ATOMIC_SEQ_CST);
     const int moved = pump(px, leaving);
     if (moved) {
       last_move = now_s();
+    }
+    if (hb_ms > 0 && now_s() >= next_check) {
+      check_alive(px, leaving);
+      next_check = now_s() + check_ms * 1e-3;
     }
     if (leaving && (leaving == 2 || flushed(px) || now_s() - last_move > px->flush_s)) {
       drain(px);
@@ -454,7 +378,7 @@ static void* proxy_main(void* arg) {
       continue;
     }
     __atomic_store_n(&px->sleeping, 1, __ATOMIC_SEQ_CST);
-    int timeout = IDLE_POLL_MS;
+    int timeout = check_ms;
     if (news(px) || (!leaving && __atomic_load_n(&px->stop, __ATOMIC_SEQ_CST))) {
       timeout = 0;
     }
@@ -518,7 +442,7 @@ void tutti_proxy_stop(struct tutti_proxy* px, int abort) {
   if (px->started) {
     /* 2: aborting, nothing is flushed to peers that may never read it. */
     __atomic_store_n(&px->stop, abort ? 2 : 1, __ATOMIC_SEQ_CST);
-    poke(px);
+    tutti_proxy_poke(px);
     pthread_join(px->thread, NULL);
     px->started = 0;
   }

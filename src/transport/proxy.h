@@ -107,6 +107,9 @@ ncclResult_t tutti_proxy_peer_init(struct tutti_proxy_peer* p, int rank, size_t 
 /* Closes the sockets and frees the queues (the thread must be stopped). */
 void tutti_proxy_peer_free(struct tutti_proxy_peer* p);
 
+/* Wakes the thread if it sleeps in poll(). */
+void tutti_proxy_poke(struct tutti_proxy* px);
+
 /* Starts a thread serving `px->served`. */
 ncclResult_t tutti_proxy_start(struct tutti_proxy* px);
 /* Sends what the rank posted and a goodbye on every socket (for at most

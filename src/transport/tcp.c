@@ -1,7 +1,6 @@
 /* TCP transport: ranks on different hosts (or every pair, with
- * NCCL_SHM_DISABLE=1). Setup connects the sockets; proxy.c moves the data. */
-#include <netinet/in.h>
-#include <netinet/tcp.h>
+ * NCCL_SHM_DISABLE=1). tcp_connect.c connects the sockets, this file makes
+ * them peers and threads, proxy.c moves the data. */
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 #include "api/api.h"
 #include "bootstrap/bootstrap.h"
 #include "transport/proxy.h"
+#include "transport/tcp_connect.h"
 #include "util/check.h"
 #include "util/ifaces.h"
 #include "util/param.h"
@@ -19,12 +19,7 @@ static TUTTI_PARAM(shm_disable, "NCCL_SHM_DISABLE", 0);
 static TUTTI_PARAM(nthreads, "NCCL_SOCKET_NTHREADS", 1);
 static TUTTI_PARAM(nsocks_per_thread, "NCCL_NSOCKS_PERTHREAD", 2);
 
-#define MAX_SOCKS 64
-#define REC_LEN 48   /* all-gathered: version, shm off, listening, nsocks, address, ifname */
-#define HELLO_LEN 48 /* "tuttiTC1", secret, comm hash, from, to, socket index, nsocks */
-#define ACK_LEN 24   /* "tuttiTA1", comm hash, rank, socket index */
-#define HELLO_S 5.0  /* time a new connection has to present itself */
-#define FLUSH_S 2.0  /* teardown: longest wait without progress for posted data to leave */
+#define FLUSH_S 2.0 /* teardown: longest wait without progress for posted data to leave */
 
 struct tcp_state {
   int npeers;
@@ -34,37 +29,6 @@ struct tcp_state {
   struct tutti_proxy_peer** served; /* threads' lists of peers, back to back */
   char via[32];
 };
-
-/* A connection during setup: ours waiting for an ack, or a stranger-until-
- * proven-otherwise waiting for its hello. */
-struct pending {
-  int fd;
-  int out;
-  int peer, idx; /* outgoing only */
-  size_t got;
-  unsigned char buf[HELLO_LEN];
-  double deadline;
-};
-
-/* Everything setup needs in one place. */
-struct setup {
-  struct tutti_transport_comm* tc;
-  const unsigned char* recs;
-  int nsocks;
-  int* fds; /* [rank * nsocks + index], -1 until established */
-  struct pending* pend;
-  int npend, cap;
-  int left;
-};
-
-static void put64(unsigned char* p, uint64_t v) {
-  tutti_proxy_put32(p, (uint32_t)(v >> 32));
-  tutti_proxy_put32(p + 4, (uint32_t)v);
-}
-
-static uint64_t get64(const unsigned char* p) {
-  return ((uint64_t)tutti_proxy_get32(p) << 32) | tutti_proxy_get32(p + 4);
-}
 
 static int tcp_can_connect(const struct tutti_transport_comm* tc, int peer) {
   if (peer == tc->rank) {
@@ -78,309 +42,14 @@ static int sockets_per_peer(void) {
   int64_t t = tutti_param_nthreads(), s = tutti_param_nsocks_per_thread();
   t = t < 1 ? 1 : t > 16 ? 16 : t;
   s = s < 1 ? 1 : s > 16 ? 16 : s;
-  return t * s > MAX_SOCKS ? MAX_SOCKS : (int)(t * s);
-}
-
-static const unsigned char* rec_of(const struct setup* su, int r) {
-  return su->recs + (size_t)r * REC_LEN;
-}
-
-/* Whether ranks a and b talk over TCP, from the all-gathered records (so
- * both ends agree even if their environments differ). */
-static int pair_tcp(const struct tutti_transport_comm* tc, const unsigned char* recs, int a,
-                    int b) {
-  return a != b && (tc->peers[a].host_hash != tc->peers[b].host_hash ||
-                    recs[(size_t)a * REC_LEN + 1] || recs[(size_t)b * REC_LEN + 1]);
-}
-
-static int pair_socks(const struct setup* su, int r) {
-  int theirs = (int)tutti_proxy_get32(rec_of(su, r) + 4);
-  return theirs < su->nsocks ? theirs : su->nsocks;
-}
-
-static void peer_name(const struct setup* su, int r, char* buf, size_t len) {
-  union tutti_socket_addr a;
-  char where[TUTTI_SOCKET_ADDR_STRLEN] = "?";
-  if (tutti_socket_addr_unpack(rec_of(su, r) + 8, &a) == 0) {
-    tutti_socket_format(&a, where, sizeof where);
-  }
-  snprintf(buf, len, "rank %d (host %s, %.16s %s)", r, su->tc->peers[r].hostname,
-           (const char*)rec_of(su, r) + 32, where);
-}
-
-/* The table must describe one consistent job before anyone connects. */
-static ncclResult_t check_table(const struct setup* su) {
-  const struct tutti_transport_comm* tc = su->tc;
-  for (int r = 0; r < tc->nranks; r++) {
-    const unsigned char* a = rec_of(su, r);
-    if (a[0] != 1) {
-      return tutti_error(ncclInvalidUsage, "rank %d runs a different tutti version (TCP record %u)",
-                         r, a[0]);
-    }
-    /* A count outside 1..MAX_SOCKS would leave a pair without sockets (or
-     * with more than the peer has); a damaged address would only fail at
-     * the timeout: both are refused here, naming the rank. */
-    const uint32_t ns = tutti_proxy_get32(a + 4);
-    union tutti_socket_addr addr;
-    if (ns < 1 || ns > MAX_SOCKS) {
-      return tutti_error(ncclInvalidUsage,
-                         "rank %d published %u TCP sockets per peer (1 to %d expected): do all "
-                         "ranks run the same tutti version?",
-                         r, ns, MAX_SOCKS);
-    }
-    if (a[2] && tutti_socket_addr_unpack(a + 8, &addr) != 0) {
-      return tutti_error(ncclInvalidUsage,
-                         "rank %d published a TCP listening address that is neither IPv4 nor "
-                         "IPv6: do all ranks run the same tutti version?",
-                         r);
-    }
-    for (int q = 0; q < r; q++) {
-      if (tc->peers[q].host_hash == tc->peers[r].host_hash && a[1] != rec_of(su, q)[1]) {
-        return tutti_error(ncclInvalidUsage,
-                           "rank %d has NCCL_SHM_DISABLE=%d and rank %d on the same host (%s) "
-                           "has %d: set it the same for every rank",
-                           q, rec_of(su, q)[1], r, tc->peers[r].hostname, a[1]);
-      }
-    }
-    if (pair_tcp(tc, su->recs, tc->rank, r) && !a[2]) {
-      return tutti_error(ncclSystemError,
-                         "rank %d (host %s) opened no TCP listener, so rank %d cannot reach it: "
-                         "see that rank's log",
-                         r, tc->peers[r].hostname, tc->rank);
-    }
-  }
-  return ncclSuccess;
-}
-
-static void set_options(int fd) {
-  const double t = tutti_timeout_s();
-  /* A host or link that stops answering ends the connection (ETIMEDOUT)
-   * after half of TUTTI_TIMEOUT, even when the socket is idle: every
-   * survivor then learns which peer it lost before the operation times out. */
-  int user_ms = (int)(t * 500.0) > 1000 ? (int)(t * 500.0) : 1000;
-  int idle = user_ms / 5000 > 1 ? user_ms / 5000 : 1, cnt = 3, one = 1;
-  (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof idle);
-  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-  (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof user_ms);
-  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-static void add_pending(struct setup* su, int fd, int out, int peer, int idx) {
-  if (su->npend == su->cap) {
-    /* Full of connections that have not presented themselves: drop the oldest stranger. */
-    for (int i = 0; i < su->npend; i++) {
-      if (!su->pend[i].out) {
-        close(su->pend[i].fd);
-        su->pend[i] = su->pend[--su->npend];
-        break;
-      }
-    }
-  }
-  if (su->npend == su->cap) {
-    close(fd);
-    return;
-  }
-  struct pending* p = &su->pend[su->npend++];
-  memset(p, 0, sizeof *p);
-  p->fd = fd;
-  p->out = out;
-  p->peer = peer;
-  p->idx = idx;
-  p->deadline = tutti_socket_now() + HELLO_S;
-}
-
-/* Why an incoming hello is not one this rank expects, or NULL. */
-static const char* bad_hello(const struct setup* su, const unsigned char* h, int* from, int* idx) {
-  const struct tutti_transport_comm* tc = su->tc;
-  unsigned diff = 0;
-  for (int i = 0; i < 16; i++) {
-    diff |= h[8 + i] ^ tc->secret[i];
-  }
-  *from = (int)tutti_proxy_get32(h + 32);
-  *idx = (int)tutti_proxy_get32(h + 40);
-  if (memcmp(h, "tuttiTC1", 8) != 0 || diff != 0) {
-    return "it did not present this job's secret";
-  }
-  if (get64(h + 24) != tc->comm_hash || (int)tutti_proxy_get32(h + 36) != tc->rank) {
-    return "it is meant for another communicator or rank";
-  }
-  if (*from < 0 || *from >= tc->rank || !pair_tcp(tc, su->recs, *from, tc->rank) || *idx < 0 ||
-      *idx >= pair_socks(su, *from)) {
-    return "its rank or socket index is not one this rank expects";
-  }
-  if (su->fds[(size_t)*from * (size_t)su->nsocks + (size_t)*idx] >= 0) {
-    return "that socket is already connected";
-  }
-  return NULL;
-}
-
-/* A complete hello or ack arrived on pending connection i. */
-static ncclResult_t complete(struct setup* su, int i) {
-  struct pending* p = &su->pend[i];
-  const struct tutti_transport_comm* tc = su->tc;
-  int from = p->peer, idx = p->idx;
-  if (p->out) {
-    if (memcmp(p->buf, "tuttiTA1", 8) != 0 || get64(p->buf + 8) != tc->comm_hash ||
-        (int)tutti_proxy_get32(p->buf + 16) != p->peer ||
-        (int)tutti_proxy_get32(p->buf + 20) != p->idx) {
-      char who[160];
-      peer_name(su, p->peer, who, sizeof who);
-      return tutti_error(ncclSystemError,
-                         "rank %d: %s answered TCP connection %d with a wrong acknowledgement: "
-                         "is another program listening there?",
-                         tc->rank, who, p->idx);
-    }
-  } else {
-    const char* why = bad_hello(su, p->buf, &from, &idx);
-    unsigned char ack[ACK_LEN];
-    memcpy(ack, "tuttiTA1", 8);
-    put64(ack + 8, tc->comm_hash);
-    tutti_proxy_put32(ack + 16, (uint32_t)tc->rank);
-    tutti_proxy_put32(ack + 20, (uint32_t)idx);
-    if (why != NULL || send(p->fd, ack, ACK_LEN, MSG_NOSIGNAL | MSG_DONTWAIT) != ACK_LEN) {
-      INFO(TUTTI_NET, "rank %d dropped a connection to its TCP listener: %s", tc->rank,
-           why != NULL ? why : "it closed before the acknowledgement");
-      close(p->fd);
-      su->pend[i] = su->pend[--su->npend];
-      return ncclSuccess;
-    }
-  }
-  su->fds[(size_t)from * (size_t)su->nsocks + (size_t)idx] = p->fd;
-  su->left--;
-  su->pend[i] = su->pend[--su->npend];
-  return ncclSuccess;
-}
-
-/* Reads what pending connection i has; removes it when done or dropped. */
-static ncclResult_t service(struct setup* su, int i) {
-  struct pending* p = &su->pend[i];
-  size_t want = (p->out ? ACK_LEN : HELLO_LEN) - p->got;
-  ssize_t n = recv(p->fd, p->buf + p->got, want, MSG_DONTWAIT);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-    return ncclSuccess;
-  }
-  if (n <= 0) {
-    if (p->out) {
-      char who[160];
-      peer_name(su, p->peer, who, sizeof who);
-      return tutti_error(ncclRemoteError,
-                         "rank %d: %s closed TCP connection %d during setup (%s): it may have "
-                         "failed (see its log) or the job secrets differ",
-                         su->tc->rank, who, p->idx, n == 0 ? "end of file" : strerror(errno));
-    }
-    close(p->fd);
-    su->pend[i] = su->pend[--su->npend];
-    return ncclSuccess;
-  }
-  p->got += (size_t)n;
-  return p->got == (p->out ? ACK_LEN : HELLO_LEN) ? complete(su, i) : ncclSuccess;
-}
-
-static ncclResult_t timed_out(const struct setup* su, double t) {
-  const struct tutti_transport_comm* tc = su->tc;
-  for (int r = 0; r < tc->nranks; r++) {
-    for (int s = 0; pair_tcp(tc, su->recs, tc->rank, r) && s < pair_socks(su, r); s++) {
-      if (su->fds[(size_t)r * (size_t)su->nsocks + (size_t)s] < 0) {
-        char who[160];
-        peer_name(su, r, who, sizeof who);
-        return tutti_error(ncclRemoteError,
-                           "rank %d: TCP connection %d with %s was not set up within %.0f s "
-                           "(TUTTI_TIMEOUT): is that rank alive, and can the hosts reach each "
-                           "other on the interfaces chosen (NCCL_SOCKET_IFNAME)?",
-                           tc->rank, s, who, t);
-      }
-    }
-  }
-  return tutti_error(ncclRemoteError, "rank %d: TCP setup timed out", tc->rank);
-}
-
-/* Lower ranks connect to higher ranks' listeners; one event loop then
- * accepts and checks hellos while waiting for our acks, so no rank waits on
- * another that waits on a third. */
-static ncclResult_t connect_all(struct setup* su, int lfd) {
-  struct tutti_transport_comm* tc = su->tc;
-  const double t = tutti_timeout_s(), deadline = tutti_socket_now() + t;
-  for (int r = 0; r < tc->nranks; r++) {
-    if (pair_tcp(tc, su->recs, tc->rank, r)) {
-      su->left += pair_socks(su, r);
-    }
-  }
-  su->cap = su->left + 32;
-  su->pend = calloc((size_t)su->cap, sizeof *su->pend);
-  struct pollfd* pfd = calloc((size_t)su->cap + 1, sizeof *pfd);
-  if (su->pend == NULL || pfd == NULL) {
-    free(pfd);
-    return tutti_error(ncclSystemError, "out of host memory for TCP setup");
-  }
-  ncclResult_t res = ncclSuccess;
-  for (int r = tc->rank + 1; r < tc->nranks && res == ncclSuccess; r++) {
-    union tutti_socket_addr addr;
-    if (!pair_tcp(tc, su->recs, tc->rank, r)) {
-      continue;
-    }
-    char who[160];
-    peer_name(su, r, who, sizeof who);
-    struct tutti_socket_io io = {deadline, NULL, who, "TCP transport setup"};
-    tutti_socket_addr_unpack(rec_of(su, r) + 8, &addr);
-    unsigned char hello[HELLO_LEN];
-    memcpy(hello, "tuttiTC1", 8);
-    memcpy(hello + 8, tc->secret, 16);
-    put64(hello + 24, tc->comm_hash);
-    tutti_proxy_put32(hello + 32, (uint32_t)tc->rank);
-    tutti_proxy_put32(hello + 36, (uint32_t)r);
-    tutti_proxy_put32(hello + 44, (uint32_t)pair_socks(su, r));
-    for (int s = 0; s < pair_socks(su, r) && res == ncclSuccess; s++) {
-      int fd = -1;
-      tutti_proxy_put32(hello + 40, (uint32_t)s);
-      res = tutti_socket_connect(&addr, &io,
-                                 "does NCCL_SOCKET_IFNAME pick an interface the hosts share?", &fd);
-      if (res == ncclSuccess) {
-        add_pending(su, fd, 1, r, s);
-        res = tutti_socket_send_all(fd, hello, HELLO_LEN, &io);
-      }
-    }
-  }
-  while (res == ncclSuccess && su->left > 0) {
-    double now = tutti_socket_now();
-    if (now > deadline) {
-      res = timed_out(su, t);
-      break;
-    }
-    int n = 0;
-    pfd[n++] = (struct pollfd){.fd = lfd, .events = POLLIN};
-    for (int i = 0; i < su->npend; i++) {
-      pfd[n++] = (struct pollfd){.fd = su->pend[i].fd, .events = POLLIN};
-    }
-    (void)poll(pfd, (nfds_t)n, 100);
-    for (int i = su->npend - 1; i >= 0 && res == ncclSuccess; i--) {
-      res = service(su, i);
-    }
-    for (int i = su->npend - 1; i >= 0; i--) {
-      if (!su->pend[i].out && tutti_socket_now() > su->pend[i].deadline) {
-        INFO(TUTTI_NET, "rank %d dropped a connection that presented nothing for %.0f s", tc->rank,
-             HELLO_S);
-        close(su->pend[i].fd);
-        su->pend[i] = su->pend[--su->npend];
-      }
-    }
-    int fd;
-    while (lfd >= 0 && (fd = tutti_socket_try_accept(lfd, NULL)) >= 0) {
-      add_pending(su, fd, 0, -1, -1);
-    }
-  }
-  for (int i = 0; i < su->npend; i++) {
-    close(su->pend[i].fd);
-  }
-  free(pfd);
-  return res;
+  return t * s > TUTTI_TCP_MAX_SOCKS ? TUTTI_TCP_MAX_SOCKS : (int)(t * s);
 }
 
 /* Peers, queues and proxy threads over the established sockets. */
-static ncclResult_t start(struct tutti_transport_comm* tc, struct tcp_state* st, struct setup* su) {
+static ncclResult_t start(struct tutti_transport_comm* tc, struct tcp_state* st,
+                          struct tutti_tcp_setup* su) {
   for (int r = 0; r < tc->nranks; r++) {
-    st->npeers += pair_tcp(tc, su->recs, tc->rank, r);
+    st->npeers += tutti_tcp_pair(tc, su->recs, tc->rank, r);
   }
   int nt = (int)tutti_param_nthreads();
   st->nthreads = nt < 1 ? 1 : nt > st->npeers ? st->npeers : nt;
@@ -401,15 +70,12 @@ static ncclResult_t start(struct tutti_transport_comm* tc, struct tcp_state* st,
     px->flush_s = tutti_timeout_s() < FLUSH_S ? tutti_timeout_s() : FLUSH_S;
   }
   for (int r = 0, i = 0; r < tc->nranks; r++) {
-    if (!pair_tcp(tc, su->recs, tc->rank, r)) {
+    if (!tutti_tcp_pair(tc, su->recs, tc->rank, r)) {
       continue;
     }
     struct tutti_proxy_peer* p = &st->peers[i];
     int* fds = su->fds + (size_t)r * (size_t)su->nsocks;
-    const int ns = pair_socks(su, r);
-    for (int s = 0; s < ns; s++) {
-      set_options(fds[s]);
-    }
+    const int ns = tutti_tcp_pair_socks(su, r);
     ncclResult_t res = tutti_proxy_peer_init(p, r, tc->buffsize, ns, fds);
     for (int s = 0; s < ns; s++) {
       fds[s] = -1; /* the peer owns them now, even after a failure */
@@ -439,8 +105,8 @@ static ncclResult_t tcp_setup(struct tutti_transport_comm* tc) {
   for (int r = 0; r < n; r++) {
     need |= tcp_can_connect(tc, r);
   }
-  struct setup su = {tc, NULL, sockets_per_peer(), NULL, NULL, 0, 0, 0};
-  unsigned char* recs = calloc((size_t)n, REC_LEN);
+  struct tutti_tcp_setup su = {tc, NULL, sockets_per_peer(), NULL, NULL, 0, 0, 0};
+  unsigned char* recs = calloc((size_t)n, TUTTI_TCP_REC_LEN);
   su.fds = malloc((size_t)n * (size_t)su.nsocks * sizeof *su.fds);
   if (recs == NULL || su.fds == NULL) {
     free(recs);
@@ -463,26 +129,26 @@ static ncclResult_t tcp_setup(struct tutti_transport_comm* tc) {
   }
   /* Always all-gather, even after a failure: the others learn from the
    * missing listener, instead of waiting for it. */
-  unsigned char* mine = recs + (size_t)tc->rank * REC_LEN;
+  unsigned char* mine = recs + (size_t)tc->rank * TUTTI_TCP_REC_LEN;
   mine[0] = 1;
   mine[1] = tutti_param_shm_disable() != 0;
   mine[2] = lfd >= 0;
   tutti_proxy_put32(mine + 4, (uint32_t)su.nsocks);
   tutti_socket_addr_pack(&iface.addr, mine + 8);
   snprintf((char*)mine + 32, 16, "%s", iface.name);
-  ncclResult_t gres = tutti_bootstrap_allgather(tc->boot, recs, REC_LEN);
+  ncclResult_t gres = tutti_bootstrap_allgather(tc->boot, recs, TUTTI_TCP_REC_LEN);
   if (res == ncclSuccess) {
     res = gres;
   }
   if (res == ncclSuccess) {
-    res = check_table(&su);
+    res = tutti_tcp_check_table(&su);
   }
   int any = 0;
   for (int r = 0; r < n; r++) {
-    any |= pair_tcp(tc, recs, tc->rank, r);
+    any |= tutti_tcp_pair(tc, recs, tc->rank, r);
   }
   if (res == ncclSuccess && any) {
-    res = connect_all(&su, lfd);
+    res = tutti_tcp_connect_all(&su, lfd);
   }
   if (lfd >= 0) {
     close(lfd);

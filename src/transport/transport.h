@@ -55,9 +55,11 @@ struct tutti_doorbell {
   int32_t pid;
   uint32_t departed; /* set when the owner destroyed its communicator */
   /* A broken network connection, 0 while none: bits 24-31 the errno (0: closed
-   * without a goodbye); bits 0-23 TUTTI_DOORBELL_LOST_SELF when this bell is
-   * a private copy for a network peer whose own connection broke, else
-   * 1 + the rank the owner lost its connection to. */
+   * without a goodbye; ETIMEDOUT: the far host stopped answering; ETIME: no
+   * connection broke, the owner gave up on a rank that made no progress for
+   * TUTTI_TIMEOUT); bits 0-23 TUTTI_DOORBELL_LOST_SELF when this bell is a
+   * private copy for a network peer whose own connection broke, else 1 + the
+   * rank the owner lost its connection to (or gave up on). */
   uint32_t lost;
   /* What the owner is doing, for peers that wait on it to report: the
    * collective it is in (active), or the last one it was in. */

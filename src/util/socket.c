@@ -17,6 +17,10 @@
 #include <unistd.h>
 
 #include "util/check.h"
+#include "util/param.h"
+
+/* Liveness of a connection's far host, in seconds (0: the kernel's defaults). */
+static TUTTI_PARAM(heartbeat, "TUTTI_HEARTBEAT_S", 1);
 
 #define SLICE_MS 100 /* the longest a wait goes without looking at the abort flag */
 
@@ -193,10 +197,50 @@ ncclResult_t tutti_socket_parse(const char* text, int family, union tutti_socket
   return ncclSuccess;
 }
 
+int tutti_socket_heartbeat_s(void) {
+  const int64_t h = tutti_param_heartbeat();
+  return h <= 0 ? 0 : h > 3600 ? 3600 : (int)h;
+}
+
+/* Keepalive probes after one heartbeat of silence, one a heartbeat, and the
+ * kernel drops the connection when two go unanswered: an idle connection
+ * to a host that is gone ends TUTTI_SOCKET_MISSED heartbeats after the
+ * last packet from it. TCP_USER_TIMEOUT is deliberately left unset: it
+ * would also end a connection whose peer process is merely stopped (its
+ * kernel answers zero-window probes, but the window stays shut), and a
+ * stopped process is not a lost one; tutti_socket_unanswered covers the
+ * connections with data in flight instead. */
+static void set_keepalive(int fd) {
+  int hb = tutti_socket_heartbeat_s(), one = 1, cnt = TUTTI_SOCKET_MISSED - 1;
+  if (hb == 0) {
+    return;
+  }
+  (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &hb, sizeof hb);
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &hb, sizeof hb);
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+}
+
+int tutti_socket_unanswered(int fd) {
+  const int hb = tutti_socket_heartbeat_s();
+  struct tcp_info ti;
+  socklen_t len = sizeof ti;
+  memset(&ti, 0, sizeof ti);
+  if (hb == 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) {
+    return 0;
+  }
+  /* Data retransmitted and still unacknowledged, or two window probes
+   * unanswered: the peer's kernel is silent, not merely its process (a
+   * stopped process's kernel still acknowledges both). */
+  const int silent = (ti.tcpi_unacked > 0 && ti.tcpi_retransmits > 0) || ti.tcpi_probes >= 2;
+  return silent && ti.tcpi_last_ack_recv >= (uint32_t)hb * 1000u * TUTTI_SOCKET_MISSED;
+}
+
 static void set_nodelay(int fd) {
   int one = 1;
   /* Bootstrap messages are small and latency-bound; Nagle would add 40 ms. */
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  set_keepalive(fd);
 }
 
 ncclResult_t tutti_socket_listen(union tutti_socket_addr* addr, int* fd) {

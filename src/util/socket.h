@@ -48,6 +48,19 @@ void tutti_socket_addr_pack(const union tutti_socket_addr* a,
 int tutti_socket_addr_unpack(const unsigned char in[TUTTI_SOCKET_ADDR_WIRE],
                              union tutti_socket_addr* out);
 
+/* Every connected socket carries a heartbeat: TCP keepalive every
+ * TUTTI_HEARTBEAT_S seconds (default 1, 0: off) while idle. A connection
+ * whose far host answers nothing for TUTTI_SOCKET_MISSED heartbeats is
+ * dead: the kernel ends an idle one (ETIMEDOUT), and one with data in
+ * flight is caught by tutti_socket_unanswered. */
+#define TUTTI_SOCKET_MISSED 3
+int tutti_socket_heartbeat_s(void);
+/* Non-zero when fd's far host has acknowledged nothing for
+ * TUTTI_SOCKET_MISSED heartbeats although data or probes await an answer:
+ * the host is down or unreachable. A peer process that is only stopped
+ * still has a kernel that answers, and is never reported here. */
+int tutti_socket_unanswered(int fd);
+
 /* Listens on `addr` (port 0: an ephemeral port, written back into addr). */
 ncclResult_t tutti_socket_listen(union tutti_socket_addr* addr, int* fd);
 /* Connects, retrying refused / unreachable attempts until io->deadline. On

@@ -3,9 +3,10 @@
  * {0xFFFFFFFF}{u32 reason}, over several sockets, in any pieces, with the
  * connection closing at any point.
  *
- * The target compiles proxy.c itself and turns the proxy's crank (pump) on
- * the calling thread, acting as the rank that reads the slots. Input: byte 0
- * sockets per peer (1 to 4); then a script:
+ * The target compiles proxy.c itself (proxy_peer.c comes from the library)
+ * and turns the proxy's crank (pump) on the calling thread, acting as the
+ * rank that reads the slots. Input: byte 0 sockets per peer (1 to 4); then
+ * a script:
  *   0 s n bytes   raw bytes on socket s     1 s hi lo   a record of that size
  *   2 s r         a goodbye with reason r   3 s         close socket s
  *   4             the rank posts a slot to send

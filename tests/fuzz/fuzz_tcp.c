@@ -3,13 +3,13 @@
  * 48-byte hello with the job secret: service, complete, bad_hello), and the
  * acknowledgements that come back on the connections a rank opened.
  *
- * The target compiles tcp.c itself. Input: byte 0 the ring size, byte 1
+ * The target compiles tcp_connect.c itself. Input: byte 0 the ring size, byte 1
  * the rank, byte 2 sockets per peer, byte 3 bit 0: the records come from
  * the input; then a script:
  *   0 a stranger connects             1 c n bytes   send n raw bytes on c
  *   2 c f t i   a genuine hello from rank f to rank t, socket i
  *   3 c   the acknowledgement c expects   4 c   close c */
-#include "transport/tcp.c"
+#include "transport/tcp_connect.c"
 
 #include "fuzz.h"
 
@@ -25,13 +25,13 @@ struct link {
 };
 
 struct world {
-  struct setup su;
+  struct tutti_tcp_setup su;
   struct link links[LINKS];
   int nlinks;
   int failed;
 };
 
-static int pend_index(const struct setup* su, int fd) {
+static int pend_index(const struct tutti_tcp_setup* su, int fd) {
   for (int i = 0; i < su->npend; i++) {
     if (su->pend[i].fd == fd) {
       return i;
@@ -49,7 +49,7 @@ static void sync_links(struct world* w) {
 }
 
 static void check(const struct world* w) {
-  const struct setup* su = &w->su;
+  const struct tutti_tcp_setup* su = &w->su;
   FUZZ_ASSERT(su->npend >= 0 && su->npend <= su->cap, "npend %d", su->npend);
   FUZZ_ASSERT(su->left >= 0, "left %d", su->left);
   int n = su->tc->nranks * su->nsocks, open = 0;
@@ -57,7 +57,8 @@ static void check(const struct world* w) {
     if (su->fds[k] >= 0) {
       open++;
       int r = k / su->nsocks, s = k % su->nsocks;
-      FUZZ_ASSERT(r != su->tc->rank && s < pair_socks(su, r), "socket %d of rank %d", s, r);
+      FUZZ_ASSERT(r != su->tc->rank && s < tutti_tcp_pair_socks(su, r), "socket %d of rank %d", s,
+                  r);
       for (int j = 0; j < k; j++) {
         FUZZ_ASSERT(su->fds[j] != su->fds[k], "fd %d twice", su->fds[k]);
       }
@@ -153,7 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static struct world w;
   static struct tutti_peer_info peers[8];
   static struct tutti_transport_comm tc;
-  static unsigned char recs[8 * REC_LEN];
+  static unsigned char recs[8 * TUTTI_TCP_REC_LEN];
   struct fuzz_in in = {data, size};
   memset(&w, 0, sizeof w);
   memset(&tc, 0, sizeof tc);
@@ -167,8 +168,8 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int r = 0; r < tc.nranks; r++) {
     peers[r] = (struct tutti_peer_info){.rank = r, .host_hash = (uint64_t)r + 1};
     snprintf(peers[r].hostname, sizeof peers[r].hostname, "host%d", r);
-    unsigned char* rec = recs + (size_t)r * REC_LEN;
-    memset(rec, 0, REC_LEN);
+    unsigned char* rec = recs + (size_t)r * TUTTI_TCP_REC_LEN;
+    memset(rec, 0, TUTTI_TCP_REC_LEN);
     rec[0] = 1;
     rec[2] = 1;
     tutti_proxy_put32(rec + 4, (uint32_t)nsocks);
@@ -181,16 +182,16 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (flags & 1) {
     size_t got;
-    const uint8_t* bytes = fuzz_take(&in, (size_t)tc.nranks * REC_LEN, &got);
+    const uint8_t* bytes = fuzz_take(&in, (size_t)tc.nranks * TUTTI_TCP_REC_LEN, &got);
     memcpy(recs, bytes, got);
   }
-  struct setup* su = &w.su;
-  *su = (struct setup){&tc, recs, nsocks, NULL, NULL, 0, 0, 0};
-  if (check_table(su) != ncclSuccess) {
+  struct tutti_tcp_setup* su = &w.su;
+  *su = (struct tutti_tcp_setup){&tc, recs, nsocks, NULL, NULL, 0, 0, 0};
+  if (tutti_tcp_check_table(su) != ncclSuccess) {
     return 0;
   }
   for (int r = 0; r < tc.nranks; r++) {
-    su->left += pair_tcp(&tc, recs, tc.rank, r) ? pair_socks(su, r) : 0;
+    su->left += tutti_tcp_pair(&tc, recs, tc.rank, r) ? tutti_tcp_pair_socks(su, r) : 0;
   }
   su->cap = su->left + 32;
   su->pend = calloc((size_t)su->cap, sizeof *su->pend);
@@ -202,7 +203,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   w.links[0] = (struct link){-1, -1, 0, su->left, 0};
   w.nlinks = 1;
   for (int r = tc.rank + 1; r < tc.nranks; r++) {
-    for (int s = 0; pair_tcp(&tc, recs, tc.rank, r) && s < pair_socks(su, r); s++) {
+    for (int s = 0; tutti_tcp_pair(&tc, recs, tc.rank, r) && s < tutti_tcp_pair_socks(su, r); s++) {
       link_add(&w, 1, r, s);
     }
   }

@@ -8,6 +8,7 @@
 #   hosts.sh addr I        host I's eth0 address
 #   hosts.sh kill I        SIGKILL every process in host I (a host that dies)
 #   hosts.sh cut I         take host I's link to the bridge down (a cable pulled)
+#   hosts.sh stop|cont I   SIGSTOP / SIGCONT every process in host I (a stalled host)
 # Names carry TUTTI_NETNS_ID (default: this shell's parent pid), so parallel
 # runs do not collide; export it before `up` and keep it for the other verbs.
 # Needs root and iproute2; where namespaces cannot be made, `up` prints
@@ -40,6 +41,9 @@ down() {
   for n in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^tutti-h$ID-"); do
     ip netns pids "$n" 2>/dev/null | xargs -r kill -9 2>/dev/null
     ip netns del "$n" 2>/dev/null
+  done
+  for l in $(ip -o link show 2>/dev/null | sed -nE "s/^[0-9]+: (tv${ID}h[0-9]+)@.*/\1/p"); do
+    ip link del "$l" 2>/dev/null
   done
   ip link del "$BR" 2>/dev/null
   return 0
@@ -92,5 +96,7 @@ case "${1:-}" in
   addr) echo "10.99.$NET.$((${2:?hosts.sh addr I} + 1))" ;;
   kill) ip netns pids "$(ns "${2:?hosts.sh kill I}")" | xargs -r kill -9 ;;
   cut) ip link set "$(veth "${2:?hosts.sh cut I}")" down ;;
-  *) echo "usage: hosts.sh up N | down | run I CMD... | addr I | kill I | cut I" >&2; exit 2 ;;
+  stop | cont) ip netns pids "$(ns "${2:?hosts.sh $1 I}")" | xargs -r kill -"${1^^}" ;;
+  *) echo "usage: hosts.sh up N | down | run I CMD... | addr I | kill I | cut I | stop I | cont I" >&2
+    exit 2 ;;
 esac

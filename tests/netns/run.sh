@@ -3,6 +3,8 @@
 # namespaces (hosts.sh), one tuttirun per host; one ctest test each.
 #   run.sh TUTTIRUN JOB RAWBW job HOSTS RANKS [IFNAME]  the collective matrix
 #   run.sh TUTTIRUN JOB RAWBW cut kill|link             a host is lost mid-loop
+#   run.sh TUTTIRUN JOB RAWBW stall                     a host's ranks stop mid-loop
+#   run.sh TUTTIRUN JOB RAWBW trials [N]                N random faults in random collectives
 #   run.sh TUTTIRUN JOB RAWBW bw                        allreduce vs raw TCP rate
 # JOB is test_netns_job, RAWBW tcp_raw_bw. Exits 77 (skip) without namespaces.
 set -u
@@ -10,10 +12,13 @@ TUTTIRUN=$1 JOB=$2 RAWBW=$3 WHAT=$4
 shift 4
 HOSTS="bash $(cd "$(dirname "$0")" && pwd)/hosts.sh"
 # An id no other run uses (hosts.sh names everything after it).
-for _ in 1 2 3 4 5 6 7 8; do
-  export TUTTI_NETNS_ID=$(( (RANDOM << 8 ^ $$) % 65536 ))
-  ip netns list 2>/dev/null | grep -q "^tutti-h$(printf %04x $TUTTI_NETNS_ID)-" || break
-done
+new_id() {
+  for _ in 1 2 3 4 5 6 7 8; do
+    export TUTTI_NETNS_ID=$(( (RANDOM << 8 ^ $$) % 65536 ))
+    ip netns list 2>/dev/null | grep -q "^tutti-h$(printf %04x $TUTTI_NETNS_ID)-" || break
+  done
+}
+new_id
 export TUTTI_JOB_SECRET="netns-test-$TUTTI_NETNS_ID-$RANDOM"
 TMP=$(mktemp -d)
 FAILED=0
@@ -48,7 +53,7 @@ start() {
   # In a subshell that outlives what it runs, so that killing a host
   # does not make bash report the job as killed.
   ($HOSTS run "$i" timeout -s TERM 150 "$TUTTIRUN" --nnodes "$nh" --node_rank "$i" \
-    --nproc_per_node "$np" --master_addr "$($HOSTS addr 0)" --master_port 29500 \
+    ${TR_GRACE:+--grace_period "$TR_GRACE"} --nproc_per_node "$np" --master_addr "$($HOSTS addr 0)" --master_port 29500 \
     "$JOB" "$@" >"$TMP/host$i.log" 2>&1; exit $?) &
   PIDS[$i]=$!
 }
@@ -91,22 +96,45 @@ job() {
   [ $FAILED = 0 ] || show
 }
 
-# A host is lost while 3 hosts x 2 ranks loop over allreduces: `kill` kills
-# its processes, `link` takes its link down. Every rank that remains must
-# report an error naming a rank it lost, within TUTTI_TIMEOUT (10 s).
-cut() {
-  local how=$1 nh=3 np=2 bound=10
-  up $nh
-  export TUTTI_TIMEOUT=$bound
-  for ((i = 0; i < nh; i++)); do start $i $nh $np loop 60; done
+# Starts NH hosts x NP ranks on `test_netns_job ARGS...` (loop or trial) and waits until every rank
+# loops; returns 1 (after saying why) when they do not.
+start_loops() {
+  local nh=$1 np=$2
+  shift 2
+  for ((i = 0; i < nh; i++)); do start $i "$nh" "$np" "$@"; done
   local n=$((nh * np))
   for ((t = 0; t < 300; t++)); do
-    [ "$(cat "$TMP"/host*.log 2>/dev/null | grep -c "looping")" = $n ] && break
+    [ "$(cat "$TMP"/host*.log 2>/dev/null | grep -c "looping")" = $n ] && return 0
     sleep 0.1
   done
-  [ "$(cat "$TMP"/host*.log 2>/dev/null | grep -c "looping")" = $n ] || { fail "the job did not start"; show; return; }
+  fail "the job did not start"
+  show
+  return 1
+}
+
+# report R T0: rank R's fault line ("LOST at <epoch> ..."), or fails and
+# returns 1; sets DT to the seconds between T0 and the error.
+report() {
+  local r=$1 t0=$2
+  LINE=$(cat "$TMP"/host*.log | grep -E "^\[rank$r\]: rank $r (LOST|NOFAULT)" | head -1)
+  [ -n "$LINE" ] || { fail "rank $r reported nothing"; return 1; }
+  local at
+  at=$(sed -nE 's/.* LOST at ([0-9.]+) .*/\1/p' <<<"$LINE")
+  [ -n "$at" ] || { fail "rank $r: $LINE"; return 1; }
+  DT=$(awk -v a="$at" -v b="$t0" 'BEGIN {printf "%.2f", a - b}')
+}
+
+# A host is lost while 3 hosts x 2 ranks loop over allreduces: `kill` kills
+# its processes, `link` takes its link down. With the default TUTTI_TIMEOUT
+# (300 s), every rank that remains must report an error naming a rank it
+# lost within 5 s: the TCP heartbeat (TUTTI_HEARTBEAT_S, 1 s) bounds it.
+cut() {
+  local how=$1 nh=3 np=2 bound=5
+  up $nh
+  unset TUTTI_TIMEOUT TUTTI_HEARTBEAT_S
+  start_loops $nh $np loop 60 || return
   sleep 1
-  local t_cut
+  local t_cut n=$((nh * np))
   t_cut=$(date +%s.%N)
   if [ "$how" = kill ]; then $HOSTS kill 2; else $HOSTS cut 2; fi
   for ((i = 0; i < nh; i++)); do
@@ -121,22 +149,136 @@ cut() {
       [ "$how" = kill ] && continue
       lost='[0-3]'
     fi
-    local line
-    line=$(cat "$TMP"/host*.log | grep -E "^\[rank$r\]: rank $r (LOST|NOFAULT)" | head -1)
-    if [ -z "$line" ]; then
-      fail "rank $r reported nothing"
-      continue
-    fi
-    local at dt
-    at=$(sed -nE 's/.* LOST at ([0-9.]+) .*/\1/p' <<<"$line")
-    [ -n "$at" ] || { fail "rank $r: $line"; continue; }
-    dt=$(awk -v a="$at" -v b="$t_cut" 'BEGIN {printf "%.2f", a - b}')
-    echo "rank $r detected the loss after $dt s: ${line#*: }"
-    grep -Eq "(rank $lost \(pid|after losing rank $lost )" <<<"$line" ||
+    report $r "$t_cut" || continue
+    echo "rank $r detected the loss after $DT s: ${LINE#*: }"
+    grep -Eq "(rank $lost \(pid|after losing rank $lost )" <<<"$LINE" ||
       fail "rank $r's error does not name a rank it lost"
-    awk -v d="$dt" -v b=$bound 'BEGIN {exit !(d < b)}' || fail "rank $r took $dt s (bound $bound s)"
+    awk -v d="$DT" -v b=$bound 'BEGIN {exit !(d < b)}' || fail "rank $r took $DT s (bound $bound s)"
   done
   [ $FAILED = 0 ] || show 30
+}
+
+# Host 2's ranks are stopped (SIGSTOP) while 3 hosts x 2 ranks loop over
+# allreduces: their kernel still answers, so nobody may call them lost (a
+# peer that stops reading, with its TCP window shut, is unit.socket's case).
+# Every other rank reports, once TUTTI_TIMEOUT (8 s) has passed without
+# progress, that it made none (or that its neighbour left for that reason).
+# Then host 2 is continued: its ranks find their peers gone and exit.
+stall() {
+  local nh=3 np=2 limit=8
+  up $nh
+  export TUTTI_TIMEOUT=$limit
+  unset TUTTI_HEARTBEAT_S
+  start_loops $nh $np loop 60 || return
+  sleep 1
+  local t_stop
+  t_stop=$(date +%s.%N)
+  $HOSTS stop 2
+  for ((i = 0; i < 2; i++)); do finish $i || fail "host $i: tuttirun exited with status $?"; done
+  $HOSTS cont 2
+  for ((t = 0; t < 100; t++)); do
+    kill -0 "${PIDS[2]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "${PIDS[2]}" 2>/dev/null; then
+    fail "host 2's ranks still run 10 s after SIGCONT"
+    $HOSTS kill 2
+  fi
+  finish 2
+  local stalled=0
+  for ((r = 0; r < 4; r++)); do
+    report $r "$t_stop" || continue
+    echo "rank $r reported after $DT s: ${LINE#*: }"
+    grep -q "made no progress" <<<"$LINE" && stalled=$((stalled + 1))
+    grep -q "made no progress" <<<"$LINE" ||
+      fail "rank $r's error does not say that a rank made no progress"
+    grep -Eq "lost its connection|after losing" <<<"$LINE" &&
+      fail "rank $r called a stopped rank lost"
+    awk -v d="$DT" -v b=$limit 'BEGIN {exit !(d > b - 1)}' ||
+      fail "rank $r gave up after $DT s, before TUTTI_TIMEOUT ($limit s)"
+  done
+  [ $stalled -gt 0 ] || fail "no rank reported that it made no progress"
+  grep -q "is stalled, not lost" "$TMP"/host0.log "$TMP"/host1.log ||
+    fail "no error says that the stopped ranks are stalled, not lost"
+  [ $FAILED = 0 ] || show 30
+}
+
+# wait_exit I S: waits up to S seconds for host I's tuttirun to end; kills
+# the host and returns 1 when it does not.
+wait_exit() {
+  local i=$1 s=$2
+  for ((t = 0; t < s * 10; t++)); do
+    kill -0 "${PIDS[$i]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "${PIDS[$i]}" 2>/dev/null; then
+    $HOSTS kill "$i"
+    finish "$i"
+    return 1
+  fi
+  finish "$i"
+  return 0
+}
+
+# N fault trials (default 5), each on fresh hosts: 3 hosts x 1 or 2 ranks
+# loop over random collectives of random sizes; at a random moment one
+# random rank is killed or one random host is cut off. At the default
+# TUTTI_TIMEOUT, every rank left must error within 5 s naming a rank it
+# lost, every process must exit, and no shared memory may be left.
+trials() {
+  local ntrials=${1:-5} bound=5 all_dt=()
+  unset TUTTI_TIMEOUT TUTTI_HEARTBEAT_S
+  export TR_GRACE=20 # siblings of a killed rank must report before tuttirun stops them
+  for ((tr = 1; tr <= ntrials; tr++)); do
+    local nh=3 np=$((RANDOM % 2 + 1)) seed=$((RANDOM * 32768 + RANDOM)) fault target
+    local n=$((nh * np)) shm_before
+    if ((RANDOM % 2)); then fault=kill target=$((RANDOM % n)); else fault=cut target=$((RANDOM % nh)); fi
+    new_id # the links of the last trial's hosts may take a moment to go
+    up $nh
+    shm_before=$(ls /dev/shm | grep '^tutti-' | sort)
+    local f0=$FAILED
+    start_loops $nh $np trial $seed 60 || { $HOSTS down; continue; }
+    sleep "$(awk -v r=$RANDOM 'BEGIN {printf "%.2f", 0.2 + (r % 1500) / 1000}')"
+    local t_fault victims
+    t_fault=$(date +%s.%N)
+    if [ $fault = kill ]; then
+      kill -9 "$(cat "$TMP"/host*.log | sed -nE "s/.*rank $target looping \(pid ([0-9]+)\).*/\1/p")"
+      victims="$target"
+    else
+      $HOSTS cut $target
+      victims=$(seq -s '|' $((target * np)) $((target * np + np - 1)))
+    fi
+    echo "trial $tr: ${nh}x$np ranks, seed $seed, $fault $([ $fault = kill ] && echo rank || echo host) $target"
+    for ((i = 0; i < nh; i++)); do
+      wait_exit $i 20 || fail "trial $tr: host $i still ran 20 s after the fault"
+    done
+    for ((r = 0; r < n; r++)); do
+      local lost="($victims)"
+      [ $fault = kill ] && [ $r = "$target" ] && continue
+      if [ $fault = cut ] && [ $((r / np)) = "$target" ]; then
+        lost="($(for ((q = 0; q < n; q++)); do [ $((q / np)) = "$target" ] || printf '%s|' $q; done | sed 's/|$//'))"
+      fi
+      report $r "$t_fault" || continue
+      echo "  rank $r after $DT s: ${LINE#*: }"
+      all_dt+=("$DT")
+      grep -Eq "(rank $lost \(pid|after losing rank $lost )" <<<"$LINE" ||
+        fail "trial $tr: rank $r's error does not name a rank it lost"
+      awk -v d="$DT" -v b=$bound 'BEGIN {exit !(d < b)}' ||
+        fail "trial $tr: rank $r took $DT s (bound $bound s)"
+    done
+    local left
+    left=$(comm -13 <(echo "$shm_before") <(ls /dev/shm | grep '^tutti-' | sort))
+    if [ -n "$left" ]; then
+      sleep 2 # another job's segment lives for its init only
+      for f in $left; do [ -e "/dev/shm/$f" ] && fail "trial $tr: /dev/shm/$f was left behind"; done
+    fi
+    $HOSTS down
+    [ $FAILED = "$f0" ] || show 30
+    mkdir -p "$TMP/trial$tr" && mv "$TMP"/host*.log "$TMP/trial$tr/"
+  done
+  [ ${#all_dt[@]} -gt 0 ] && printf '%s\n' "${all_dt[@]}" | sort -n | awk '{v[NR] = $1} END {if (NR)
+    printf "detection times of %d ranks: min %.2f s, median %.2f s, max %.2f s\n", NR, v[1],
+      v[int((NR + 1) / 2)], v[NR]}'
 }
 
 # Two hosts, one rank each: the raw TCP rate both ways at once (as a 2-rank
@@ -168,6 +310,8 @@ bw() {
 case "$WHAT" in
   job) job "$@" ;;
   cut) cut "$@" ;;
+  stall) stall ;;
+  trials) trials "$@" ;;
   bw) bw ;;
   *) echo "unknown scenario $WHAT"; exit 2 ;;
 esac

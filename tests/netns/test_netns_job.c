@@ -3,12 +3,19 @@
  *   test_netns_job matrix   every collective x datatype x op x count x
  *                           in/out-of-place, and a send/recv all-to-all,
  *                           checked bit for bit; exits 1 on any mismatch
- *   test_netns_job loop S   allreduces for up to S seconds while the test
- *                           cuts a host off; prints "LOST at <epoch s>: <error>"
+ *   test_netns_job loop S [B]  allreduces of B bytes (default 1 MB) for up
+ *                           to S seconds while the test cuts a host off or
+ *                           stops it; prints "LOST at <epoch s>: <error>"
  *                           when the library reports it and exits 0, exits 1
- *                           if no error came
+ *                           if no error came; "looping (pid P)" once started
+ *   test_netns_job trial SEED S  the same with random collectives (allreduce,
+ *                           allgather, reducescatter, broadcast, alltoall,
+ *                           a send/recv ring) of random sizes, drawn alike
+ *                           on every rank from SEED; ignores SIGTERM
  *   test_netns_job bw B N   N timed allreduces of B bytes of floats (after
  *                           2 warm-up ones); rank 0 prints the bus bandwidth */
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,28 +205,71 @@ static int matrix(ncclComm_t comm, int n, int r) {
   return failed == 0 && usable ? 0 : 1;
 }
 
-static int loop(ncclComm_t comm, int r, double seconds) {
-  const size_t count = 1 << 18;
+static uint64_t rnd(uint64_t* s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+/* One collective drawn from `rng` (the same draws on every rank): a kind,
+ * a count up to `cap` elements of buffer, a root. */
+static ncclResult_t random_op(ncclComm_t comm, int n, int r, uint64_t* rng, float* a, float* b,
+                              size_t cap) {
+  const int kind = (int)(rnd(rng) % 6);
+  const size_t count = 1 + (size_t)(rnd(rng) % (cap / (size_t)n));
+  const int root = (int)(rnd(rng) % (uint64_t)n);
+  switch (kind) {
+    case 0:
+      return ncclAllReduce(a, b, count, ncclFloat, ncclSum, comm, NULL);
+    case 1:
+      return ncclAllGather(a, b, count, ncclFloat, comm, NULL);
+    case 2:
+      return ncclReduceScatter(a, b, count, ncclFloat, ncclSum, comm, NULL);
+    case 3:
+      return ncclBroadcast(a, b, count, ncclFloat, root, comm, NULL);
+    case 4:
+      return ncclAlltoAll(a, b, count, ncclFloat, comm, NULL);
+    default:
+      ncclGroupStart();
+      ncclSend(a, count, ncclFloat, (r + 1) % n, comm, NULL);
+      ncclRecv(b, count, ncclFloat, (r + n - 1) % n, comm, NULL);
+      return ncclGroupEnd();
+  }
+}
+
+/* Allreduces (seed 0) or random collectives (seed > 0) for up to `seconds`,
+ * while the test makes a fault. */
+static int loop(ncclComm_t comm, int n, int r, double seconds, uint64_t seed, size_t count) {
   float* buf = calloc(count, sizeof *buf);
+  float* out = calloc(count, sizeof *out);
   double end = wall() + seconds;
   long iters = 0;
+  uint64_t rng = seed * 0x9E3779B97F4A7C15ull + 1;
+  if (seed != 0) {
+    signal(SIGTERM, SIG_IGN); /* tuttirun stops a dead rank's siblings: they must see it first */
+  }
   while (wall() < end) {
-    if (ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL) != ncclSuccess) {
-      printf("rank %d LOST at %.3f after %ld allreduces: %s\n", r, wall(), iters,
+    ncclResult_t res = seed == 0 ? ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL)
+                                 : random_op(comm, n, r, &rng, buf, out, count);
+    if (res != ncclSuccess) {
+      printf("rank %d LOST at %.3f after %ld collectives: %s\n", r, wall(), iters,
              ncclGetLastError(comm));
       fflush(stdout);
       ncclCommAbort(comm); /* tells the peers why this rank leaves */
       free(buf);
+      free(out);
       return 0;
     }
     if (iters++ == 0) {
-      printf("rank %d looping\n", r);
+      printf("rank %d looping (pid %d)\n", r, (int)getpid());
       fflush(stdout);
     }
   }
-  printf("rank %d NOFAULT: %ld allreduces and no error in %.0f s\n", r, iters, seconds);
+  printf("rank %d NOFAULT: %ld collectives and no error in %.0f s\n", r, iters, seconds);
   ncclCommDestroy(comm);
   free(buf);
+  free(out);
   return 1;
 }
 
@@ -272,7 +322,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (strcmp(mode, "loop") == 0) {
-    return loop(comm, r, argc > 2 ? atof(argv[2]) : 60);
+    return loop(comm, n, r, argc > 2 ? atof(argv[2]) : 60, 0,
+                argc > 3 ? strtoull(argv[3], NULL, 0) / sizeof(float) : 1 << 18);
+  }
+  if (strcmp(mode, "trial") == 0) {
+    return loop(comm, n, r, argc > 3 ? atof(argv[3]) : 60,
+                argc > 2 ? strtoull(argv[2], NULL, 0) | 1 : 1, 1 << 18);
   }
   if (strcmp(mode, "bw") == 0) {
     return bandwidth(comm, n, r, argc > 2 ? strtoull(argv[2], NULL, 0) : 64u << 20,

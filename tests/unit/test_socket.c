@@ -1,5 +1,6 @@
 /* Socket toolkit: NCCL_SOCKET_IFNAME matching on made-up names, address
- * parsing and formatting, interface choice, and transfers with deadlines. */
+ * parsing and formatting, interface choice, transfers with deadlines, and
+ * the heartbeat's view of a peer that stopped reading. */
 #include <arpa/inet.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -197,10 +198,40 @@ static void test_transfers(void) {
   CHECK(tutti_socket_now() - t0 >= 0.4 && tutti_socket_now() - t0 < 1.5, "retried until deadline");
 }
 
+/* A peer that stops reading (a stopped process) shuts its TCP window; its
+ * kernel still answers, so the heartbeat must not call it unanswered, even
+ * after more than TUTTI_SOCKET_MISSED heartbeats. */
+static void test_heartbeat(void) {
+  union tutti_socket_addr addr;
+  memset(&addr, 0, sizeof addr);
+  int lfd = -1, cfd = -1, sfd = -1;
+  struct tutti_socket_io io = {tutti_socket_now() + 5, NULL, "the test peer", "heartbeat test"};
+  CHECK(tutti_socket_parse("127.0.0.1:0", AF_INET, &addr) == ncclSuccess &&
+            tutti_socket_listen(&addr, &lfd) == ncclSuccess &&
+            tutti_socket_connect(&addr, &io, NULL, &cfd) == ncclSuccess &&
+            tutti_socket_accept(lfd, &io, &sfd, NULL) == ncclSuccess,
+        "a connected pair: %s", tutti_last_error());
+  CHECK(tutti_socket_heartbeat_s() == 1, "TUTTI_HEARTBEAT_S defaults to 1");
+  static char buf[1 << 16];
+  int silent = 0;
+  const double end = tutti_socket_now() + TUTTI_SOCKET_MISSED + 1.0;
+  while (cfd >= 0 && tutti_socket_now() < end) {
+    while (send(cfd, buf, sizeof buf, MSG_DONTWAIT | MSG_NOSIGNAL) > 0) {
+    }
+    silent |= tutti_socket_unanswered(cfd);
+    usleep(50 * 1000);
+  }
+  CHECK(!silent, "a peer that only stopped reading is never unanswered");
+  close(cfd);
+  close(sfd);
+  close(lfd);
+}
+
 int main(void) {
   test_match();
   test_parse();
   test_ifaces();
   test_transfers();
+  test_heartbeat();
   return test_summary("socket");
 }

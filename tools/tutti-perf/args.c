@@ -331,37 +331,3 @@ void perf_args_parse(int argc, char** argv, struct perf_opts* o) {
     o->root = -1;
   }
 }
-
-/* Reads one launcher's pair of variables; 1 when both are set. */
-static int env_pair(const char* rank_var, const char* size_var, const char* local_var, int* nprocs,
-                    int* proc, int* local_rank) {
-  const char* r = getenv(rank_var);
-  const char* s = getenv(size_var);
-  if (r == NULL || s == NULL) {
-    return 0;
-  }
-  char *er, *es;
-  long rv = strtol(r, &er, 10), sv = strtol(s, &es, 10);
-  if (*er != '\0' || *es != '\0' || sv < 1 || rv < 0 || rv >= sv) {
-    fprintf(stderr, "tutti-perf: %s=%s and %s=%s do not describe a rank of a job\n", rank_var, r,
-            size_var, s);
-    exit(2);
-  }
-  *nprocs = (int)sv;
-  *proc = (int)rv;
-  const char* l = local_var ? getenv(local_var) : NULL;
-  *local_rank = l ? atoi(l) : (int)rv;
-  return 1;
-}
-
-void perf_args_world(int* nprocs, int* proc, int* local_rank) {
-  *nprocs = 1;
-  *proc = *local_rank = 0;
-  if (env_pair("RANK", "WORLD_SIZE", "LOCAL_RANK", nprocs, proc, local_rank) ||
-      env_pair("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", nprocs,
-               proc, local_rank) ||
-      env_pair("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", nprocs, proc, local_rank) ||
-      env_pair("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nprocs, proc, local_rank)) {
-    return;
-  }
-}

@@ -164,7 +164,8 @@ int main(int argc, char** argv) {
   if (w.nprocs > 1 && getenv("NCCL_COMM_ID") == NULL) {
     perf_die(
         "%d processes: set NCCL_COMM_ID=host:port (the same in every process) so that "
-        "they agree on the unique id; tuttirun sets it",
+        "they agree on the unique id; tuttirun and srun give it, mpirun gives it when "
+        "MASTER_ADDR and MASTER_PORT are exported (-x)",
         w.nprocs);
   }
   if (o.coll->has_root && o.root >= w.nranks) {
