@@ -32,6 +32,7 @@ enum tutti_algo_id {
   TUTTI_ALGO_DIRECT, /* one-shot: every rank talks to every rank in one round */
   TUTTI_ALGO_HIER,   /* within each host, then across hosts, then within each host */
   TUTTI_ALGO_TREE,   /* a binary tree: reduce up, broadcast down, pipelined by chunks */
+  TUTTI_ALGO_PULL,   /* one host, host buffers: each rank reads its peers' buffers directly */
   TUTTI_ALGO_COUNT
 };
 
@@ -53,6 +54,12 @@ enum tutti_step_kind {
   TUTTI_STEP_RECV_REDUCE_COPY_SEND, /* dst = in OP src; dst -> send_peer */
   TUTTI_STEP_RECV_COPY_SEND,        /* dst = in; in -> send_peer */
   TUTTI_STEP_WAIT_LANE,             /* wait until lane `wait_lane` of this op has finished */
+  /* Single copy between ranks of one host: a rank exposes part of its
+   * buffer to one peer, which copies (or reduces) it straight from there.
+   * Only the buffer's address travels through the queue. */
+  TUTTI_STEP_EXPOSE,      /* let send_peer read src; done once it has finished reading */
+  TUTTI_STEP_PULL,        /* dst = what recv_peer exposed; src_buf names that peer's buffer */
+  TUTTI_STEP_PULL_REDUCE, /* dst = dst OP what recv_peer exposed; src_buf likewise */
   TUTTI_STEP_KIND_COUNT
 };
 
@@ -110,6 +117,10 @@ struct tutti_coll_args {
   /* The hierarchical allreduce's exchange among hosts: TUTTI_ALGO_RING or
    * TUTTI_ALGO_TREE (chosen by tune; 0 is the ring). */
   int inter_algo;
+  /* Every rank may read every other rank's host buffers (one host, and
+   * either one process or cross-memory attach allowed): TUTTI_ALGO_PULL
+   * can run. Set from the communicator; tune decides whether it does. */
+  int can_pull;
 };
 
 /* One algorithm: a name and a builder for each collective it implements
@@ -127,6 +138,7 @@ extern const struct tutti_algo tutti_algo_ring;
 extern const struct tutti_algo tutti_algo_direct;
 extern const struct tutti_algo tutti_algo_hier;
 extern const struct tutti_algo tutti_algo_tree;
+extern const struct tutti_algo tutti_algo_pull;
 
 /* The table of every algorithm, indexed by enum tutti_algo_id. */
 const struct tutti_algo* tutti_algo_get(enum tutti_algo_id id);

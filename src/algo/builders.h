@@ -23,6 +23,10 @@ TUTTI_BUILDER(reducescatter_direct);
 TUTTI_BUILDER(alltoall_direct);
 TUTTI_BUILDER(gather_direct);
 TUTTI_BUILDER(scatter_direct);
+TUTTI_BUILDER(broadcast_pull);
+TUTTI_BUILDER(allgather_pull);
+TUTTI_BUILDER(reducescatter_pull);
+TUTTI_BUILDER(allreduce_pull);
 TUTTI_BUILDER(send);
 TUTTI_BUILDER(recv);
 
@@ -33,5 +37,12 @@ TUTTI_BUILDER(recv);
 ncclResult_t tutti_build_accumulate(struct tutti_schedule* s, const struct tutti_coll_args* a,
                                     enum tutti_buf own_buf, size_t own_off, enum tutti_buf dst,
                                     size_t dst_off, size_t bytes);
+
+/* The same in rank order, reading every peer's block where it lies: block
+ * p of rank p's buffer `peer_buf` is exposed by p (TUTTI_ALGO_PULL). */
+ncclResult_t tutti_build_accumulate_pull(struct tutti_schedule* s, const struct tutti_coll_args* a,
+                                         enum tutti_buf own_buf, size_t own_off,
+                                         enum tutti_buf peer_buf, enum tutti_buf dst,
+                                         size_t dst_off, size_t bytes);
 
 #endif

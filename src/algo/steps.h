@@ -33,5 +33,12 @@ static inline ncclResult_t tutti_add_wait(struct tutti_schedule* s, int lane) {
   tutti_add((s), TUTTI_STEP_RECV, (fl), TUTTI_BUF_NONE, 0, (db), (dof), (bytes), -1, (peer))
 #define ADD_COPY(s, fl, sb, so, db, dof, bytes) \
   tutti_add((s), TUTTI_STEP_COPY, (fl), (sb), (so), (db), (dof), (bytes), -1, -1)
+/* Lets `peer` read `bytes` of (sb, so); the step ends once it has. */
+#define ADD_EXPOSE(s, sb, so, bytes, peer) \
+  tutti_add((s), TUTTI_STEP_EXPOSE, 0, (sb), (so), TUTTI_BUF_NONE, 0, (bytes), (peer), -1)
+/* Copies (PULL) or reduces into dst (PULL_REDUCE) what `peer` exposes from
+ * its buffer `pb` (TUTTI_BUF_SEND: user input, scaled as it is read). */
+#define ADD_PULL(s, kind, fl, pb, db, dof, bytes, peer) \
+  tutti_add((s), (kind), (fl), (pb), 0, (db), (dof), (bytes), -1, (peer))
 
 #endif

@@ -126,11 +126,31 @@ static enum tutti_algo_id pick_allowed(const struct tutti_coll_args* a, enum tut
 static TUTTI_PARAM(tree_min_hosts, "TUTTI_TREE_MIN_HOSTS", 4);
 static TUTTI_PARAM(tree_max_bytes, "TUTTI_TREE_MAX_BYTES", 1 << 20);
 
+/* Single copy on one host (TUTTI_ALGO_PULL): from this many bytes of the
+ * whole message on (the output of all-gather, the input of reduce-scatter),
+ * every rank reads its peers' buffers directly instead of passing the data
+ * through the shared-memory queues; TUTTI_PULL=0 turns it off. Below, the
+ * handshake per peer and the system call cost more than the second copy. */
+static TUTTI_PARAM(pull_enable, "TUTTI_PULL", 1);
+static TUTTI_PARAM(pull_min_bytes, "TUTTI_PULL_MIN_BYTES", 1 << 20);
+
+static int use_pull(const struct tutti_coll_args* a) {
+  size_t bytes = a->count * a->elem_size;
+  if (a->coll == TUTTI_COLL_ALLGATHER || a->coll == TUTTI_COLL_REDUCESCATTER) {
+    bytes *= (size_t)a->nranks;
+  }
+  return a->can_pull && tutti_param_pull_enable() && a->nranks > 1 &&
+         tutti_algo_pull.build[a->coll] != NULL && bytes >= (size_t)tutti_param_pull_min_bytes();
+}
+
 enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a) {
   pthread_once(&algo_once, load_algo_env);
   enum tutti_algo_id pick = direct_bytes(a) <= (size_t)tutti_param_direct_max_bytes()
                                 ? TUTTI_ALGO_DIRECT
                                 : TUTTI_ALGO_RING;
+  if (use_pull(a)) {
+    pick = TUTTI_ALGO_PULL;
+  }
   const int tree = tutti_tune_inter(a) == TUTTI_ALGO_TREE;
   if (a->coll == TUTTI_COLL_ALLREDUCE && pick == TUTTI_ALGO_RING && a->nhosts > 1) {
     pick = a->max_local > 1 ? TUTTI_ALGO_HIER : tree ? TUTTI_ALGO_TREE : TUTTI_ALGO_RING;
@@ -154,6 +174,9 @@ enum tutti_algo_id tutti_tune_algo_device(const struct tutti_coll_args* a) {
 
 static enum tutti_algo_id pick_allowed(const struct tutti_coll_args* a, enum tutti_algo_id pick) {
   unsigned allowed = allowed_mask[a->coll];
+  if (!a->can_pull) {
+    allowed &= ~(1u << TUTTI_ALGO_PULL); /* peers' buffers cannot be read from here */
+  }
   const struct tutti_algo* algo = tutti_algo_get(pick);
   if ((allowed & (1u << pick)) && algo->build[a->coll] != NULL) {
     return pick;
