@@ -58,12 +58,14 @@ enum tutti_step_kind {
    * buffer to one peer, which copies (or reduces) it straight from there.
    * Only the buffer's address travels through the queue. */
   TUTTI_STEP_EXPOSE,      /* let send_peer read src; done once it has finished reading */
-  TUTTI_STEP_PULL,        /* dst = what recv_peer exposed; src_buf names that peer's buffer */
-  TUTTI_STEP_PULL_REDUCE, /* dst = dst OP what recv_peer exposed; src_buf likewise */
+  TUTTI_STEP_PULL,        /* dst = what recv_peer exposed */
+  TUTTI_STEP_PULL_REDUCE, /* dst = src OP what recv_peer exposed (src may be dst) */
   TUTTI_STEP_KIND_COUNT
 };
 
 #define TUTTI_STEP_FINAL 0x1 /* this step produces final results (apply avg division) */
+#define TUTTI_STEP_PEER_INPUT \
+  0x2 /* PULL*: the peer exposes its user input (scaled as it is read, as SEND steps do) */
 
 struct tutti_step {
   uint8_t kind;
@@ -118,8 +120,9 @@ struct tutti_coll_args {
    * TUTTI_ALGO_TREE (chosen by tune; 0 is the ring). */
   int inter_algo;
   /* Every rank may read every other rank's host buffers (one host, and
-   * either one process or cross-memory attach allowed): TUTTI_ALGO_PULL
-   * can run. Set from the communicator; tune decides whether it does. */
+   * either one process or cross-memory attach allowed), so TUTTI_ALGO_PULL
+   * can run: 0 no, 1 with a copy out of another process, 2 in place (all
+   * ranks are threads of one process). Tune decides whether it does. */
   int can_pull;
 };
 

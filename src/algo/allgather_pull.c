@@ -6,18 +6,21 @@
 TUTTI_BUILDER(allgather_pull) {
   const int n = a->nranks, r = a->rank;
   const size_t bb = a->count * a->elem_size;
-  NCCLCHECK(tutti_sched_lane(s));
-  if (!a->in_place) {
-    NCCLCHECK(ADD_COPY(s, 0, TUTTI_BUF_SEND, 0, TUTTI_BUF_RECV, (size_t)r * bb, bb));
+  /* Peer r+1 first, as in a ring: the ranks do not all read one rank at
+   * once. Offers first, so that peers can start reading at once; the own
+   * block last, copied while peers read. */
+  for (int k = 1; k < n; k++) {
+    NCCLCHECK(tutti_sched_lane(s));
+    NCCLCHECK(ADD_EXPOSE(s, TUTTI_BUF_SEND, 0, bb, (r + k) % n));
   }
-  /* Peer r+1 first, as in a ring: the ranks do not all read one rank at once. */
   for (int k = 1; k < n; k++) {
     const int p = (r + k) % n;
     NCCLCHECK(tutti_sched_lane(s));
-    NCCLCHECK(ADD_EXPOSE(s, TUTTI_BUF_SEND, 0, bb, p));
+    NCCLCHECK(ADD_PULL(s, 0, 1, TUTTI_BUF_RECV, (size_t)p * bb, bb, p));
+  }
+  if (!a->in_place) {
     NCCLCHECK(tutti_sched_lane(s));
-    NCCLCHECK(
-        ADD_PULL(s, TUTTI_STEP_PULL, 0, TUTTI_BUF_SEND, TUTTI_BUF_RECV, (size_t)p * bb, bb, p));
+    NCCLCHECK(ADD_COPY(s, 0, TUTTI_BUF_SEND, 0, TUTTI_BUF_RECV, (size_t)r * bb, bb));
   }
   return ncclSuccess;
 }

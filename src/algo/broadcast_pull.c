@@ -5,18 +5,20 @@
 
 TUTTI_BUILDER(broadcast_pull) {
   const size_t bytes = a->count * a->elem_size;
-  NCCLCHECK(tutti_sched_lane(s));
   if (a->rank != a->root) {
-    return ADD_PULL(s, TUTTI_STEP_PULL, 0, TUTTI_BUF_SEND, TUTTI_BUF_RECV, 0, bytes, a->root);
+    NCCLCHECK(tutti_sched_lane(s));
+    return ADD_PULL(s, 0, 1, TUTTI_BUF_RECV, 0, bytes, a->root);
   }
-  if (!a->in_place) {
-    NCCLCHECK(ADD_COPY(s, 0, TUTTI_BUF_SEND, 0, TUTTI_BUF_RECV, 0, bytes));
-  }
+  /* Offers first; the root's own copy while the peers read. */
   for (int p = 0; p < a->nranks; p++) {
     if (p != a->rank) {
       NCCLCHECK(tutti_sched_lane(s));
       NCCLCHECK(ADD_EXPOSE(s, TUTTI_BUF_SEND, 0, bytes, p));
     }
+  }
+  if (!a->in_place) {
+    NCCLCHECK(tutti_sched_lane(s));
+    NCCLCHECK(ADD_COPY(s, 0, TUTTI_BUF_SEND, 0, TUTTI_BUF_RECV, 0, bytes));
   }
   return ncclSuccess;
 }

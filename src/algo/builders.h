@@ -38,11 +38,15 @@ ncclResult_t tutti_build_accumulate(struct tutti_schedule* s, const struct tutti
                                     enum tutti_buf own_buf, size_t own_off, enum tutti_buf dst,
                                     size_t dst_off, size_t bytes);
 
-/* The same in rank order, reading every peer's block where it lies: block
- * p of rank p's buffer `peer_buf` is exposed by p (TUTTI_ALGO_PULL). */
+/* Appends, to the current lane, steps that leave in (dst, dst_off) this
+ * rank's block of the reduction, reading every peer's block of its input
+ * where it lies (peer p exposes it) and this rank's own at (own_buf,
+ * own_off): own OP peer r+1, then OP peer r+2, ... around the ring. Only
+ * this rank computes this block, so every rank ends with the same bits
+ * without a common order; starting at r+1 spreads the reads over the peers.
+ * dst may be the own block exactly (in place): it is read once, first. */
 ncclResult_t tutti_build_accumulate_pull(struct tutti_schedule* s, const struct tutti_coll_args* a,
-                                         enum tutti_buf own_buf, size_t own_off,
-                                         enum tutti_buf peer_buf, enum tutti_buf dst,
+                                         enum tutti_buf own_buf, size_t own_off, enum tutti_buf dst,
                                          size_t dst_off, size_t bytes);
 
 #endif

@@ -36,9 +36,13 @@ static inline ncclResult_t tutti_add_wait(struct tutti_schedule* s, int lane) {
 /* Lets `peer` read `bytes` of (sb, so); the step ends once it has. */
 #define ADD_EXPOSE(s, sb, so, bytes, peer) \
   tutti_add((s), TUTTI_STEP_EXPOSE, 0, (sb), (so), TUTTI_BUF_NONE, 0, (bytes), (peer), -1)
-/* Copies (PULL) or reduces into dst (PULL_REDUCE) what `peer` exposes from
- * its buffer `pb` (TUTTI_BUF_SEND: user input, scaled as it is read). */
-#define ADD_PULL(s, kind, fl, pb, db, dof, bytes, peer) \
-  tutti_add((s), (kind), (fl), (pb), 0, (db), (dof), (bytes), -1, (peer))
+/* dst = what `peer` exposes; `input`: that is its user input (scaled as read). */
+#define ADD_PULL(s, fl, input, db, dof, bytes, peer)                                               \
+  tutti_add((s), TUTTI_STEP_PULL, (fl) | ((input) ? TUTTI_STEP_PEER_INPUT : 0), TUTTI_BUF_NONE, 0, \
+            (db), (dof), (bytes), -1, (peer))
+/* dst = (sb, so) OP what `peer` exposes (its user input). */
+#define ADD_PULL_REDUCE(s, fl, sb, so, db, dof, bytes, peer)                                    \
+  tutti_add((s), TUTTI_STEP_PULL_REDUCE, (fl) | TUTTI_STEP_PEER_INPUT, (sb), (so), (db), (dof), \
+            (bytes), -1, (peer))
 
 #endif

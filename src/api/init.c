@@ -180,9 +180,17 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
     }
     comm->can_pull = comm->can_pull && all[3 * r + 2] != 0;
   }
+  if (comm->can_pull) {
+    int one_process = 1; /* then peers' buffers are read in place, not copied in */
+    for (int r = 0; r < n; r++) {
+      one_process = one_process && comm->peers[r].pid == comm->peers[comm->rank].pid;
+    }
+    comm->can_pull = one_process ? 2 : 1;
+  }
   free(all);
   if (comm->can_pull && comm->rank == 0 && n > 1) {
-    INFO(TUTTI_INIT, "ranks read each other's host buffers directly (single-copy collectives)");
+    INFO(TUTTI_INIT, "ranks read each other's host buffers directly (single-copy collectives, %s)",
+         comm->can_pull == 2 ? "one process" : "cross-memory attach");
   }
   return res;
 }

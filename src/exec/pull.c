@@ -73,15 +73,31 @@ static ncclResult_t read_failed(const struct tutti_op* op, const struct tutti_st
                      st->recv_peer, (int)d->pid, strerror(err));
 }
 
-/* One piece [off, off + len) of a pull from another process. */
+/* dst = peer' (PULL) or src' OP peer' (PULL_REDUCE) over n elements, where
+ * ' is the PreMulSum scaling of user input; `fb` the flags for the peer's
+ * operand. dst may be src exactly. */
+static void combine(const struct tutti_op* op, const struct tutti_step* st, char* dst,
+                    const char* src, const void* peer, size_t n, int fb) {
+  const struct tutti_redop* ro = &op->redop;
+  if (st->kind == TUTTI_STEP_PULL) {
+    tutti_copy(dst, peer, n, ro, fb);
+  } else if (st->src_buf == TUTTI_BUF_SEND && ro->kind == TUTTI_RED_PREMULSUM) {
+    tutti_copy(dst, src, n, ro, TUTTI_RED_SCALE_B); /* both operands are user input */
+    tutti_reduce(dst, dst, peer, n, ro, fb);
+  } else {
+    tutti_reduce(dst, src, peer, n, ro, fb);
+  }
+}
+
+/* One piece [off, off + len) of a step reading another process. */
 static ncclResult_t pull_remote(struct tutti_op* op, const struct tutti_step* st,
-                                const struct tutti_cma_desc* d, size_t off, size_t len, int flags) {
+                                const struct tutti_cma_desc* d, size_t off, size_t len, int fb) {
   struct tutti_exec_rank* er = op->er;
   const struct tutti_redop* ro = &op->redop;
   char* dst = buf_at(op, st->dst_buf, st->dst_off + off);
   const int transform = st->kind == TUTTI_STEP_PULL_REDUCE ||
-                        (ro->kind == TUTTI_RED_PREMULSUM && (flags & TUTTI_RED_SCALE_B)) ||
-                        (ro->kind == TUTTI_RED_SUMPOSTDIV && (flags & TUTTI_RED_FINAL));
+                        (ro->kind == TUTTI_RED_PREMULSUM && (fb & TUTTI_RED_SCALE_B)) ||
+                        (ro->kind == TUTTI_RED_SUMPOSTDIV && (fb & TUTTI_RED_FINAL));
   if (!transform) {
     int err = tutti_cma_read(d->pid, dst, d->addr + off, len);
     return err == 0 ? ncclSuccess : read_failed(op, st, d, len, err);
@@ -93,17 +109,14 @@ static ncclResult_t pull_remote(struct tutti_op* op, const struct tutti_step* st
     }
   }
   const size_t es = op->args.elem_size;
+  const char* src = st->src_buf ? buf_at(op, st->src_buf, st->src_off + off) : NULL;
   for (size_t o = 0; o < len; o += PULL_BOUNCE) {
     const size_t l = len - o < PULL_BOUNCE ? len - o : PULL_BOUNCE;
     int err = tutti_cma_read(d->pid, er->pull_bounce, d->addr + off + o, l);
     if (err != 0) {
       return read_failed(op, st, d, l, err);
     }
-    if (st->kind == TUTTI_STEP_PULL_REDUCE) {
-      tutti_reduce(dst + o, dst + o, er->pull_bounce, l / es, ro, flags);
-    } else {
-      tutti_copy(dst + o, er->pull_bounce, l / es, ro, flags);
-    }
+    combine(op, st, dst + o, src ? src + o : NULL, er->pull_bounce, l / es, fb);
   }
   return ncclSuccess;
 }
@@ -130,19 +143,17 @@ static ncclResult_t pull(struct tutti_op* op, const struct tutti_lane_state* l,
     return bad_desc(op, st, got, &d);
   }
   /* The peer's input is scaled as it is read, as a SEND step would have. */
-  const int flags = (st->src_buf == TUTTI_BUF_SEND ? TUTTI_RED_SCALE_B : 0) |
-                    ((st->flags & TUTTI_STEP_FINAL) ? TUTTI_RED_FINAL : 0);
+  const int fb = ((st->flags & TUTTI_STEP_PEER_INPUT) ? TUTTI_RED_SCALE_B : 0) |
+                 ((st->flags & TUTTI_STEP_FINAL) ? TUTTI_RED_FINAL : 0);
   const size_t off = *done;
   const size_t len = st->bytes - off < PULL_PIECE ? st->bytes - off : PULL_PIECE;
-  const size_t n = len / op->args.elem_size;
-  char* dst = buf_at(op, st->dst_buf, st->dst_off + off);
   const char* local = tutti_cma_local(d.pid, d.addr);
-  if (local != NULL && st->kind == TUTTI_STEP_PULL_REDUCE) {
-    tutti_reduce(dst, dst, local + off, n, &op->redop, flags);
-  } else if (local != NULL) {
-    tutti_copy(dst, local + off, n, &op->redop, flags);
+  if (local != NULL) {
+    combine(op, st, buf_at(op, st->dst_buf, st->dst_off + off),
+            st->src_buf ? buf_at(op, st->src_buf, st->src_off + off) : NULL, local + off,
+            len / op->args.elem_size, fb);
   } else {
-    NCCLCHECK(pull_remote(op, st, &d, off, len, flags));
+    NCCLCHECK(pull_remote(op, st, &d, off, len, fb));
   }
   *done += len;
   *moved = 1;

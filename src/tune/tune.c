@@ -128,16 +128,31 @@ static TUTTI_PARAM(tree_max_bytes, "TUTTI_TREE_MAX_BYTES", 1 << 20);
 
 /* Single copy on one host (TUTTI_ALGO_PULL): from this many bytes of the
  * whole message on (the output of all-gather, the input of reduce-scatter),
- * every rank reads its peers' buffers directly instead of passing the data
+ * ranks read their peers' buffers directly instead of passing the data
  * through the shared-memory queues; TUTTI_PULL=0 turns it off. Below, the
- * handshake per peer and the system call cost more than the second copy. */
+ * offer and its answer per peer cost more than the second copy saves.
+ * Reductions between processes gain nothing by default (TUTTI_PULL_CMA_REDUCE
+ * turns them on): process_vm_readv must copy the peer's bytes into this
+ * process before they are combined, which is the copy the queue makes too;
+ * measured 1.1-1.5x slower than the ring at 1-4 MB (bench/RESULTS.md). */
 static TUTTI_PARAM(pull_enable, "TUTTI_PULL", 1);
 static TUTTI_PARAM(pull_min_bytes, "TUTTI_PULL_MIN_BYTES", 1 << 20);
+static TUTTI_PARAM(pull_cma_reduce, "TUTTI_PULL_CMA_REDUCE", 0);
 
 static int use_pull(const struct tutti_coll_args* a) {
   size_t bytes = a->count * a->elem_size;
+  const int reduces = a->coll == TUTTI_COLL_ALLREDUCE || a->coll == TUTTI_COLL_REDUCESCATTER;
   if (a->coll == TUTTI_COLL_ALLGATHER || a->coll == TUTTI_COLL_REDUCESCATTER) {
     bytes *= (size_t)a->nranks;
+  }
+  if (reduces && a->can_pull != 2 && !tutti_param_pull_cma_reduce()) {
+    return 0;
+  }
+  /* An in-place broadcast is one copy either way; the chain splits it over
+   * two cores (root into the queue, peer out of it, in cache) and measured
+   * faster. Out of place the root has its own copy to make as well. */
+  if (a->coll == TUTTI_COLL_BROADCAST && a->in_place) {
+    return 0;
   }
   return a->can_pull && tutti_param_pull_enable() && a->nranks > 1 &&
          tutti_algo_pull.build[a->coll] != NULL && bytes >= (size_t)tutti_param_pull_min_bytes();
