@@ -130,13 +130,14 @@ static TUTTI_PARAM(tree_max_bytes, "TUTTI_TREE_MAX_BYTES", 1 << 20);
  * whole message on (the output of all-gather, the input of reduce-scatter),
  * ranks read their peers' buffers directly instead of passing the data
  * through the shared-memory queues; TUTTI_PULL=0 turns it off. Below, the
- * offer and its answer per peer cost more than the second copy saves.
+ * offer and its answer per peer cost more than the second copy saves
+ * (all-gather, 2 ranks: equal at 256 KB, 1.3x faster at 512 KB).
  * Reductions between processes gain nothing by default (TUTTI_PULL_CMA_REDUCE
  * turns them on): process_vm_readv must copy the peer's bytes into this
  * process before they are combined, which is the copy the queue makes too;
  * measured 1.1-1.5x slower than the ring at 1-4 MB (bench/RESULTS.md). */
 static TUTTI_PARAM(pull_enable, "TUTTI_PULL", 1);
-static TUTTI_PARAM(pull_min_bytes, "TUTTI_PULL_MIN_BYTES", 1 << 20);
+static TUTTI_PARAM(pull_min_bytes, "TUTTI_PULL_MIN_BYTES", 512 * 1024);
 static TUTTI_PARAM(pull_cma_reduce, "TUTTI_PULL_CMA_REDUCE", 0);
 
 static int use_pull(const struct tutti_coll_args* a) {
