@@ -60,6 +60,7 @@ enum tutti_step_kind {
   TUTTI_STEP_EXPOSE,      /* let send_peer read src; done once it has finished reading */
   TUTTI_STEP_PULL,        /* dst = what recv_peer exposed */
   TUTTI_STEP_PULL_REDUCE, /* dst = src OP what recv_peer exposed (src may be dst) */
+  TUTTI_STEP_PUSH,        /* what recv_peer exposed (of its output) = src */
   TUTTI_STEP_KIND_COUNT
 };
 

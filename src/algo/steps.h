@@ -44,5 +44,8 @@ static inline ncclResult_t tutti_add_wait(struct tutti_schedule* s, int lane) {
 #define ADD_PULL_REDUCE(s, fl, sb, so, db, dof, bytes, peer)                                    \
   tutti_add((s), TUTTI_STEP_PULL_REDUCE, (fl) | TUTTI_STEP_PEER_INPUT, (sb), (so), (db), (dof), \
             (bytes), -1, (peer))
+/* Writes (sb, so) into what `peer` exposes (a part of its output). */
+#define ADD_PUSH(s, sb, so, bytes, peer) \
+  tutti_add((s), TUTTI_STEP_PUSH, 0, (sb), (so), TUTTI_BUF_NONE, 0, (bytes), -1, (peer))
 
 #endif

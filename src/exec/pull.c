@@ -1,7 +1,8 @@
 /* The single-copy steps (TUTTI_ALGO_PULL): EXPOSE posts, in one queue slot,
  * where a piece of this rank's buffer lies, and ends once the peer has freed
  * that slot; PULL and PULL_REDUCE read the slot, copy or reduce straight
- * from the peer's buffer (transport/cma.c), then free it. The slot held
+ * from the peer's buffer (transport/cma.c), then free it; PUSH writes into
+ * it instead. The slot held
  * until the copy is done is what keeps the exposing rank from returning,
  * and reusing its buffer, while it is still being read. */
 #include <errno.h>
@@ -68,9 +69,10 @@ static ncclResult_t bad_desc(const struct tutti_op* op, const struct tutti_step*
 static ncclResult_t read_failed(const struct tutti_op* op, const struct tutti_step* st,
                                 const struct tutti_cma_desc* d, size_t len, int err) {
   return tutti_error(err == ESRCH ? ncclRemoteError : ncclSystemError,
-                     "%s #%llu on rank %d: reading %zu bytes of rank %d (pid %d) failed: %s",
-                     tutti_coll_name(op->args.coll), (unsigned long long)op->seq, op->er->rank, len,
-                     st->recv_peer, (int)d->pid, strerror(err));
+                     "%s #%llu on rank %d: %s %zu bytes of rank %d (pid %d) failed: %s",
+                     tutti_coll_name(op->args.coll), (unsigned long long)op->seq, op->er->rank,
+                     st->kind == TUTTI_STEP_PUSH ? "writing" : "reading", len, st->recv_peer,
+                     (int)d->pid, strerror(err));
 }
 
 /* dst = peer' (PULL) or src' OP peer' (PULL_REDUCE) over n elements, where
@@ -148,7 +150,13 @@ static ncclResult_t pull(struct tutti_op* op, const struct tutti_lane_state* l,
   const size_t off = *done;
   const size_t len = st->bytes - off < PULL_PIECE ? st->bytes - off : PULL_PIECE;
   const char* local = tutti_cma_local(d.pid, d.addr);
-  if (local != NULL) {
+  if (st->kind == TUTTI_STEP_PUSH) {
+    /* Plain bytes (broadcast): no scaling to apply. */
+    int err = tutti_cma_write(d.pid, d.addr + off, buf_at(op, st->src_buf, st->src_off + off), len);
+    if (err != 0) {
+      return read_failed(op, st, &d, len, err);
+    }
+  } else if (local != NULL) {
     combine(op, st, buf_at(op, st->dst_buf, st->dst_off + off),
             st->src_buf ? buf_at(op, st->src_buf, st->src_off + off) : NULL, local + off,
             len / op->args.elem_size, fb);

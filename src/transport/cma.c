@@ -43,6 +43,27 @@ int tutti_cma_read(int32_t pid, void* dst, uint64_t addr, size_t bytes) {
   return 0;
 }
 
+int tutti_cma_write(int32_t pid, uint64_t addr, const void* src, size_t bytes) {
+  if (pid == (int32_t)getpid()) {
+    memcpy((void*)(uintptr_t)addr, src, bytes);
+    return 0;
+  }
+  size_t done = 0;
+  while (done < bytes) {
+    struct iovec l = {(char*)src + done, bytes - done};
+    struct iovec r = {(void*)(uintptr_t)(addr + done), bytes - done};
+    ssize_t put = process_vm_writev(pid, &l, 1, &r, 1, 0);
+    if (put < 0 && errno == EINTR) {
+      continue;
+    }
+    if (put <= 0) {
+      return put < 0 ? errno : EFAULT;
+    }
+    done += (size_t)put;
+  }
+  return 0;
+}
+
 int tutti_cma_probe(const struct tutti_transport_comm* tc) {
   const int32_t me = tc->peers[tc->rank].pid;
   for (int r = 0; r < tc->nranks; r++) {

@@ -22,6 +22,9 @@ struct tutti_cma_desc {
  * (ESRCH: the process is gone; EPERM: the kernel does not allow it). */
 int tutti_cma_read(int32_t pid, void* dst, uint64_t addr, size_t bytes);
 
+/* Copies `bytes` at `src` into `addr` of process `pid`; 0 or an errno. */
+int tutti_cma_write(int32_t pid, uint64_t addr, const void* src, size_t bytes);
+
 /* The local address of `bytes` at `addr` of process `pid` when that is this
  * process (readable in place), else NULL. */
 const void* tutti_cma_local(int32_t pid, uint64_t addr);
