@@ -14,6 +14,20 @@
 #include "transport/cma.h"
 #include "util/check.h"
 
+/* Threads of one process read each other's buffers after a handshake
+ * through the shared segment, which each rank maps at its own address:
+ * ThreadSanitizer cannot see that synchronization, so it is restated at
+ * the one address both sides use, the exposed buffer's. */
+#if defined(__SANITIZE_THREAD__)
+void __tsan_acquire(void* addr);
+void __tsan_release(void* addr);
+#define TSAN_ACQUIRE(p) __tsan_acquire((void*)(p))
+#define TSAN_RELEASE(p) __tsan_release((void*)(p))
+#else
+#define TSAN_ACQUIRE(p) ((void)(p))
+#define TSAN_RELEASE(p) ((void)(p))
+#endif
+
 /* Bytes copied per call, so that other lanes keep moving during a long copy. */
 #define PULL_PIECE (1u << 20)
 /* Another process's bytes that must be transformed on the way (reduced,
@@ -44,11 +58,13 @@ static ncclResult_t expose(struct tutti_op* op, const struct tutti_lane_state* l
                                .pid = (int32_t)getpid(),
                                .magic = TUTTI_CMA_MAGIC};
     memcpy(slot, &d, sizeof d);
+    TSAN_RELEASE(d.addr);
     sc->ops->send_end(sc, sizeof d);
     *done = 1; /* posted; the peer reads at its pace */
     *moved = 1;
   }
   if (sc->ops->send_idle(sc)) {
+    TSAN_ACQUIRE(buf_at(op, st->src_buf, st->src_off));
     *done = st->bytes;
     *step_done = 1;
     *moved = 1;
@@ -150,6 +166,9 @@ static ncclResult_t pull(struct tutti_op* op, const struct tutti_lane_state* l,
   const size_t off = *done;
   const size_t len = st->bytes - off < PULL_PIECE ? st->bytes - off : PULL_PIECE;
   const char* local = tutti_cma_local(d.pid, d.addr);
+  if (local != NULL) {
+    TSAN_ACQUIRE(local);
+  }
   if (st->kind == TUTTI_STEP_PUSH) {
     /* Plain bytes (broadcast): no scaling to apply. */
     int err = tutti_cma_write(d.pid, d.addr + off, buf_at(op, st->src_buf, st->src_off + off), len);
@@ -166,6 +185,9 @@ static ncclResult_t pull(struct tutti_op* op, const struct tutti_lane_state* l,
   *done += len;
   *moved = 1;
   if (*done == st->bytes) {
+    if (local != NULL) {
+      TSAN_RELEASE(local);
+    }
     rc->ops->recv_end(rc);
     *step_done = 1;
   }
