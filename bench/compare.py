@@ -6,11 +6,11 @@ busbw, and tutti's busbw ratio and time ratio against it."""
 import json, sys
 
 
-def load(path):
+def load(path, mode="out_of_place"):
     with open(path) as f:
         d = json.load(f)
     name = d["library"]["name"] if isinstance(d.get("library"), dict) else d.get("library", path)
-    rows = {r["bytes"]: r["out_of_place"] for r in d["records"] if r.get("out_of_place")}
+    rows = {r["bytes"]: r[mode] for r in d["records"] if r.get(mode)}
     return name, d.get("nranks"), d.get("collective"), rows
 
 
@@ -23,6 +23,12 @@ def human(b):
 
 def main():
     tname, n, coll, t = load(sys.argv[1])
+    note = ""
+    if coll == "broadcast":
+        # MPI_Bcast has one buffer: the like-for-like tutti call is the
+        # in-place one (out of place, the root also copies its input).
+        tname, n, coll, t = load(sys.argv[1], "in_place")
+        note = " (tutti in place, as MPI_Bcast)"
     refs = [load(p) for p in sys.argv[2:]]
     head = f"| size | tutti µs | tutti busbw |"
     sep = "|---:|---:|---:|"
@@ -30,7 +36,7 @@ def main():
         short = name.split(" (")[0]
         head += f" {short} µs | {short} busbw | busbw ratio | time ratio |"
         sep += "---:|---:|---:|---:|"
-    print(f"{coll}, {n} ranks: {tname} against " + ", ".join(r[0] for r in refs))
+    print(f"{coll}, {n} ranks: {tname}{note} against " + ", ".join(r[0] for r in refs))
     print()
     print(head)
     print(sep)

@@ -10,13 +10,16 @@ root=$PWD
 if ! command -v mpicc >/dev/null || ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev python3-torch >/dev/null
 fi
-bash scripts/build.sh >/dev/null
-out=bench/results/$(date -u +%Y-%m-%d)
+# BUILD_DIR (default build/) and CMAKE_ARGS pass through to scripts/build.sh;
+# OUT names the results folder (default bench/results/<date>).
+build=${BUILD_DIR:-build}
+BUILD_DIR=$build bash scripts/build.sh >/dev/null
+out=${OUT:-bench/results/$(date -u +%Y-%m-%d)}
 mkdir -p "$out"
 mpicc -O2 -o "$out/mpi_bench" bench/mpi_bench.c
 cc -O2 -o "$out/memcpy_bw" bench/memcpy_bw.c
-perf=build/tools/tutti-perf/tutti-perf
-run=build/tools/tuttirun/tuttirun
+perf=$build/tools/tutti-perf/tutti-perf
+run=$build/tools/tuttirun/tuttirun
 MIN=${MIN:-8} MAX=${MAX:-256M} ITERS=${ITERS:-20} WARM=${WARM:-5}
 mpirun_flags="--allow-run-as-root --oversubscribe --mca btl self,vader"
 {

@@ -32,6 +32,7 @@ enum tutti_algo_id {
   TUTTI_ALGO_DIRECT, /* one-shot: every rank talks to every rank in one round */
   TUTTI_ALGO_HIER,   /* within each host, then across hosts, then within each host */
   TUTTI_ALGO_TREE,   /* a binary tree: reduce up, broadcast down, pipelined by chunks */
+  TUTTI_ALGO_PULL,   /* one host, host buffers: each rank reads its peers' buffers directly */
   TUTTI_ALGO_COUNT
 };
 
@@ -53,10 +54,19 @@ enum tutti_step_kind {
   TUTTI_STEP_RECV_REDUCE_COPY_SEND, /* dst = in OP src; dst -> send_peer */
   TUTTI_STEP_RECV_COPY_SEND,        /* dst = in; in -> send_peer */
   TUTTI_STEP_WAIT_LANE,             /* wait until lane `wait_lane` of this op has finished */
+  /* Single copy between ranks of one host: a rank exposes part of its
+   * buffer to one peer, which copies (or reduces) it straight from there.
+   * Only the buffer's address travels through the queue. */
+  TUTTI_STEP_EXPOSE,      /* let send_peer read src; done once it has finished reading */
+  TUTTI_STEP_PULL,        /* dst = what recv_peer exposed */
+  TUTTI_STEP_PULL_REDUCE, /* dst = src OP what recv_peer exposed (src may be dst) */
+  TUTTI_STEP_PUSH,        /* what recv_peer exposed (of its output) = src */
   TUTTI_STEP_KIND_COUNT
 };
 
 #define TUTTI_STEP_FINAL 0x1 /* this step produces final results (apply avg division) */
+#define TUTTI_STEP_PEER_INPUT \
+  0x2 /* PULL*: the peer exposes its user input (scaled as it is read, as SEND steps do) */
 
 struct tutti_step {
   uint8_t kind;
@@ -110,6 +120,11 @@ struct tutti_coll_args {
   /* The hierarchical allreduce's exchange among hosts: TUTTI_ALGO_RING or
    * TUTTI_ALGO_TREE (chosen by tune; 0 is the ring). */
   int inter_algo;
+  /* Every rank may read every other rank's host buffers (one host, and
+   * either one process or cross-memory attach allowed), so TUTTI_ALGO_PULL
+   * can run: 0 no, 1 with a copy out of another process, 2 in place (all
+   * ranks are threads of one process). Tune decides whether it does. */
+  int can_pull;
 };
 
 /* One algorithm: a name and a builder for each collective it implements
@@ -127,6 +142,7 @@ extern const struct tutti_algo tutti_algo_ring;
 extern const struct tutti_algo tutti_algo_direct;
 extern const struct tutti_algo tutti_algo_hier;
 extern const struct tutti_algo tutti_algo_tree;
+extern const struct tutti_algo tutti_algo_pull;
 
 /* The table of every algorithm, indexed by enum tutti_algo_id. */
 const struct tutti_algo* tutti_algo_get(enum tutti_algo_id id);

@@ -52,3 +52,15 @@ const struct tutti_algo tutti_algo_tree = {
             [TUTTI_COLL_ALLREDUCE] = tutti_build_allreduce_tree,
         },
 };
+
+const struct tutti_algo tutti_algo_pull = {
+    .id = TUTTI_ALGO_PULL,
+    .name = "Pull",
+    .build =
+        {
+            [TUTTI_COLL_ALLREDUCE] = tutti_build_allreduce_pull,
+            [TUTTI_COLL_BROADCAST] = tutti_build_broadcast_pull,
+            [TUTTI_COLL_ALLGATHER] = tutti_build_allgather_pull,
+            [TUTTI_COLL_REDUCESCATTER] = tutti_build_reducescatter_pull,
+        },
+};

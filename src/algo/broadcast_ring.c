@@ -14,7 +14,12 @@ TUTTI_BUILDER(broadcast_ring) {
     if (n > 1) {
       NCCLCHECK(ADD_SEND(s, 0, TUTTI_BUF_SEND, 0, bytes, next));
     }
-    return a->in_place ? ncclSuccess : ADD_COPY(s, 0, TUTTI_BUF_SEND, 0, TUTTI_BUF_RECV, 0, bytes);
+    if (a->in_place) {
+      return ncclSuccess;
+    }
+    /* Its own lane: the copy fills the root's waits for queue room. */
+    NCCLCHECK(tutti_sched_lane(s));
+    return ADD_COPY(s, 0, TUTTI_BUF_SEND, 0, TUTTI_BUF_RECV, 0, bytes);
   }
   if (d == n - 1) {
     return ADD_RECV(s, 0, TUTTI_BUF_RECV, 0, bytes, prev);

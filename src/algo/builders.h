@@ -23,6 +23,10 @@ TUTTI_BUILDER(reducescatter_direct);
 TUTTI_BUILDER(alltoall_direct);
 TUTTI_BUILDER(gather_direct);
 TUTTI_BUILDER(scatter_direct);
+TUTTI_BUILDER(broadcast_pull);
+TUTTI_BUILDER(allgather_pull);
+TUTTI_BUILDER(reducescatter_pull);
+TUTTI_BUILDER(allreduce_pull);
 TUTTI_BUILDER(send);
 TUTTI_BUILDER(recv);
 
@@ -33,5 +37,16 @@ TUTTI_BUILDER(recv);
 ncclResult_t tutti_build_accumulate(struct tutti_schedule* s, const struct tutti_coll_args* a,
                                     enum tutti_buf own_buf, size_t own_off, enum tutti_buf dst,
                                     size_t dst_off, size_t bytes);
+
+/* Appends, to the current lane, steps that leave in (dst, dst_off) this
+ * rank's block of the reduction, reading every peer's block of its input
+ * where it lies (peer p exposes it) and this rank's own at (own_buf,
+ * own_off): own OP peer r+1, then OP peer r+2, ... around the ring. Only
+ * this rank computes this block, so every rank ends with the same bits
+ * without a common order; starting at r+1 spreads the reads over the peers.
+ * dst may be the own block exactly (in place): it is read once, first. */
+ncclResult_t tutti_build_accumulate_pull(struct tutti_schedule* s, const struct tutti_coll_args* a,
+                                         enum tutti_buf own_buf, size_t own_off, enum tutti_buf dst,
+                                         size_t dst_off, size_t bytes);
 
 #endif

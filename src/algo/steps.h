@@ -33,5 +33,19 @@ static inline ncclResult_t tutti_add_wait(struct tutti_schedule* s, int lane) {
   tutti_add((s), TUTTI_STEP_RECV, (fl), TUTTI_BUF_NONE, 0, (db), (dof), (bytes), -1, (peer))
 #define ADD_COPY(s, fl, sb, so, db, dof, bytes) \
   tutti_add((s), TUTTI_STEP_COPY, (fl), (sb), (so), (db), (dof), (bytes), -1, -1)
+/* Lets `peer` read `bytes` of (sb, so); the step ends once it has. */
+#define ADD_EXPOSE(s, sb, so, bytes, peer) \
+  tutti_add((s), TUTTI_STEP_EXPOSE, 0, (sb), (so), TUTTI_BUF_NONE, 0, (bytes), (peer), -1)
+/* dst = what `peer` exposes; `input`: that is its user input (scaled as read). */
+#define ADD_PULL(s, fl, input, db, dof, bytes, peer)                                               \
+  tutti_add((s), TUTTI_STEP_PULL, (fl) | ((input) ? TUTTI_STEP_PEER_INPUT : 0), TUTTI_BUF_NONE, 0, \
+            (db), (dof), (bytes), -1, (peer))
+/* dst = (sb, so) OP what `peer` exposes (its user input). */
+#define ADD_PULL_REDUCE(s, fl, sb, so, db, dof, bytes, peer)                                    \
+  tutti_add((s), TUTTI_STEP_PULL_REDUCE, (fl) | TUTTI_STEP_PEER_INPUT, (sb), (so), (db), (dof), \
+            (bytes), -1, (peer))
+/* Writes (sb, so) into what `peer` exposes (a part of its output). */
+#define ADD_PUSH(s, sb, so, bytes, peer) \
+  tutti_add((s), TUTTI_STEP_PUSH, 0, (sb), (so), TUTTI_BUF_NONE, 0, (bytes), -1, (peer))
 
 #endif

@@ -148,6 +148,7 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   a.host_of = comm->host_of;
   a.nhosts = comm->nhosts;
   a.max_local = comm->max_local;
+  a.can_pull = c->device ? 0 : comm->can_pull;
   a.inter_algo = tutti_tune_inter(&a);
   enum tutti_algo_id algo = c->device ? tutti_tune_algo_device(&a) : tutti_tune_algo(&a);
   /* Operations come back from the pool with their last schedule: a loop of

@@ -9,6 +9,7 @@
 #include "api/comm.h"
 #include "api/group.h"
 #include "bootstrap/bootstrap.h"
+#include "transport/cma.h"
 #include "topo/topo.h"
 #include "util/check.h"
 #include "util/cuda.h"
@@ -141,9 +142,15 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
     local += comm->host_of[r] == comm->host_of[comm->rank];
   }
   tutti_wait_policy(er, local);
-  size_t mine[2] = {0, 0}; /* smallest slot, smallest queue */
+  /* smallest slot, smallest queue, whether this rank can read every peer's
+   * buffers (single-copy collectives): all ranks on this host, joined by
+   * queues whose far end is the peer itself, and memory readable. */
+  size_t mine[3] = {0, 0, comm->nhosts == 1};
   for (int r = 0; r < n; r++) {
     struct tutti_conn* cs[2] = {tc->send[r], tc->recv[r]};
+    if (r != comm->rank && (cs[0] == NULL || cs[0]->ops->send_idle == NULL)) {
+      mine[2] = 0;
+    }
     for (int d = 0; d < 2; d++) {
       if (cs[d] != NULL && (mine[0] == 0 || cs[d]->slot_bytes < mine[0])) {
         mine[0] = cs[d]->slot_bytes;
@@ -154,24 +161,37 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
     }
   }
   /* Every rank must cut steps into the same pieces and rounds: agree on the smallest. */
-  size_t* all = calloc(2 * (size_t)n, sizeof *all);
+  mine[2] = mine[2] && tutti_cma_probe(tc);
+  size_t* all = calloc(3 * (size_t)n, sizeof *all);
   if (all == NULL) {
     return tutti_error(ncclSystemError, "out of host memory");
   }
-  all[2 * comm->rank] = mine[0];
-  all[2 * comm->rank + 1] = mine[1];
-  ncclResult_t res = tutti_bootstrap_allgather(comm->boot, all, 2 * sizeof *all);
+  memcpy(&all[3 * comm->rank], mine, sizeof mine);
+  ncclResult_t res = tutti_bootstrap_allgather(comm->boot, all, 3 * sizeof *all);
   er->piece_bytes = mine[0];
   er->queue_bytes = mine[1];
+  comm->can_pull = res == ncclSuccess;
   for (int r = 0; r < n && res == ncclSuccess; r++) {
-    if (all[2 * r] != 0 && all[2 * r] < er->piece_bytes) {
-      er->piece_bytes = all[2 * r];
+    if (all[3 * r] != 0 && all[3 * r] < er->piece_bytes) {
+      er->piece_bytes = all[3 * r];
     }
-    if (all[2 * r + 1] != 0 && all[2 * r + 1] < er->queue_bytes) {
-      er->queue_bytes = all[2 * r + 1];
+    if (all[3 * r + 1] != 0 && all[3 * r + 1] < er->queue_bytes) {
+      er->queue_bytes = all[3 * r + 1];
     }
+    comm->can_pull = comm->can_pull && all[3 * r + 2] != 0;
+  }
+  if (comm->can_pull) {
+    int one_process = 1; /* then peers' buffers are read in place, not copied in */
+    for (int r = 0; r < n; r++) {
+      one_process = one_process && comm->peers[r].pid == comm->peers[comm->rank].pid;
+    }
+    comm->can_pull = one_process ? 2 : 1;
   }
   free(all);
+  if (comm->can_pull && comm->rank == 0 && n > 1) {
+    INFO(TUTTI_INIT, "ranks read each other's host buffers directly (single-copy collectives, %s)",
+         comm->can_pull == 2 ? "one process" : "cross-memory attach");
+  }
   return res;
 }
 

@@ -30,6 +30,7 @@ struct tutti_exec_rank {
   int spin_rounds;       /* idle passes spent spinning (adapted as calls go), */
   int spin_max;          /* up to this many, */
   int yield_rounds;      /* then yielding, before sleeping */
+  void* pull_bounce;     /* single-copy steps: peers' bytes to reduce land here (exec/pull.c) */
 };
 
 /* Sets how long `er` spins and yields before sleeping, from the number of

@@ -349,6 +349,8 @@ void tutti_exec_rank_free_pool(struct tutti_exec_rank* er) {
     er->pool = op->next_free;
     tutti_op_free(op);
   }
+  free(er->pull_bounce);
+  er->pull_bounce = NULL;
 }
 
 ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {

@@ -126,6 +126,10 @@ ncclResult_t tutti_step_progress(struct tutti_op* op, const struct tutti_lane_st
                                  const struct tutti_step* st, size_t* done, int* moved,
                                  int* step_done) {
   struct tutti_exec_rank* er = op->er;
+  if (st->kind == TUTTI_STEP_EXPOSE || st->kind == TUTTI_STEP_PULL ||
+      st->kind == TUTTI_STEP_PULL_REDUCE || st->kind == TUTTI_STEP_PUSH) {
+    return tutti_step_pull(op, l, st, done, moved, step_done);
+  }
   if (st->kind == TUTTI_STEP_COPY || st->kind == TUTTI_STEP_REDUCE) {
     /* One bounded piece per call keeps a huge local copy from starving other lanes. */
     if (*done < st->bytes) {

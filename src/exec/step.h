@@ -13,6 +13,10 @@ ncclResult_t tutti_step_progress(struct tutti_op* op, const struct tutti_lane_st
                                  const struct tutti_step* st, size_t* done, int* moved,
                                  int* step_done);
 
+/* The same for the single-copy steps (EXPOSE, PULL, PULL_REDUCE; exec/pull.c). */
+ncclResult_t tutti_step_pull(struct tutti_op* op, const struct tutti_lane_state* l,
+                             const struct tutti_step* st, size_t* done, int* moved, int* step_done);
+
 /* Whether lane `l` holds the current ticket of connection `c`. */
 int tutti_exec_conn_ready(const struct tutti_lane_state* l, const struct tutti_conn* c);
 

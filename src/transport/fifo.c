@@ -63,11 +63,20 @@ static void fifo_recv_end(struct tutti_conn* c) {
   tutti_doorbell_ring(f->wake);
 }
 
+static int fifo_send_idle(struct tutti_conn* c) {
+  struct tutti_fifo_conn* f = (struct tutti_fifo_conn*)c;
+  if (f->seen != f->pos) {
+    f->seen = __atomic_load_n(&f->fifo->tail, __ATOMIC_SEQ_CST);
+  }
+  return f->seen == f->pos;
+}
+
 static const struct tutti_conn_ops fifo_ops = {
     .send_begin = fifo_send_begin,
     .send_end = fifo_send_end,
     .recv_begin = fifo_recv_begin,
     .recv_end = fifo_recv_end,
+    .send_idle = fifo_send_idle,
 };
 
 void tutti_fifo_conn_init(struct tutti_fifo_conn* send, struct tutti_fifo_conn* recv, void* mem,

@@ -128,6 +128,12 @@ sync:
   if (!creator) {
     res = map_segment(tc, st, leader, 0);
   }
+  if (res == ncclSuccess) {
+    /* Published before the barrier: peers probe it right after setup. */
+    struct tutti_doorbell* b =
+        (struct tutti_doorbell*)((char*)st->base + (size_t)me * SHM_BELL_STRIDE);
+    b->self_addr = (uint64_t)(uintptr_t)b;
+  }
   ncclResult_t bres = tutti_bootstrap_barrier(tc->boot);
   if (creator) {
     char name[96];

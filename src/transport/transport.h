@@ -23,6 +23,10 @@ struct tutti_conn_ops {
    * the data stays valid until recv_end frees the slot. */
   const void* (*recv_begin)(struct tutti_conn* c, size_t* bytes);
   void (*recv_end)(struct tutti_conn* c);
+  /* Sender: non-zero once the receiver has freed every slot posted so far
+   * (it has finished with what they pointed to). NULL where the queue's
+   * far end is not the receiver itself (a proxy thread forwards it). */
+  int (*send_idle)(struct tutti_conn* c);
 };
 
 struct tutti_conn {
@@ -66,6 +70,9 @@ struct tutti_doorbell {
   uint32_t op_active;
   uint32_t op_coll; /* enum tutti_coll */
   uint64_t op_seq;
+  /* This doorbell's address in the owner's own address space, so that a
+   * peer process can check that it may read the owner's memory (cma.c). */
+  uint64_t self_addr;
 };
 #define TUTTI_DOORBELL_LOST_SELF 0xFFFFFFu
 

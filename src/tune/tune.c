@@ -1,7 +1,9 @@
 /* Algorithm selection. Direct (one round, every rank to every rank) wins
  * while latency dominates; the ring wins once bandwidth does, because it
  * moves 2(N-1)/N of the data per rank instead of N-1 times it. */
+#define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -126,11 +128,57 @@ static enum tutti_algo_id pick_allowed(const struct tutti_coll_args* a, enum tut
 static TUTTI_PARAM(tree_min_hosts, "TUTTI_TREE_MIN_HOSTS", 4);
 static TUTTI_PARAM(tree_max_bytes, "TUTTI_TREE_MAX_BYTES", 1 << 20);
 
+/* Single copy on one host (TUTTI_ALGO_PULL): from this many bytes of the
+ * whole message on (the output of all-gather, the input of reduce-scatter),
+ * ranks read their peers' buffers directly instead of passing the data
+ * through the shared-memory queues; TUTTI_PULL=0 turns it off. Below, the
+ * offer and its answer per peer cost more than the second copy saves
+ * (all-gather, 2 ranks: equal at 256 KB, 1.3x faster at 512 KB).
+ * Reductions between processes gain nothing by default (TUTTI_PULL_CMA_REDUCE
+ * turns them on): process_vm_readv must copy the peer's bytes into this
+ * process before they are combined, which is the copy the queue makes too;
+ * measured 1.1-1.5x slower than the ring at 1-4 MB (bench/RESULTS.md). */
+static TUTTI_PARAM(pull_enable, "TUTTI_PULL", 1);
+static TUTTI_PARAM(pull_min_bytes, "TUTTI_PULL_MIN_BYTES", 512 * 1024);
+static TUTTI_PARAM(pull_cma_reduce, "TUTTI_PULL_CMA_REDUCE", 0);
+/* With more ranks on the host than cores, every offer and read needs the
+ * peer to be scheduled, and a rank waits for each of its peers where the
+ * ring waits only for a neighbour: 4 ranks on 2 cores measured slower with
+ * Pull up to 2-8 MB (all-gather, broadcast), faster from 8-32 MB. */
+static TUTTI_PARAM(pull_min_bytes_oversub, "TUTTI_PULL_MIN_BYTES_OVERSUBSCRIBED", 8 << 20);
+
+static int host_cpus;
+static pthread_once_t cpus_once = PTHREAD_ONCE_INIT;
+
+static void load_cpus(void) {
+  cpu_set_t set;
+  host_cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+static int use_pull(const struct tutti_coll_args* a) {
+  size_t bytes = a->count * a->elem_size;
+  const int reduces = a->coll == TUTTI_COLL_ALLREDUCE || a->coll == TUTTI_COLL_REDUCESCATTER;
+  if (a->coll == TUTTI_COLL_ALLGATHER || a->coll == TUTTI_COLL_REDUCESCATTER) {
+    bytes *= (size_t)a->nranks;
+  }
+  if (reduces && a->can_pull != 2 && !tutti_param_pull_cma_reduce()) {
+    return 0;
+  }
+  pthread_once(&cpus_once, load_cpus);
+  const size_t min = (size_t)(a->max_local > host_cpus ? tutti_param_pull_min_bytes_oversub()
+                                                       : tutti_param_pull_min_bytes());
+  return a->can_pull && tutti_param_pull_enable() && a->nranks > 1 &&
+         tutti_algo_pull.build[a->coll] != NULL && bytes >= min;
+}
+
 enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a) {
   pthread_once(&algo_once, load_algo_env);
   enum tutti_algo_id pick = direct_bytes(a) <= (size_t)tutti_param_direct_max_bytes()
                                 ? TUTTI_ALGO_DIRECT
                                 : TUTTI_ALGO_RING;
+  if (use_pull(a)) {
+    pick = TUTTI_ALGO_PULL;
+  }
   const int tree = tutti_tune_inter(a) == TUTTI_ALGO_TREE;
   if (a->coll == TUTTI_COLL_ALLREDUCE && pick == TUTTI_ALGO_RING && a->nhosts > 1) {
     pick = a->max_local > 1 ? TUTTI_ALGO_HIER : tree ? TUTTI_ALGO_TREE : TUTTI_ALGO_RING;
@@ -154,6 +202,9 @@ enum tutti_algo_id tutti_tune_algo_device(const struct tutti_coll_args* a) {
 
 static enum tutti_algo_id pick_allowed(const struct tutti_coll_args* a, enum tutti_algo_id pick) {
   unsigned allowed = allowed_mask[a->coll];
+  if (!a->can_pull) {
+    allowed &= ~(1u << TUTTI_ALGO_PULL); /* peers' buffers cannot be read from here */
+  }
   const struct tutti_algo* algo = tutti_algo_get(pick);
   if ((allowed & (1u << pick)) && algo->build[a->coll] != NULL) {
     return pick;

@@ -234,6 +234,22 @@ static int run_rank(int n, int r, ncclUniqueId id) {
       }
     }
   }
+  /* Counts beyond the pieces the executor cuts steps into (1 MB per copy,
+   * and smaller buffers where another process's bytes are reduced), odd so
+   * that blocks end unaligned: sum, avg (integer division, float scaling)
+   * and PreMulSum for the collectives that have single-copy schedules. */
+  const int big_colls[] = {C_ALLREDUCE, C_REDUCESCATTER, C_ALLGATHER, C_BROADCAST};
+  const int big_ops[] = {ncclSum, ncclAvg, ncclNumOps};
+  for (size_t ci = 0; ci < sizeof big_colls / sizeof big_colls[0]; ci++) {
+    const int c = big_colls[ci];
+    for (int t = 0; t < ncclNumTypes; t++) {
+      for (size_t oi = 0; oi < (reduces(c) ? 3u : 1u); oi++) {
+        for (int ip = 0; ip < 2 && failed == 0; ip++) {
+          run_case(comm, n, r, c, (ncclDataType_t)t, big_ops[oi], 300007, ip, (k++) % n);
+        }
+      }
+    }
+  }
   run_p2p(comm, n, r);
   ncclCommDestroy(comm);
   return 1;

@@ -1,0 +1,95 @@
+/* Cross-memory attach (see cma.h). process_vm_readv needs the same user and
+ * the ptrace access check (Yama's ptrace_scope 0, or 1 with a ptracer
+ * relationship, or CAP_SYS_PTRACE); containers' seccomp profiles may refuse
+ * it outright. The probe finds out before any collective relies on it. */
+#define _GNU_SOURCE
+#include "transport/cma.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "util/check.h"
+#include "util/param.h"
+
+/* TUTTI_CMA_DISABLE=1: never read another process's memory (threads of one
+ * process still read each other's buffers). */
+static TUTTI_PARAM(cma_disable, "TUTTI_CMA_DISABLE", 0);
+
+const void* tutti_cma_local(int32_t pid, uint64_t addr) {
+  return pid == (int32_t)getpid() ? (const void*)(uintptr_t)addr : NULL;
+}
+
+int tutti_cma_read(int32_t pid, void* dst, uint64_t addr, size_t bytes) {
+  const void* local = tutti_cma_local(pid, addr);
+  if (local != NULL) {
+    memcpy(dst, local, bytes);
+    return 0;
+  }
+  size_t done = 0;
+  while (done < bytes) {
+    struct iovec l = {(char*)dst + done, bytes - done};
+    struct iovec r = {(void*)(uintptr_t)(addr + done), bytes - done};
+    ssize_t got = process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got <= 0) {
+      return got < 0 ? errno : EFAULT;
+    }
+    done += (size_t)got;
+  }
+  return 0;
+}
+
+int tutti_cma_write(int32_t pid, uint64_t addr, const void* src, size_t bytes) {
+  if (pid == (int32_t)getpid()) {
+    memcpy((void*)(uintptr_t)addr, src, bytes);
+    return 0;
+  }
+  size_t done = 0;
+  while (done < bytes) {
+    struct iovec l = {(char*)src + done, bytes - done};
+    struct iovec r = {(void*)(uintptr_t)(addr + done), bytes - done};
+    ssize_t put = process_vm_writev(pid, &l, 1, &r, 1, 0);
+    if (put < 0 && errno == EINTR) {
+      continue;
+    }
+    if (put <= 0) {
+      return put < 0 ? errno : EFAULT;
+    }
+    done += (size_t)put;
+  }
+  return 0;
+}
+
+int tutti_cma_probe(const struct tutti_transport_comm* tc) {
+  const int32_t me = tc->peers[tc->rank].pid;
+  for (int r = 0; r < tc->nranks; r++) {
+    const struct tutti_doorbell* b = tc->peer_bells[r];
+    if (r == tc->rank || tc->peers[r].pid == me) {
+      continue;
+    }
+    if (b == NULL || b->self_addr == 0) {
+      return 0; /* not on this host, or no shared memory to learn addresses from */
+    }
+    if (tutti_param_cma_disable()) {
+      INFO(TUTTI_INIT, "rank %d: TUTTI_CMA_DISABLE: peers' buffers are not read directly",
+           tc->rank);
+      return 0;
+    }
+    uint64_t got = 0;
+    int err = tutti_cma_read(tc->peers[r].pid, &got,
+                             b->self_addr + offsetof(struct tutti_doorbell, self_addr), sizeof got);
+    if (err != 0 || got != b->self_addr) {
+      INFO(TUTTI_INIT,
+           "rank %d cannot read the memory of rank %d (pid %d): %s; large messages go through the "
+           "shared-memory queues (two copies)",
+           tc->rank, r, (int)tc->peers[r].pid,
+           err != 0 ? strerror(err) : "it read back something else");
+      return 0;
+    }
+  }
+  return 1;
+}
