@@ -4,7 +4,9 @@
 # the same tutti-perf binary with --lib, one process driving every GPU (-g N)
 # and one process per GPU (tuttirun), for each collective. Writes JSON, the
 # markdown ratio tables and the raw outputs under OUT_DIR (default
-# bench/results/<date>-gpu). NVLink multicast (NVLS) stays off.
+# bench/results/<date>-gpu), and all of it as one archive beside it
+# (OUT_DIR.tgz: a remote runner may bring back only a few files). NVLink
+# multicast (NVLS) stays off.
 # Usage: bench/run_gpu.sh [COLL ...]    env: MIN MAX ITERS WARM NGPU MODES
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,3 +46,4 @@ for coll in $colls; do
       | tee "$out/compare_${coll}_${mode}.md" || true
   done
 done
+tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"
