@@ -255,14 +255,15 @@ static int run_rank(int n, int r, ncclUniqueId id) {
   return 1;
 }
 
-struct job {
-  int n;
-  ncclUniqueId id;
-};
-
 static void rank_child(int r, void* arg, long* p, long* f) {
-  const struct job* j = arg;
-  run_rank(j->n, r, j->id);
+  const int n = *(const int*)arg;
+  ncclUniqueId id; /* from NCCL_COMM_ID (procs_comm_id): the same on every rank */
+  if (ncclGetUniqueId(&id) != ncclSuccess) {
+    fprintf(stderr, "rank %d/%d: ncclGetUniqueId: %s\n", r, n, ncclGetLastError(NULL));
+    failed++;
+  } else {
+    run_rank(n, r, id);
+  }
   *p = passed;
   *f = failed;
 }
@@ -284,14 +285,12 @@ int main(int argc, char** argv) {
     snprintf(nbuf, sizeof nbuf, "%s", nlist);
     for (char *ns = NULL, *tok = strtok_r(nbuf, ",", &ns); tok; tok = strtok_r(NULL, ",", &ns)) {
       int n = atoi(tok);
-      ncclUniqueId id;
-      if (ncclGetUniqueId(&id) != ncclSuccess) {
-        fprintf(stderr, "ncclGetUniqueId failed: %s\n", ncclGetLastError(NULL));
+      if (procs_comm_id() != 0) {
+        fprintf(stderr, "no free loopback port for NCCL_COMM_ID\n");
         return 1;
       }
-      struct job j = {n, id};
       long p = 0, f = 0;
-      procs_run(n, rank_child, &j, &p, &f);
+      procs_run(n, rank_child, &n, &p, &f);
       printf("algo %-7s nranks %d: %ld passed, %ld failed\n", algo, n, p, f);
       fflush(stdout);
       tp += p;

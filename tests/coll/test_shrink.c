@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "nccl.h"
+#include "procs.h"
 
 #define COUNT 100003
 #define NRANKS 4
@@ -106,9 +107,9 @@ static int run_rank(int r, ncclUniqueId id, int dying) {
 int main(void) {
   int passed = 0, failed = 0;
   for (int dying = 0; dying < 2; dying++) {
-    ncclUniqueId id;
-    if (ncclGetUniqueId(&id) != ncclSuccess) {
-      fprintf(stderr, "ncclGetUniqueId: %s\n", ncclGetLastError(NULL));
+    /* No bootstrap root thread in this process while it forks: rank 0 runs it. */
+    if (procs_comm_id() != 0) {
+      fprintf(stderr, "no free loopback port for NCCL_COMM_ID\n");
       return 1;
     }
     fflush(NULL);
@@ -116,6 +117,11 @@ int main(void) {
     for (int r = 0; r < NRANKS; r++) {
       pids[r] = fork();
       if (pids[r] == 0) {
+        ncclUniqueId id;
+        if (ncclGetUniqueId(&id) != ncclSuccess) {
+          fprintf(stderr, "rank %d: ncclGetUniqueId: %s\n", r, ncclGetLastError(NULL));
+          _exit(1);
+        }
         _exit(run_rank(r, id, dying) ? 1 : 0);
       }
     }

@@ -10,7 +10,9 @@ foreach(algo default Ring Direct Tree Pull)
 endforeach()
 
 # ncclCommShrink: a healthy shrink, and survivors shrinking after a rank died.
-add_executable(test_shrink ${CMAKE_CURRENT_LIST_DIR}/test_shrink.c)
+add_executable(test_shrink ${CMAKE_CURRENT_LIST_DIR}/test_shrink.c
+                           ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+target_include_directories(test_shrink PRIVATE ${CMAKE_SOURCE_DIR}/tests/common)
 target_link_libraries(test_shrink PRIVATE tutti_static)
 add_test(NAME coll.shrink COMMAND test_shrink)
 set_tests_properties(coll.shrink PROPERTIES TIMEOUT 120 ENVIRONMENT "TUTTI_TIMEOUT=20")

@@ -11,4 +11,10 @@ typedef void (*procs_fn)(int rank, void* arg, long* passed, long* failed);
  * as one failure. Call it before this process starts threads or CUDA. */
 void procs_run(int n, procs_fn fn, void* arg, long* passed, long* failed);
 
+/* Points NCCL_COMM_ID at a free loopback port, so that every rank gets the
+ * job's unique id from ncclGetUniqueId and rank 0 runs the bootstrap root:
+ * the parent then starts no thread before it forks (a thread inside malloc
+ * at fork time leaves the child's allocator locked). Returns 0 on success. */
+int procs_comm_id(void);
+
 #endif

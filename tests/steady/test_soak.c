@@ -323,7 +323,6 @@ static void run_rank(int n, int r, ncclUniqueId id, uint64_t seed, double second
 
 struct soak_job {
   int n;
-  ncclUniqueId id;
   uint64_t seed;
   double seconds;
   long iters;
@@ -331,7 +330,13 @@ struct soak_job {
 
 static void soak_child(int r, void* arg, long* p, long* f) {
   const struct soak_job* j = arg;
-  run_rank(j->n, r, j->id, j->seed, j->seconds, j->iters);
+  ncclUniqueId id; /* from NCCL_COMM_ID (procs_comm_id): the same on every rank */
+  if (ncclGetUniqueId(&id) != ncclSuccess) {
+    fprintf(stderr, "rank %d: ncclGetUniqueId failed: %s\n", r, ncclGetLastError(NULL));
+    failed++;
+  } else {
+    run_rank(j->n, r, id, j->seed, j->seconds, j->iters);
+  }
   *p = passed;
   *f = failed;
 }
@@ -374,12 +379,11 @@ int main(int argc, char** argv) {
   fflush(stdout);
   /* Small queues, so that sizes far exceed them. */
   setenv("NCCL_BUFFSIZE", "65536", 0);
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) {
-    fprintf(stderr, "ncclGetUniqueId failed: %s\n", ncclGetLastError(NULL));
+  if (procs_comm_id() != 0) {
+    fprintf(stderr, "no free loopback port for NCCL_COMM_ID\n");
     return 1;
   }
-  struct soak_job j = {n, id, seed, seconds, iters};
+  struct soak_job j = {n, seed, seconds, iters};
   long p = 0, f = 0;
   procs_run(n, soak_child, &j, &p, &f);
   printf("seed %llu: %ld passed, %ld failed\n", (unsigned long long)seed, p, f);
