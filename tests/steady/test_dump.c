@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "nccl.h"
+#include "procs.h"
 
 static void sleep_s(double s) {
   struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
@@ -47,8 +48,7 @@ int main(void) {
   setenv("TUTTI_DUMP_ON_SIGNAL", "1", 1);
   setenv("NCCL_DEBUG", "WARN", 1);
   setenv("NCCL_DEBUG_FILE", pattern, 1);
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) {
+  if (procs_comm_id() != 0) { /* rank 0 runs the root: no thread here while forking */
     return 1;
   }
   fflush(NULL);
@@ -56,7 +56,8 @@ int main(void) {
   for (int r = 0; r < 2; r++) {
     pids[r] = fork();
     if (pids[r] == 0) {
-      _exit(rank_main(r, id));
+      ncclUniqueId id;
+      _exit(ncclGetUniqueId(&id) != ncclSuccess ? 1 : rank_main(r, id));
     }
   }
   sleep_s(1.0);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "nccl.h"
+#include "procs.h"
 
 static double now_s(void) {
   struct timespec ts;
@@ -93,8 +94,7 @@ int main(int argc, char** argv) {
   srand(seed);
   double worst = 0;
   for (int t = 0; t < trials; t++) {
-    ncclUniqueId id;
-    if (ncclGetUniqueId(&id) != ncclSuccess) {
+    if (procs_comm_id() != 0) { /* rank 0 runs the root: no thread here while forking */
       return 1;
     }
     int fds[2];
@@ -108,6 +108,10 @@ int main(int argc, char** argv) {
       pids[r] = fork();
       if (pids[r] == 0) {
         close(fds[0]);
+        ncclUniqueId id;
+        if (ncclGetUniqueId(&id) != ncclSuccess) {
+          _exit(1);
+        }
         rank_main(r, n, id, tseed, fds[1]);
       }
     }

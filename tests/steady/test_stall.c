@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "nccl.h"
+#include "procs.h"
 
 static void sleep_s(double s) {
   struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
@@ -45,8 +46,7 @@ int main(void) {
   const char* cases[2] = {"stopped", "no collective"};
   int passed = 0, failed = 0;
   for (int c = 0; c < 2; c++) {
-    ncclUniqueId id;
-    if (ncclGetUniqueId(&id) != ncclSuccess) {
+    if (procs_comm_id() != 0) { /* rank 0 runs the root: no thread here while forking */
       return 1;
     }
     fflush(NULL);
@@ -54,7 +54,8 @@ int main(void) {
     for (int r = 0; r < 2; r++) {
       pids[r] = fork();
       if (pids[r] == 0) {
-        _exit(rank_main(r, id, cases[c], STDOUT_FILENO));
+        ncclUniqueId id;
+        _exit(ncclGetUniqueId(&id) != ncclSuccess ? 1 : rank_main(r, id, cases[c], STDOUT_FILENO));
       }
     }
     if (c == 0) {

@@ -13,19 +13,22 @@ add_test(NAME steady.soak COMMAND test_soak --ranks 4 --seconds 20 --seed 1)
 set_tests_properties(steady.soak PROPERTIES TIMEOUT 300 ENVIRONMENT "TUTTI_TIMEOUT=30")
 
 # TUTTI_DUMP_ON_SIGNAL: a waiting rank logs what it waits for on SIGUSR1.
-add_executable(test_dump ${CMAKE_CURRENT_LIST_DIR}/test_dump.c)
+add_executable(test_dump ${CMAKE_CURRENT_LIST_DIR}/test_dump.c ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+target_include_directories(test_dump PRIVATE ${CMAKE_SOURCE_DIR}/tests/common)
 target_link_libraries(test_dump PRIVATE tutti_static)
 add_test(NAME steady.dump COMMAND test_dump)
 set_tests_properties(steady.dump PROPERTIES TIMEOUT 60 ENVIRONMENT "TUTTI_TIMEOUT=30")
 
 # Fault trials: a rank killed at a random moment of a random collective.
-add_executable(test_kill ${CMAKE_CURRENT_LIST_DIR}/test_kill.c)
+add_executable(test_kill ${CMAKE_CURRENT_LIST_DIR}/test_kill.c ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+target_include_directories(test_kill PRIVATE ${CMAKE_SOURCE_DIR}/tests/common)
 target_link_libraries(test_kill PRIVATE tutti_static)
 add_test(NAME steady.kill COMMAND test_kill 6 4)
 set_tests_properties(steady.kill PROPERTIES TIMEOUT 300 ENVIRONMENT "TUTTI_TIMEOUT=30")
 
 # A stalled (stopped, or busy elsewhere) peer is reported as alive, with what it is doing.
-add_executable(test_stall ${CMAKE_CURRENT_LIST_DIR}/test_stall.c)
+add_executable(test_stall ${CMAKE_CURRENT_LIST_DIR}/test_stall.c ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+target_include_directories(test_stall PRIVATE ${CMAKE_SOURCE_DIR}/tests/common)
 target_link_libraries(test_stall PRIVATE tutti_static)
 add_test(NAME steady.stall COMMAND test_stall)
 set_tests_properties(steady.stall PROPERTIES TIMEOUT 120 ENVIRONMENT "TUTTI_TIMEOUT=3")
