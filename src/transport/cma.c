@@ -21,47 +21,37 @@ const void* tutti_cma_local(int32_t pid, uint64_t addr) {
   return pid == (int32_t)getpid() ? (const void*)(uintptr_t)addr : NULL;
 }
 
-int tutti_cma_read(int32_t pid, void* dst, uint64_t addr, size_t bytes) {
-  const void* local = tutti_cma_local(pid, addr);
-  if (local != NULL) {
-    memcpy(dst, local, bytes);
+/* Moves `bytes` between this process's `local` and `addr` in process `pid`
+ * (to `addr` when `out`), in as many system calls as the kernel needs. */
+static int cma_move(int32_t pid, void* local, uint64_t addr, size_t bytes, int out) {
+  void* mine = (void*)tutti_cma_local(pid, addr);
+  if (mine != NULL) {
+    memcpy(out ? mine : local, out ? local : mine, bytes);
     return 0;
   }
   size_t done = 0;
   while (done < bytes) {
-    struct iovec l = {(char*)dst + done, bytes - done};
+    struct iovec l = {(char*)local + done, bytes - done};
     struct iovec r = {(void*)(uintptr_t)(addr + done), bytes - done};
-    ssize_t got = process_vm_readv(pid, &l, 1, &r, 1, 0);
-    if (got < 0 && errno == EINTR) {
+    ssize_t moved =
+        out ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (moved < 0 && errno == EINTR) {
       continue;
     }
-    if (got <= 0) {
-      return got < 0 ? errno : EFAULT;
+    if (moved <= 0) {
+      return moved < 0 ? errno : EFAULT;
     }
-    done += (size_t)got;
+    done += (size_t)moved;
   }
   return 0;
 }
 
+int tutti_cma_read(int32_t pid, void* dst, uint64_t addr, size_t bytes) {
+  return cma_move(pid, dst, addr, bytes, 0);
+}
+
 int tutti_cma_write(int32_t pid, uint64_t addr, const void* src, size_t bytes) {
-  if (pid == (int32_t)getpid()) {
-    memcpy((void*)(uintptr_t)addr, src, bytes);
-    return 0;
-  }
-  size_t done = 0;
-  while (done < bytes) {
-    struct iovec l = {(char*)src + done, bytes - done};
-    struct iovec r = {(void*)(uintptr_t)(addr + done), bytes - done};
-    ssize_t put = process_vm_writev(pid, &l, 1, &r, 1, 0);
-    if (put < 0 && errno == EINTR) {
-      continue;
-    }
-    if (put <= 0) {
-      return put < 0 ? errno : EFAULT;
-    }
-    done += (size_t)put;
-  }
-  return 0;
+  return cma_move(pid, (void*)src, addr, bytes, 1);
 }
 
 int tutti_cma_probe(const struct tutti_transport_comm* tc) {
