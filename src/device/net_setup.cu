@@ -3,7 +3,6 @@
  * introduced with the job's secret (see net.h). */
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -41,15 +40,6 @@ int td_net_remote(const struct tutti_dev_setup* s, unsigned char* remote) {
     k += remote[p];
   }
   return k;
-}
-
-static void tune_socket(int fd) {
-  int one = 1, idle = 1, intvl = 1, cnt = 3;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
 }
 
 /* Lower ranks connect and introduce themselves; higher ranks accept and
@@ -187,8 +177,7 @@ ncclResult_t td_net_connect(struct tutti_dev_comm* dc, const struct tutti_dev_se
     }
     for (int i = 0; dc->netp != NULL && i < dc->netp->nlinks; i++) {
       struct td_link* k = &dc->netp->links[i];
-      if (k->fd >= 0) {
-        tune_socket(k->fd);
+      if (k->fd >= 0) { /* no delay and the heartbeat: set by util/socket.c */
         INFO(TUTTI_INIT | TUTTI_NET, "Channel 00-%02d : %d[%d] -> %d via NET/Socket/%s (proxy)",
              dc->nch - 1, dc->rank, dc->dev, k->peer, iface.name);
       }
