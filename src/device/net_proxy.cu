@@ -227,7 +227,7 @@ static void* proxy_main(void* arg) {
   struct tutti_dev_comm* dc = (struct tutti_dev_comm*)arg;
   struct td_net* nt = dc->netp;
   volatile int* f = dc->host_flags;
-  double last = tutti_socket_now(), stop_at = 0;
+  double last = tutti_socket_now(), stop_at = 0, next_check = last;
   for (;;) {
     int moved = 0;
     for (int i = 0; i < nt->nlinks; i++) {
@@ -248,6 +248,17 @@ static void* proxy_main(void* arg) {
     const double now = tutti_socket_now();
     if (moved) {
       last = now;
+    }
+    if (now >= next_check) {
+      /* The heartbeat's other half (util/socket.h): a host that stopped
+       * acknowledging data in flight is lost, as keepalive finds idle ones. */
+      for (int i = 0; i < nt->nlinks; i++) {
+        struct td_link* k = &nt->links[i];
+        if (k->fd >= 0 && !k->departed && tutti_socket_unanswered(k->fd)) {
+          breaks(k, ETIMEDOUT + 1);
+        }
+      }
+      next_check = now + 0.25;
     }
     if (nt->stop) {
       /* Forward what peers are still owed (bounded), then say goodbye. */
