@@ -18,8 +18,11 @@ set +e
 TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$bin" "${1:-all}" ${2:-}
 rc=$?
 if [ "${1:-all}" = all ] && [ -z "${2:-}" ]; then
-  # The network path with more ranks than GPUs: 4 ranks, every pair through the proxy.
-  TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$bin" net 4 || rc=1
+  # More ranks than GPUs: 4 ranks on the direct path (up to its size limit)
+  # and the schedules' kernel, then every pair through the proxy.
+  for m in procs ring net; do
+    TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$bin" $m 4 || rc=1
+  done
 fi
 set -e
 if [ $rc -eq 0 ] && [ "${TUTTI_SANITIZE_GPU:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then

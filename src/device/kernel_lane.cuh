@@ -2,43 +2,6 @@
 #ifndef TUTTI_DEVICE_KERNEL_LANE_CUH
 #define TUTTI_DEVICE_KERNEL_LANE_CUH
 
-/* Spins until *p >= want. Returns 0 once the communicator is aborted or the
- * wait outlasts the timeout, after recording why in dc->error. */
-__device__ int td_wait_ge(const uint64_t* p, uint64_t want, td_devcomm* dc) {
-  uint64_t start = 0;
-  for (uint32_t spins = 0; td_ld_acquire(p) < want; spins++) {
-    if ((spins & 1023) == 1023) {
-      if (*dc->abort_flag) {
-        if (*(volatile int*)dc->error == 0) {
-          *dc->error = 1; /* unless the host already said why */
-        }
-        return 0;
-      }
-      uint64_t now = td_now_ns();
-      if (start == 0) {
-        start = now;
-      } else if (now - start > dc->timeout_ns) {
-        *dc->error = 2;
-        return 0;
-      }
-    }
-  }
-  return 1;
-}
-
-/* The part of a step's `bytes` that channel `ch` of `nch` moves: 16-byte
- * units split evenly, so every channel but the last starts aligned. */
-__device__ __forceinline__ void td_chan_slice(uint64_t bytes, int nch, int ch, uint64_t* off,
-                                              uint64_t* len) {
-  uint64_t units = (bytes + 15) / 16;
-  uint64_t b0 = units * (uint64_t)ch / (uint64_t)nch * 16;
-  uint64_t b1 = units * (uint64_t)(ch + 1) / (uint64_t)nch * 16;
-  b0 = b0 < bytes ? b0 : bytes;
-  b1 = b1 < bytes ? b1 : bytes;
-  *off = b0;
-  *len = b1 - b0;
-}
-
 struct td_block {
   td_devcomm* dc;
   const td_ticket* tickets;
@@ -74,15 +37,6 @@ __device__ int td_take_turn(const td_block& b, int conn, uint8_t* held, uint64_t
   return -1;
 }
 
-/* The count of finished kernels, kept in device memory and mirrored to host
- * memory by a posted store (see td_run_block's start). */
-__device__ __forceinline__ void td_kernel_finished(td_devcomm* dc, char* priv) {
-  volatile uint32_t* kc = (volatile uint32_t*)(priv + dc->lay.finished_off + 8);
-  const uint32_t v = kc[1] + 1;
-  kc[1] = v;
-  ((volatile int*)dc->kstate)[1] = (int)v;
-}
-
 __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* lanes,
                              const td_cta* ctas, const td_ticket* tickets, const td_step* steps,
                              uint32_t ncta, uint32_t nlanes, uint32_t simple_chunk,
@@ -102,14 +56,7 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
                 dc->rank, dc->base[dc->rank],         dc->priv};
   const int tid = threadIdx.x;
   if (tid == 0 && blockIdx.x == 0) {
-    /* One kernel of a communicator runs at a time (stream order): a count
-     * kept in device memory, copied to host memory by a posted store (no
-     * read across PCIe, no system fence on the way), tells the host's
-     * watchdog and proxy that work is in flight. */
-    volatile uint32_t* kc = (volatile uint32_t*)(dc->priv + dc->lay.finished_off + 8);
-    const uint32_t v = kc[0] + 1;
-    kc[0] = v;
-    ((volatile int*)dc->kstate)[0] = (int)v;
+    td_kernel_started(dc); /* one kernel of a communicator runs at a time (stream order) */
   }
   if (tid == 0) {
     s_stop = 0;
@@ -310,7 +257,7 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
     }
     if (atomicAdd(finished, 1ull) + 1 == ncta) {
       *(volatile unsigned long long*)finished = 0;
-      td_kernel_finished(dc, b.priv);
+      td_kernel_finished(dc);
     }
     return;
   }
@@ -346,7 +293,7 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
       *(volatile uint64_t*)(b.priv + L.done_off + (uint64_t)lanes[l].done_idx * TD_LINE) = 0;
     }
     *(volatile unsigned long long*)finished = 0;
-    td_kernel_finished(dc, b.priv);
+    td_kernel_finished(dc);
   }
 }
 

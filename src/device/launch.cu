@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "device/dev_comm.h"
+#include "device/direct.h"
 #include "device/kernel.h"
 
 extern "C" {
@@ -26,7 +27,7 @@ static TUTTI_PARAM(ll_max_bytes, "TUTTI_DEVICE_LL_MAX_BYTES", 8 * 1024);
 
 /* NCCL_PROTO: which protocols may run (bit 0 LL, bit 1 simple); LL128 counts
  * as LL. "^LL" excludes. Unset: both. */
-static int protocols(void) {
+extern "C" int td_protocols(void) {
   static int mask = -1;
   if (mask >= 0) {
     return mask;
@@ -57,7 +58,7 @@ static int protocols(void) {
 
 /* The protocol: a function of the arguments only, like the channels. */
 static int op_ll(const struct tutti_dev_comm* dc, const struct tutti_coll_args* a) {
-  int m = protocols();
+  int m = td_protocols();
   /* A proxy forwards whole slots after their tail: across hosts, simple only. */
   return !dc->net && (m & 1) &&
          (!(m & 2) || a->count * a->elem_size <= (size_t)tutti_param_ll_max_bytes());
@@ -280,6 +281,10 @@ static ncclResult_t join_streams(struct tutti_dev_comm* dc, const struct tutti_d
 extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops,
                                          int nops) {
   NCCLCHECK(tutti_dev_comm_error(dc));
+  ncclResult_t dres;
+  if (td_direct_try(dc, ops, nops, &dres)) {
+    return dres;
+  }
   struct td_counts c = {nops, 0, 0, 0, 0};
   int nch_stack[32];
   int* nch = nops <= 32 ? nch_stack : NULL;

@@ -13,6 +13,11 @@
  *   huge        counts of several GB (64-bit sizes): allreduce and broadcast
  *   hidden      as procs, each process seeing only its own GPU
  *               (CUDA_VISIBLE_DEVICES): no peer access, queues in host memory
+ *   ring        as procs, with the direct path off (TUTTI_DEVICE_DIRECT=0):
+ *               every collective through the schedules' kernel
+ *   rounds      as procs, with inboxes of 16 KB per lane in rounds of 2 KB
+ *               and low-latency rounds up to 256 KB: the direct path in
+ *               many rounds, each inbox slot used many times per call
  *   netkill     as net; rank 1 exits without a word after a few allreduces:
  *               rank 0's pending allreduce must fail with ncclRemoteError
  *               naming rank 1 within 5 s (the proxy sees the connection close)
@@ -84,6 +89,9 @@ static void run_case(const struct gcase* c, struct grank* gs, int nl, int graph)
     }
   }
   ncclResult_t res = ncclSuccess;
+  if (getenv("TUTTI_GPU_TEST_TRACE") != NULL) { /* which case a hang is in */
+    fprintf(stderr, "case %s\n", gcase_name(c, &gs[0], name, sizeof name));
+  }
   if (nl > 1) {
     ncclGroupStart();
   }
@@ -377,6 +385,15 @@ static void proc_child(int r, void* arg, long* p, long* f) {
   if (strncmp(j->mode, "net", 3) == 0) {
     setenv("NCCL_SHM_DISABLE", "1", 1);
   }
+  if (strcmp(j->mode, "ring") == 0) {
+    setenv("TUTTI_DEVICE_DIRECT", "0", 1);
+  }
+  if (strcmp(j->mode, "rounds") == 0) {
+    setenv("TUTTI_DEVICE_DIRECT_BYTES", "2097152", 1);
+    setenv("TUTTI_DEVICE_DIRECT_ROUND_BYTES", "2048", 1);
+    setenv("TUTTI_DEVICE_DIRECT_LL_MAX_BYTES", "262144", 1);
+    setenv("TUTTI_DEVICE_DIRECT_LL_BLOCK_BYTES", "65536", 1);
+  }
   int dev = strcmp(j->mode, "shared") == 0 ? 0 : r % j->ngpu;
   if (strcmp(j->mode, "hidden") == 0) {
     char v[16];
@@ -457,8 +474,8 @@ int main(int argc, char** argv) {
   }
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   int n = argc > 2 ? atoi(argv[2]) : (ngpu >= 2 ? ngpu : 2);
-  const char* all[] = {"procs", "shared", "single", "graph", "concurrent", "p2p",
-                       "big",   "nop2p",  "net",    "huge",  "netkill",    "hidden"};
+  const char* all[] = {"procs", "shared", "single", "graph",   "concurrent", "p2p",  "big",
+                       "nop2p", "net",    "huge",   "netkill", "hidden",     "ring", "rounds"};
   for (size_t m = 0; m < sizeof all / sizeof all[0]; m++) {
     if (strcmp(mode, "all") != 0 && strcmp(mode, all[m]) != 0) {
       continue;

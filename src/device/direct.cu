@@ -1,0 +1,308 @@
+/* The direct kernel (see direct.h): block b moves its part of the buffer in
+ * rounds through inbox lane b of every peer it sends to. A round s: wait
+ * until the peer finished round s - slots (the last user of the same slot),
+ * push the data into the peer's inbox, publish it (simple: one system fence
+ * and a flag; LL: every 16-byte line carries the round), wait for what the
+ * peers pushed, combine it with this rank's own data into the output, and
+ * acknowledge. In simple rounds half of the block pushes and the other half
+ * combines, rounds apart, so that the link and the local memory work at
+ * once. Reductions fold every rank's contribution in rank order, so every
+ * rank computes the same bits. */
+#include <stdint.h>
+
+#include "device/direct.h"
+#include "device/kernel.h"
+#include "device/direct_fold.cuh"
+#include "device/pass.cuh"
+#include "device/sync.cuh"
+
+/* Who sends to whom (a receiver hears from its senders). */
+__device__ __forceinline__ int td_pushes_to(const td_direct& w, int me, int q) {
+  switch (w.coll) {
+    case TD_D_BROADCAST:
+      return me == w.root;
+    case TD_D_REDUCE:
+      return q == w.root;
+    default:
+      return 1;
+  }
+}
+
+__device__ __forceinline__ int td_hears_from(const td_direct& w, int me, int q) {
+  return td_pushes_to(w, q, me);
+}
+
+/* Lane `lane`'s inbox slot in rank `at`'s region for data from rank `from`. */
+__device__ __forceinline__ char* td_inbox(const td_direct& w, td_devcomm* dc, int at, int from,
+                                          uint64_t slot, int lane) {
+  const td_layout& L = dc->lay;
+  const uint64_t peer = (uint64_t)td_peer_slot(from, at);
+  if (w.ll) {
+    return dc->base[at] + L.ll_inbox_off +
+           ((peer * 2 + slot) * TD_DIRECT_LL_LANES + lane) * (uint64_t)TD_DIRECT_LL_LANE_BYTES;
+  }
+  return dc->base[at] + L.inbox_off + (peer * TD_DIRECT_LANES + lane) * L.lane_bytes +
+         slot * w.round;
+}
+
+/* A counter of lane `lane` at `off` in rank `at`'s region, kept for rank `who`. */
+__device__ __forceinline__ uint64_t* td_lane_ctr(td_devcomm* dc, int at, uint64_t off, int who,
+                                                 int lane) {
+  const uint64_t i = (uint64_t)td_peer_slot(who, at) * TD_DIRECT_LANES + lane;
+  return (uint64_t*)(dc->base[at] + off + i * TD_LINE);
+}
+
+/* Combines what arrived in round `s` (inbox slot `slot`) into the output,
+ * as thread `tid` of `nth`. */
+__device__ void td_combine(const td_direct& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
+                           uint64_t s, uint64_t slot, uint64_t off, uint64_t len, int tid,
+                           int nth) {
+  const int n = dc->nranks, me = dc->rank, lane = blockIdx.x;
+#define TD_FROM(q) td_inbox(w, dc, me, (q), slot, lane)
+  const int reduce = w.coll == TD_D_ALLREDUCE || w.coll == TD_D_REDUCESCATTER ||
+                     (w.coll == TD_D_REDUCE && me == w.root);
+  if (reduce) {
+    const char* self = w.in + off + (w.coll == TD_D_REDUCESCATTER ? (uint64_t)me * w.bytes : 0);
+    const int e_mid = td_binary_eop(op, 0, 0), e_last = td_binary_eop(op, 0, 1);
+    const int premul = op.kind == TUTTI_RED_PREMULSUM;
+    if (w.ll) {
+      td_llfold f;
+      for (int q = 0; q < n; q++) {
+        f.lines[q] = q == me ? NULL : (const uint4*)TD_FROM(q);
+      }
+      f.self = self;
+      f.self_idx = me;
+      f.scaled = premul;
+      f.nsrc = n;
+      f.flag = (uint32_t)s;
+      f.e_mid = e_mid;
+      f.e_last = e_last;
+      f.dst = w.out + off;
+      f.len = len;
+      f.dc = dc;
+      td_llfold_typed(&op, scalar, &f);
+    } else {
+      td_fold f;
+      for (int q = 0; q < n; q++) {
+        f.src[q] = q == me ? self : TD_FROM(q);
+      }
+      f.nsrc = n;
+      f.scaled = premul ? me : -1;
+      f.e_mid = e_mid;
+      f.e_last = e_last;
+      f.dst = w.out + off;
+      f.len = len;
+      f.tid = tid;
+      f.nth = nth;
+      td_fold_typed(&op, scalar, &f);
+    }
+    return;
+  }
+  if (w.coll == TD_D_REDUCE) {
+    return; /* not the root: nothing arrives here */
+  }
+  /* Allgather and broadcast: copies, each from its inbox (or this rank's input). */
+  for (int q = 0; q < n; q++) {
+    if (!td_hears_from(w, me, q) && q != me) {
+      continue;
+    }
+    char* dst = w.out + off + (w.coll == TD_D_ALLGATHER ? (uint64_t)q * w.bytes : 0);
+    if (q == me) {
+      if (w.in + off != dst && (w.coll == TD_D_ALLGATHER || me == w.root)) {
+        td_pass p = {w.in + off, NULL, dst, NULL, len, tid, nth};
+        td_pass_typed(&op, scalar, TD_COPY, &p);
+      }
+      continue;
+    }
+    const char* box = TD_FROM(q);
+    if (w.ll) {
+      td_llpass lp = {(const uint4*)box, (uint32_t)s, 0, NULL, dst, NULL, len, dc};
+      td_ll_typed(&op, scalar, TD_COPY, &lp);
+    } else {
+      td_pass p = {box, NULL, dst, NULL, len, tid, nth};
+      td_pass_typed(&op, scalar, TD_COPY, &p);
+    }
+  }
+#undef TD_FROM
+}
+
+/* Pushes round s's data (inbox slot `slot`) to every peer this rank sends to. */
+__device__ void td_push(const td_direct& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
+                        uint64_t s, uint64_t slot, uint64_t off, uint64_t len, int tid, int nth) {
+  const int n = dc->nranks, me = dc->rank;
+  const int eop = op.kind == TUTTI_RED_PREMULSUM ? TD_SCALE : TD_COPY;
+  for (int q = 0; q < n; q++) {
+    if (q == me || !td_pushes_to(w, me, q)) {
+      continue;
+    }
+    const char* src = w.in + off + (w.coll == TD_D_REDUCESCATTER ? (uint64_t)q * w.bytes : 0);
+    char* box = td_inbox(w, dc, q, me, slot, blockIdx.x);
+    if (w.ll) {
+      td_llpass lp = {NULL, 0, (uint32_t)s, src, NULL, (uint4*)box, len, dc};
+      td_ll_typed(&op, scalar, eop, &lp);
+    } else {
+      td_pass p = {src, NULL, box, NULL, len, tid, nth};
+      td_pass_typed(&op, scalar, eop, &p);
+    }
+  }
+}
+
+/* The threads of one half of the block wait for each other (barrier 1 or 2). */
+__device__ __forceinline__ void td_half_sync(int id, int nth) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nth) : "memory");
+}
+
+struct td_lane_run {
+  uint64_t seq0; /* the lane's rounds before this launch */
+  uint64_t b0;   /* this block's part: offset and length */
+  uint64_t blen;
+  uint64_t rounds;
+};
+
+/* LL rounds: every thread pushes its lines, then reads its peers' lines. */
+__device__ void td_run_ll(const td_direct& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
+                          const td_lane_run& lr, int* stop) {
+  const int n = dc->nranks, me = dc->rank, lane = blockIdx.x, tid = threadIdx.x;
+  for (uint64_t r = 0; r < lr.rounds; r++) {
+    const uint64_t s = lr.seq0 + r + 1, off = lr.b0 + r * w.round;
+    const uint64_t len = lr.blen - r * w.round < w.round ? lr.blen - r * w.round : w.round;
+    if (tid < n && tid != me && td_pushes_to(w, me, tid) && s > 2 &&
+        !td_wait_ge(td_lane_ctr(dc, me, dc->lay.dack_off, tid, lane), s - 2, dc)) {
+      *stop = 1;
+    }
+    __syncthreads();
+    if (*stop) {
+      return;
+    }
+    td_push(w, op, scalar, dc, s, s & 1, off, len, tid, blockDim.x);
+    td_combine(w, op, scalar, dc, s, s & 1, off, len, tid, blockDim.x);
+    /* Acknowledging needs no fence: the barrier waited for every load of the
+     * inbox. Every peer hears that this rank finished the round, whether it
+     * sent anything or not: the next sender into this slot (of any
+     * collective) waits for that. */
+    __syncthreads();
+    if (tid < n && tid != me) {
+      *(volatile uint64_t*)td_lane_ctr(dc, tid, dc->lay.dack_off, me, lane) = s;
+    }
+  }
+}
+
+/* Simple rounds: the first half of the block pushes, up to `slots` rounds
+ * ahead of the peers' acknowledgements; the second half waits for each
+ * round's flags and combines it, after the first half pushed that round
+ * (in place, the combine overwrites what is pushed). */
+__device__ void td_run_simple(const td_direct& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
+                              const td_lane_run& lr, volatile uint64_t* pushed, int* push_stop,
+                              int* comb_stop) {
+  const int n = dc->nranks, me = dc->rank, lane = blockIdx.x;
+  const int half = blockDim.x / 2;
+  const int pusher = threadIdx.x < half;
+  const int t = pusher ? threadIdx.x : threadIdx.x - half;
+  const td_layout& L = dc->lay;
+  for (uint64_t r = 0; r < lr.rounds; r++) {
+    const uint64_t s = lr.seq0 + r + 1, slot = s % w.slots, off = lr.b0 + r * w.round;
+    const uint64_t len = lr.blen - r * w.round < w.round ? lr.blen - r * w.round : w.round;
+    if (pusher) {
+      if (t < n && t != me && td_pushes_to(w, me, t) && s > w.slots &&
+          !td_wait_ge(td_lane_ctr(dc, me, L.dack_off, t, lane), s - w.slots, dc)) {
+        *push_stop = 1;
+      }
+      td_half_sync(1, half);
+      if (*push_stop) {
+        break;
+      }
+      td_push(w, op, scalar, dc, s, slot, off, len, t, half);
+      /* The barrier orders the half's stores before thread 0's fence, whose
+       * cumulativity carries them to the peers before the flags. */
+      td_half_sync(1, half);
+      if (t == 0) {
+        __threadfence_system();
+        for (int q = 0; q < n; q++) {
+          if (q != me && td_pushes_to(w, me, q)) {
+            td_st_release(td_lane_ctr(dc, q, L.dflag_off, me, lane), s);
+          }
+        }
+        *pushed = r + 1;
+      }
+    } else {
+      if (t < n && t != me && td_hears_from(w, me, t) &&
+          !td_wait_ge(td_lane_ctr(dc, me, L.dflag_off, t, lane), s, dc)) {
+        *comb_stop = 1;
+      }
+      if (t == 0) {
+        while (*pushed <= r) {
+        }
+      }
+      td_half_sync(2, half);
+      if (*comb_stop) {
+        break;
+      }
+      td_combine(w, op, scalar, dc, s, slot, off, len, t, half);
+      td_half_sync(2, half);
+      if (t < n && t != me) {
+        *(volatile uint64_t*)td_lane_ctr(dc, t, L.dack_off, me, lane) = s;
+      }
+    }
+  }
+  if (pusher && *push_stop && threadIdx.x == 0) {
+    *pushed = ~0ull; /* the combining half finds its own wait failing */
+  }
+}
+
+__global__ void __launch_bounds__(TD_MAX_THREADS, 1)
+    td_direct_kernel(const __grid_constant__ td_direct w) {
+  td_devcomm* dc = w.comm;
+  const td_layout& L = dc->lay;
+  const int lane = blockIdx.x, tid = threadIdx.x;
+  __shared__ uint64_t s_seq, s_scalar;
+  __shared__ volatile uint64_t s_pushed;
+  __shared__ int s_stop, s_push_stop;
+  uint64_t* seqp = (uint64_t*)(dc->priv + L.dseq_off + (uint64_t)lane * TD_LINE);
+  if (tid == 0) {
+    if (lane == 0) {
+      td_kernel_started(dc);
+    }
+    s_seq = *(volatile uint64_t*)seqp;
+    uint64_t sc = w.scalar_bits;
+    if (w.scalar_dev != NULL) {
+      sc = 0;
+      for (int i = 0; i < w.elem_size; i++) {
+        sc |= (uint64_t)((const uint8_t*)w.scalar_dev)[i] << (8 * i);
+      }
+    }
+    s_scalar = sc;
+    s_stop = 0;
+    s_push_stop = 0;
+    s_pushed = 0;
+  }
+  __syncthreads();
+  td_op op = {};
+  op.type = w.type;
+  op.kind = w.kind;
+  op.elem_size = w.elem_size;
+  op.divisor = w.divisor;
+  op.ll = w.ll;
+  td_lane_run lr;
+  lr.seq0 = s_seq;
+  td_chan_slice(w.bytes, (int)w.nb, lane, &lr.b0, &lr.blen);
+  lr.rounds = (lr.blen + w.round - 1) / w.round;
+  if (w.ll) {
+    td_run_ll(w, op, s_scalar, dc, lr, &s_stop);
+  } else {
+    td_run_simple(w, op, s_scalar, dc, lr, &s_pushed, &s_push_stop, &s_stop);
+  }
+  __syncthreads();
+  if (tid == 0) {
+    *(volatile uint64_t*)seqp = lr.seq0 + lr.rounds;
+    unsigned long long* finished = (unsigned long long*)(dc->priv + L.finished_off);
+    if (atomicAdd(finished, 1ull) + 1 == gridDim.x) {
+      *(volatile unsigned long long*)finished = 0;
+      td_kernel_finished(dc);
+    }
+  }
+}
+
+extern "C" int td_direct_launch(const struct td_direct* w, int nthreads, cudaStream_t stream) {
+  td_direct_kernel<<<w->nb, nthreads, 0, stream>>>(*w);
+  return (int)cudaGetLastError();
+}

@@ -1,0 +1,78 @@
+/* The direct path: one collective at a time, between GPUs that map each
+ * other's memory, without schedules or ring steps. Every rank pushes its
+ * data straight into an inbox in each peer's region, and each rank combines
+ * what arrived with its own data into its output; one handshake per round
+ * instead of one per ring step (direct.cu, chosen in direct_host.cu).
+ *
+ * Blocks are lanes: block b of a launch always uses inbox lane b, whose
+ * rounds are counted in dseq[b] on every rank (all ranks launch the same
+ * grid for the same call), so a flag or acknowledgement names the round it
+ * belongs to. A lane's inbox has slots for several rounds (simple; two for
+ * LL, in an inbox of their own): a sender writes round s after its
+ * receiver finished round s - slots, which every rank acknowledges to every
+ * peer, data or not. */
+#ifndef TUTTI_DEVICE_DIRECT_H
+#define TUTTI_DEVICE_DIRECT_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "device/work.h"
+#include "nccl.h"
+
+#define TD_DIRECT_LANES 128   /* inbox lanes per peer: the most blocks of a launch */
+#define TD_DIRECT_MAX_RANKS 8 /* the combine folds every rank's contribution at once */
+/* LL rounds have inboxes of their own: a flag must never be read from
+ * bytes that a simple round left there. 16 KB lines carry 8 KB of data. */
+#define TD_DIRECT_LL_LANES 128
+#define TD_DIRECT_LL_LANE_BYTES (16 * 1024)
+
+enum td_dcoll { TD_D_ALLREDUCE, TD_D_REDUCESCATTER, TD_D_ALLGATHER, TD_D_BROADCAST, TD_D_REDUCE };
+
+struct td_direct {
+  struct td_devcomm* comm;
+  const char* in;
+  char* out;
+  const void* scalar_dev; /* PreMulSum scalar read on the device, or NULL */
+  uint64_t scalar_bits;
+  uint64_t divisor;
+  /* The bytes the blocks split: each rank's part (reducescatter's output,
+   * allgather's input) or the whole buffer (allreduce, broadcast, reduce). */
+  uint64_t bytes;
+  uint32_t nb;    /* blocks = lanes used */
+  uint32_t round; /* data bytes per lane and round */
+  uint32_t slots; /* simple rounds: a lane's inbox holds this many rounds */
+  uint32_t pad2;
+  uint8_t coll; /* enum td_dcoll */
+  uint8_t type; /* ncclDataType_t */
+  uint8_t kind; /* enum tutti_red_kind */
+  uint8_t elem_size;
+  uint8_t ll; /* low-latency lines instead of data + flag */
+  uint8_t pad[3];
+  int32_t root;
+};
+
+/* Index of rank `src` among the peers of rank `dst` (itself left out). */
+__host__ __device__ static inline int td_peer_slot(int src, int dst) {
+  return src - (src > dst);
+}
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Launches the direct kernel; returns the cudaError_t. */
+int td_direct_launch(const struct td_direct* w, int nthreads, cudaStream_t stream);
+/* NCCL_PROTO as a mask: bit 0 LL (LL128 counts as LL), bit 1 simple. */
+int td_protocols(void);
+struct tutti_dev_comm;
+struct tutti_dev_op;
+/* Runs `ops` on the direct path when it takes them (one collective it
+ * knows, peers in GPU memory): returns 1 with the launch's result in *res,
+ * or 0 when the schedules' kernel must run them. */
+int td_direct_try(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops,
+                  ncclResult_t* res);
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,181 @@
+/* The direct kernel's combine: every rank's contribution folded in rank
+ * order into the output, from 16-byte vectors (simple rounds) or LL lines. */
+#ifndef TUTTI_DEVICE_DIRECT_FOLD_CUH
+#define TUTTI_DEVICE_DIRECT_FOLD_CUH
+
+#include "device/direct.h"
+#include "device/pass.cuh"
+
+/* Every rank's contribution folded in rank order, written once. */
+struct td_fold {
+  const char* src[TD_DIRECT_MAX_RANKS];
+  int nsrc;
+  int scaled; /* the contribution multiplied by the PreMulSum scalar first, -1 none */
+  int e_mid;  /* the operation between contributions */
+  int e_last; /* ... and before the last one (SumPostDiv divides there) */
+  char* dst;
+  size_t len;
+  int tid; /* this thread among the `nth` that share the fold */
+  int nth;
+};
+
+template <class R, int EOP>
+__device__ __noinline__ void td_run_fold(const td_op* op, uint64_t scalar, const td_fold* fp) {
+  typedef typename R::T T;
+  const int U = td_unroll<R>::value;
+  const R r = R::make(scalar, op->divisor);
+  const td_fold f = *fp;
+  uintptr_t mis = (uintptr_t)f.dst;
+  for (int q = 0; q < f.nsrc; q++) {
+    mis |= (uintptr_t)f.src[q];
+  }
+  const size_t nvec = (mis & 15) == 0 ? f.len / 16 : 0;
+  const size_t stride = (size_t)f.nth;
+  uint4* d4 = reinterpret_cast<uint4*>(f.dst);
+  for (size_t i = (size_t)f.tid; i < nvec; i += stride * U) {
+    uint4 x[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const size_t k = i + (size_t)u * stride;
+      if (k < nvec) {
+        x[u] = __ldcg(reinterpret_cast<const uint4*>(f.src[0]) + k);
+        if (f.scaled == 0) {
+          x[u] = td_vop<R>(r, TD_SCALE, x[u], x[u]);
+        }
+      }
+    }
+    for (int q = 1; q < f.nsrc; q++) {
+      const int e = EOP != TD_ANY ? EOP : q == f.nsrc - 1 ? f.e_last : f.e_mid;
+      uint4 y[U];
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const size_t k = i + (size_t)u * stride;
+        if (k < nvec) {
+          y[u] = __ldcg(reinterpret_cast<const uint4*>(f.src[q]) + k);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        if (i + (size_t)u * stride < nvec) {
+          if (q == f.scaled) {
+            y[u] = td_vop<R>(r, TD_SCALE, y[u], y[u]);
+          }
+          x[u] = td_vop<R>(r, e, x[u], y[u]);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const size_t k = i + (size_t)u * stride;
+      if (k < nvec) {
+        d4[k] = x[u];
+      }
+    }
+  }
+  /* The rest (or everything, when a pointer is not 16-byte aligned). */
+  const size_t n = f.len / sizeof(T);
+  for (size_t i = nvec * 16 / sizeof(T) + (size_t)f.tid; i < n; i += stride) {
+    T v = reinterpret_cast<const T*>(f.src[0])[i];
+    v = f.scaled == 0 ? r.apply(TD_SCALE, v, v) : v;
+    for (int q = 1; q < f.nsrc; q++) {
+      T y = reinterpret_cast<const T*>(f.src[q])[i];
+      y = q == f.scaled ? r.apply(TD_SCALE, y, y) : y;
+      v = r.apply(q == f.nsrc - 1 ? f.e_last : f.e_mid, v, y);
+    }
+    reinterpret_cast<T*>(f.dst)[i] = v;
+  }
+}
+
+/* The same through LL lines: the peers' contributions are read (and waited
+ * for) line by line; `self` is this rank's own, at index `self_idx`. */
+struct td_llfold {
+  const uint4* lines[TD_DIRECT_MAX_RANKS];
+  const char* self;
+  int self_idx;
+  int scaled; /* multiply `self` by the PreMulSum scalar first */
+  int nsrc;
+  uint32_t flag;
+  int e_mid, e_last;
+  char* dst;
+  size_t len;
+  td_devcomm* dc;
+};
+
+template <class R>
+__device__ __noinline__ void td_run_llfold(const td_op* op, uint64_t scalar, const td_llfold* fp) {
+  const R r = R::make(scalar, op->divisor);
+  const td_llfold f = *fp;
+  const size_t nlines = (f.len + 7) / 8;
+  for (size_t l = threadIdx.x; l < nlines; l += blockDim.x) {
+    const size_t nb = f.len - l * 8 < 8 ? f.len - l * 8 : 8;
+    uint64_t v = 0;
+    for (int q = 0; q < f.nsrc; q++) {
+      uint64_t y;
+      if (q == f.self_idx) {
+        y = td_ld8(f.self + l * 8, nb);
+        y = f.scaled ? td_vop8<R>(r, TD_SCALE, y, y) : y;
+      } else {
+        y = td_ll_read(f.lines[q] + l, f.flag, f.dc);
+      }
+      v = q == 0 ? y : td_vop8<R>(r, q == f.nsrc - 1 ? f.e_last : f.e_mid, v, y);
+    }
+    td_st8(f.dst + l * 8, v, nb);
+  }
+}
+
+template <class R>
+struct td_tag {
+  typedef R type;
+};
+
+/* Calls fn(td_tag<R>()) with R the arithmetic of ncclDataType_t `type`. */
+template <class F>
+__device__ __forceinline__ void td_by_type(int type, F fn) {
+  switch (type) {
+    case ncclInt8:
+      return fn(td_tag<td_int<int8_t, uint8_t>>());
+    case ncclUint8:
+      return fn(td_tag<td_int<uint8_t, uint8_t>>());
+    case ncclInt32:
+      return fn(td_tag<td_int<int32_t, uint32_t>>());
+    case ncclUint32:
+      return fn(td_tag<td_int<uint32_t, uint32_t>>());
+    case ncclInt64:
+      return fn(td_tag<td_int<int64_t, uint64_t>>());
+    case ncclUint64:
+      return fn(td_tag<td_int<uint64_t, uint64_t>>());
+    case ncclFloat32:
+      return fn(td_tag<td_f32>());
+    case ncclFloat64:
+      return fn(td_tag<td_f64>());
+    case ncclFloat16:
+      return fn(td_tag<td_narrow<td_half>>());
+    case ncclBfloat16:
+      return fn(td_tag<td_narrow<td_bf16>>());
+    case ncclFloat8e4m3:
+      return fn(td_tag<td_narrow<td_e4m3>>());
+    case ncclFloat8e5m2:
+      return fn(td_tag<td_narrow<td_e5m2>>());
+    default:
+      return;
+  }
+}
+
+__device__ __noinline__ void td_fold_typed(const td_op* op, uint64_t scalar, const td_fold* f) {
+  const int sum = f->e_mid == TD_SUM && f->e_last == TD_SUM;
+  td_by_type(op->type, [&](auto tag) {
+    typedef typename decltype(tag)::type R;
+    if (sum) {
+      td_run_fold<R, TD_SUM>(op, scalar, f);
+    } else {
+      td_run_fold<R, TD_ANY>(op, scalar, f);
+    }
+  });
+}
+
+__device__ __noinline__ void td_llfold_typed(const td_op* op, uint64_t scalar, const td_llfold* f) {
+  td_by_type(op->type,
+             [&](auto tag) { td_run_llfold<typename decltype(tag)::type>(op, scalar, f); });
+}
+
+#endif

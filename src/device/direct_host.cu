@@ -1,0 +1,131 @@
+/* When the direct path runs a collective, and its launch parameters. It
+ * takes single collectives (not groups) between GPUs that map each other's
+ * memory; every choice is a function of the call's arguments and of the
+ * environment only, so that every rank launches the same grid.
+ *
+ * Sizes (measured on 2 x H200, bench/RESULTS.md, 2026-11-30): one handshake
+ * instead of a ring's three halves the time of small collectives (LL lines,
+ * up to 1 MB), and the direct path keeps up with the ring to a few MB; from
+ * 8 MB the ring's pipeline, which overlaps the link and the reduction in
+ * every block, is faster. So by default the direct path takes two ranks up
+ * to 4 MB per rank. With more ranks an allreduce, broadcast or reduce
+ * pushes n-1 copies of the buffer out of one GPU: up to 1 MB (not measured
+ * on more than two GPUs). TUTTI_DEVICE_DIRECT_MAX_BYTES sets the limit. */
+#include <stdlib.h>
+
+#include "device/dev_comm.h"
+#include "device/direct.h"
+#include "device/kernel.h"
+
+extern "C" {
+#include "util/check.h"
+#include "util/log.h"
+#include "util/param.h"
+}
+
+static TUTTI_PARAM(direct_on, "TUTTI_DEVICE_DIRECT", 1);
+/* -1: 4 MB with two ranks, 1 MB with more (see above). */
+static TUTTI_PARAM(direct_max, "TUTTI_DEVICE_DIRECT_MAX_BYTES", -1);
+/* Bytes per block: fewer bytes per block means more blocks for mid sizes. */
+static TUTTI_PARAM(block_bytes, "TUTTI_DEVICE_DIRECT_BLOCK_BYTES", 32 * 1024);
+/* Up to this many bytes per rank, LL lines (no fence, no flag round trip). */
+static TUTTI_PARAM(ll_max, "TUTTI_DEVICE_DIRECT_LL_MAX_BYTES", 1 << 20);
+static TUTTI_PARAM(ll_block_bytes, "TUTTI_DEVICE_DIRECT_LL_BLOCK_BYTES", 2 * 1024);
+static TUTTI_PARAM(ll_threads, "TUTTI_DEVICE_DIRECT_LL_THREADS", 256);
+/* Bytes per simple round: a block's part moves in rounds this size, pushed
+ * by half the block while the other half combines the previous ones. */
+static TUTTI_PARAM(round_bytes, "TUTTI_DEVICE_DIRECT_ROUND_BYTES", 16 * 1024);
+
+static int dcoll(enum tutti_coll c) {
+  switch (c) {
+    case TUTTI_COLL_ALLREDUCE:
+      return TD_D_ALLREDUCE;
+    case TUTTI_COLL_REDUCESCATTER:
+      return TD_D_REDUCESCATTER;
+    case TUTTI_COLL_ALLGATHER:
+      return TD_D_ALLGATHER;
+    case TUTTI_COLL_BROADCAST:
+      return TD_D_BROADCAST;
+    case TUTTI_COLL_REDUCE:
+      return TD_D_REDUCE;
+    default:
+      return -1;
+  }
+}
+
+/* Non-zero when `op` runs on the direct path. */
+static int direct_fits(const struct tutti_dev_comm* dc, const struct tutti_dev_op* op) {
+  const struct tutti_coll_args* a = op->args;
+  const int n = dc->nranks;
+  const int c = dcoll(a->coll);
+  const size_t bytes = a->count * a->elem_size;
+  if (!tutti_param_direct_on() || dc->lay.lane_bytes == 0 || c < 0 || bytes == 0 || n < 2 ||
+      n > TD_DIRECT_MAX_RANKS) {
+    return 0;
+  }
+  /* NCCL_ALGO names the algorithms a user allows: Direct among them, or none named. */
+  const char* algo = tutti_getenv("NCCL_ALGO");
+  if (algo != NULL && algo[0] != '\0' && op->sched->algo != TUTTI_ALGO_DIRECT) {
+    return 0;
+  }
+  const int64_t max = tutti_param_direct_max();
+  if (bytes > (max >= 0 ? (size_t)max : n == 2 ? (size_t)4 << 20 : (size_t)1 << 20)) {
+    return 0;
+  }
+  return 1;
+}
+
+extern "C" int td_direct_try(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops,
+                             ncclResult_t* res) {
+  if (nops != 1 || !direct_fits(dc, &ops[0])) {
+    return 0;
+  }
+  const struct tutti_dev_op* op = &ops[0];
+  const struct tutti_coll_args* a = op->args;
+  struct td_direct w = {};
+  w.comm = dc->d_comm;
+  w.in = (const char*)op->bufs[TUTTI_BUF_SEND];
+  w.out = (char*)op->bufs[TUTTI_BUF_RECV];
+  w.scalar_dev = op->scalar_dev;
+  w.scalar_bits = op->redop.scalar.u64;
+  w.divisor = op->redop.divisor ? op->redop.divisor : 1;
+  w.bytes = a->count * a->elem_size;
+  w.coll = (uint8_t)dcoll(a->coll);
+  w.type = (uint8_t)op->redop.type;
+  w.kind = (uint8_t)op->redop.kind;
+  w.elem_size = (uint8_t)a->elem_size;
+  w.root = a->root;
+  const int proto = td_protocols();
+  w.ll = (proto & 1) && (!(proto & 2) || w.bytes <= (uint64_t)tutti_param_ll_max());
+  int64_t per = w.ll ? tutti_param_ll_block_bytes() : tutti_param_block_bytes();
+  per = per < 1024 ? 1024 : per;
+  if (w.ll) {
+    w.round = TD_DIRECT_LL_LANE_BYTES / 2;
+    w.slots = 2;
+  } else {
+    uint64_t rb = (uint64_t)tutti_param_round_bytes() / 16 * 16;
+    const uint64_t lane = dc->lay.lane_bytes;
+    rb = rb < 1024 ? 1024 : rb > lane / 2 ? lane / 2 / 16 * 16 : rb;
+    w.round = (uint32_t)rb;
+    w.slots = (uint32_t)(lane / rb);
+  }
+  uint64_t nb = (w.bytes + (uint64_t)per - 1) / (uint64_t)per;
+  uint64_t cap = w.ll ? TD_DIRECT_LL_LANES : TD_DIRECT_LANES;
+  cap = (uint64_t)dc->max_ctas < cap ? (uint64_t)dc->max_ctas : cap;
+  w.nb = (uint32_t)(nb < 1 ? 1 : nb > cap ? cap : nb);
+  int nt = dc->nthreads / 64 * 64; /* two halves of whole warps */
+  nt = nt < 64 ? 64 : nt;
+  if (w.ll) {
+    int64_t lt = tutti_param_ll_threads();
+    nt = lt < 32 ? 32 : lt > nt ? nt : (int)(lt / 32 * 32);
+  }
+  struct td_dev_guard g;
+  td_dev_enter(&g, dc->dev);
+  int e = td_direct_launch(&w, nt, op->stream);
+  td_dev_leave(&g);
+  dc->launches++;
+  *res = e == 0 ? ncclSuccess
+                : tutti_error(ncclUnhandledCudaError, "launching the direct kernel failed: %s",
+                              cudaGetErrorString((cudaError_t)e));
+  return 1;
+}

@@ -1,0 +1,81 @@
+/* Ordering and waiting between GPUs: release/acquire on counters in peers'
+ * memory, a clock, and the bounded wait every kernel uses. */
+#ifndef TUTTI_DEVICE_SYNC_CUH
+#define TUTTI_DEVICE_SYNC_CUH
+
+#include <stdint.h>
+
+#include "device/work.h"
+
+__device__ __forceinline__ uint64_t td_ld_acquire(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void td_st_release(uint64_t* p, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ uint64_t td_now_ns(void) {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/* Spins until *p >= want. Returns 0 once the communicator is aborted or the
+ * wait outlasts the timeout, after recording why in dc->error. */
+static __device__ int td_wait_ge(const uint64_t* p, uint64_t want, td_devcomm* dc) {
+  uint64_t start = 0;
+  for (uint32_t spins = 0; td_ld_acquire(p) < want; spins++) {
+    if ((spins & 1023) == 1023) {
+      if (*dc->abort_flag) {
+        if (*(volatile int*)dc->error == 0) {
+          *dc->error = 1; /* unless the host already said why */
+        }
+        return 0;
+      }
+      uint64_t now = td_now_ns();
+      if (start == 0) {
+        start = now;
+      } else if (now - start > dc->timeout_ns) {
+        *dc->error = 2;
+        return 0;
+      }
+    }
+  }
+  return 1;
+}
+
+/* The part of a step's `bytes` that channel `ch` of `nch` moves: 16-byte
+ * units split evenly, so every channel but the last starts aligned. */
+__device__ __forceinline__ void td_chan_slice(uint64_t bytes, int nch, int ch, uint64_t* off,
+                                              uint64_t* len) {
+  uint64_t units = (bytes + 15) / 16;
+  uint64_t b0 = units * (uint64_t)ch / (uint64_t)nch * 16;
+  uint64_t b1 = units * (uint64_t)(ch + 1) / (uint64_t)nch * 16;
+  b0 = b0 < bytes ? b0 : bytes;
+  b1 = b1 < bytes ? b1 : bytes;
+  *off = b0;
+  *len = b1 - b0;
+}
+
+/* The count of kernels started, kept in device memory and mirrored to host
+ * memory by a posted store (no read across PCIe, no system fence): it tells
+ * the host's watchdog and proxy that work is in flight. Block 0, thread 0. */
+__device__ __forceinline__ void td_kernel_started(td_devcomm* dc) {
+  volatile uint32_t* kc = (volatile uint32_t*)(dc->priv + dc->lay.finished_off + 8);
+  const uint32_t v = kc[0] + 1;
+  kc[0] = v;
+  ((volatile int*)dc->kstate)[0] = (int)v;
+}
+
+/* The count of finished kernels, mirrored the same way. */
+__device__ __forceinline__ void td_kernel_finished(td_devcomm* dc) {
+  volatile uint32_t* kc = (volatile uint32_t*)(dc->priv + dc->lay.finished_off + 8);
+  const uint32_t v = kc[1] + 1;
+  kc[1] = v;
+  ((volatile int*)dc->kstate)[1] = (int)v;
+}
+
+#endif
