@@ -263,14 +263,7 @@ __global__ void __launch_bounds__(TD_MAX_THREADS, 1)
       td_kernel_started(dc);
     }
     s_seq = *(volatile uint64_t*)seqp;
-    uint64_t sc = w.scalar_bits;
-    if (w.scalar_dev != NULL) {
-      sc = 0;
-      for (int i = 0; i < w.elem_size; i++) {
-        sc |= (uint64_t)((const uint8_t*)w.scalar_dev)[i] << (8 * i);
-      }
-    }
-    s_scalar = sc;
+    s_scalar = td_scalar(w.scalar_dev, w.elem_size, w.scalar_bits);
     s_stop = 0;
     s_push_stop = 0;
     s_pushed = 0;

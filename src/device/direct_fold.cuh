@@ -123,44 +123,6 @@ __device__ __noinline__ void td_run_llfold(const td_op* op, uint64_t scalar, con
   }
 }
 
-template <class R>
-struct td_tag {
-  typedef R type;
-};
-
-/* Calls fn(td_tag<R>()) with R the arithmetic of ncclDataType_t `type`. */
-template <class F>
-__device__ __forceinline__ void td_by_type(int type, F fn) {
-  switch (type) {
-    case ncclInt8:
-      return fn(td_tag<td_int<int8_t, uint8_t>>());
-    case ncclUint8:
-      return fn(td_tag<td_int<uint8_t, uint8_t>>());
-    case ncclInt32:
-      return fn(td_tag<td_int<int32_t, uint32_t>>());
-    case ncclUint32:
-      return fn(td_tag<td_int<uint32_t, uint32_t>>());
-    case ncclInt64:
-      return fn(td_tag<td_int<int64_t, uint64_t>>());
-    case ncclUint64:
-      return fn(td_tag<td_int<uint64_t, uint64_t>>());
-    case ncclFloat32:
-      return fn(td_tag<td_f32>());
-    case ncclFloat64:
-      return fn(td_tag<td_f64>());
-    case ncclFloat16:
-      return fn(td_tag<td_narrow<td_half>>());
-    case ncclBfloat16:
-      return fn(td_tag<td_narrow<td_bf16>>());
-    case ncclFloat8e4m3:
-      return fn(td_tag<td_narrow<td_e4m3>>());
-    case ncclFloat8e5m2:
-      return fn(td_tag<td_narrow<td_e5m2>>());
-    default:
-      return;
-  }
-}
-
 __device__ __noinline__ void td_fold_typed(const td_op* op, uint64_t scalar, const td_fold* f) {
   const int sum = f->e_mid == TD_SUM && f->e_last == TD_SUM;
   td_by_type(op->type, [&](auto tag) {

@@ -60,14 +60,7 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
   }
   if (tid == 0) {
     s_stop = 0;
-    uint64_t sc = op.scalar_bits;
-    if (op.scalar_dev != NULL) {
-      sc = 0;
-      for (int i = 0; i < op.elem_size; i++) {
-        sc |= (uint64_t)((const uint8_t*)op.scalar_dev)[i] << (8 * i);
-      }
-    }
-    s_scalar = sc;
+    s_scalar = td_scalar(op.scalar_dev, op.elem_size, op.scalar_bits);
     for (int k = 0; k < b.nticket; k++) {
       s_held[k] = 0;
     }

@@ -123,6 +123,44 @@ __device__ __forceinline__ void td_pass_eop(const td_op* op, uint64_t scalar, in
   return td_run_pass<R, TD_ANY>(op, scalar, eop, p);
 }
 
+template <class R>
+struct td_tag {
+  typedef R type;
+};
+
+/* Calls fn(td_tag<R>()) with R the arithmetic of ncclDataType_t `type`. */
+template <class F>
+__device__ __forceinline__ void td_by_type(int type, F fn) {
+  switch (type) {
+    case ncclInt8:
+      return fn(td_tag<td_int<int8_t, uint8_t>>());
+    case ncclUint8:
+      return fn(td_tag<td_int<uint8_t, uint8_t>>());
+    case ncclInt32:
+      return fn(td_tag<td_int<int32_t, uint32_t>>());
+    case ncclUint32:
+      return fn(td_tag<td_int<uint32_t, uint32_t>>());
+    case ncclInt64:
+      return fn(td_tag<td_int<int64_t, uint64_t>>());
+    case ncclUint64:
+      return fn(td_tag<td_int<uint64_t, uint64_t>>());
+    case ncclFloat32:
+      return fn(td_tag<td_f32>());
+    case ncclFloat64:
+      return fn(td_tag<td_f64>());
+    case ncclFloat16:
+      return fn(td_tag<td_narrow<td_half>>());
+    case ncclBfloat16:
+      return fn(td_tag<td_narrow<td_bf16>>());
+    case ncclFloat8e4m3:
+      return fn(td_tag<td_narrow<td_e4m3>>());
+    case ncclFloat8e5m2:
+      return fn(td_tag<td_narrow<td_e5m2>>());
+    default:
+      return;
+  }
+}
+
 /* One pass of `eop` for the operation's type; `scalar` holds the PreMulSum scalar's bits. */
 static __device__ __noinline__ void td_pass_typed(const td_op* op, uint64_t scalar, int eop,
                                                   const td_pass* p) {
@@ -135,34 +173,20 @@ static __device__ __noinline__ void td_pass_typed(const td_op* op, uint64_t scal
     }
     return td_run_pass<td_int<uint8_t, uint8_t>, TD_COPY>(op, scalar, eop, p);
   }
-  switch (op->type) {
-    case ncclInt8:
-      return td_pass_eop<td_int<int8_t, uint8_t>>(op, scalar, eop, p);
-    case ncclUint8:
-      return td_pass_eop<td_int<uint8_t, uint8_t>>(op, scalar, eop, p);
-    case ncclInt32:
-      return td_pass_eop<td_int<int32_t, uint32_t>>(op, scalar, eop, p);
-    case ncclUint32:
-      return td_pass_eop<td_int<uint32_t, uint32_t>>(op, scalar, eop, p);
-    case ncclInt64:
-      return td_pass_eop<td_int<int64_t, uint64_t>>(op, scalar, eop, p);
-    case ncclUint64:
-      return td_pass_eop<td_int<uint64_t, uint64_t>>(op, scalar, eop, p);
-    case ncclFloat32:
-      return td_pass_eop<td_f32>(op, scalar, eop, p);
-    case ncclFloat64:
-      return td_pass_eop<td_f64>(op, scalar, eop, p);
-    case ncclFloat16:
-      return td_pass_eop<td_narrow<td_half>>(op, scalar, eop, p);
-    case ncclBfloat16:
-      return td_pass_eop<td_narrow<td_bf16>>(op, scalar, eop, p);
-    case ncclFloat8e4m3:
-      return td_pass_eop<td_narrow<td_e4m3>>(op, scalar, eop, p);
-    case ncclFloat8e5m2:
-      return td_pass_eop<td_narrow<td_e5m2>>(op, scalar, eop, p);
-    default:
-      return;
+  td_by_type(op->type,
+             [&](auto tag) { td_pass_eop<typename decltype(tag)::type>(op, scalar, eop, p); });
+}
+
+/* The PreMulSum scalar's bits: read on the device when it lives there. */
+__device__ __forceinline__ uint64_t td_scalar(const void* dev, int elem_size, uint64_t bits) {
+  if (dev == NULL) {
+    return bits;
   }
+  uint64_t sc = 0;
+  for (int i = 0; i < elem_size; i++) {
+    sc |= (uint64_t)((const uint8_t*)dev)[i] << (8 * i);
+  }
+  return sc;
 }
 
 /* ---- The low-latency protocol (see work.h): 8 data bytes per 16-byte line. */
@@ -277,34 +301,8 @@ static __device__ __noinline__ void td_ll_typed(const td_op* op, uint64_t scalar
   if (eop == TD_COPY) {
     return td_ll_pass<td_int<uint64_t, uint64_t>>(op, scalar, eop, p);
   }
-  switch (op->type) {
-    case ncclInt8:
-      return td_ll_pass<td_int<int8_t, uint8_t>>(op, scalar, eop, p);
-    case ncclUint8:
-      return td_ll_pass<td_int<uint8_t, uint8_t>>(op, scalar, eop, p);
-    case ncclInt32:
-      return td_ll_pass<td_int<int32_t, uint32_t>>(op, scalar, eop, p);
-    case ncclUint32:
-      return td_ll_pass<td_int<uint32_t, uint32_t>>(op, scalar, eop, p);
-    case ncclInt64:
-      return td_ll_pass<td_int<int64_t, uint64_t>>(op, scalar, eop, p);
-    case ncclUint64:
-      return td_ll_pass<td_int<uint64_t, uint64_t>>(op, scalar, eop, p);
-    case ncclFloat32:
-      return td_ll_pass<td_f32>(op, scalar, eop, p);
-    case ncclFloat64:
-      return td_ll_pass<td_f64>(op, scalar, eop, p);
-    case ncclFloat16:
-      return td_ll_pass<td_narrow<td_half>>(op, scalar, eop, p);
-    case ncclBfloat16:
-      return td_ll_pass<td_narrow<td_bf16>>(op, scalar, eop, p);
-    case ncclFloat8e4m3:
-      return td_ll_pass<td_narrow<td_e4m3>>(op, scalar, eop, p);
-    case ncclFloat8e5m2:
-      return td_ll_pass<td_narrow<td_e5m2>>(op, scalar, eop, p);
-    default:
-      return;
-  }
+  td_by_type(op->type,
+             [&](auto tag) { td_ll_pass<typename decltype(tag)::type>(op, scalar, eop, p); });
 }
 
 /* The host's rules (exec/step.c): reading the send buffer applies the
