@@ -1,5 +1,6 @@
-/* Host reductions: narrow-float conversions checked exhaustively against a table
- * reference, every type x op x flags against a scalar reference; prints throughput. */
+/* Host reductions: every type x op x flags against a scalar reference, every
+ * narrow-float code through the vector loops, in each instruction-set
+ * version of them; prints throughput. (Conversions: test_convert.c.) */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "narrow_ref.h"
 #include "reduce/reduce.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -18,144 +20,6 @@ static uint64_t rnd(void) {
   rng ^= rng >> 7;
   rng ^= rng << 17;
   return rng;
-}
-
-/* ---- Reference narrow formats, decoded from their definitions with ldexp. ---- */
-enum { F_HALF, F_BF16, F_E4M3, F_E5M2, NFMT };
-static const int f_w[NFMT] = {16, 16, 8, 8}, f_e[NFMT] = {5, 8, 4, 5}, f_m[NFMT] = {10, 7, 3, 2};
-static const unsigned f_max[NFMT] = {0x7bff, 0x7f7f, 0x7e, 0x7b}; /* largest finite code */
-static const int f_sat[NFMT] = {0, 0, 1, 1};
-static const ncclDataType_t f_type[NFMT] = {ncclFloat16, ncclBfloat16, ncclFloat8e4m3,
-                                            ncclFloat8e5m2};
-static double* f_vals[NFMT]; /* value of each code 0..max, then 2^(emax+1) for rounding to inf */
-#define NAN_CODE 0xffffffffu
-
-static double dec(int f, unsigned c) {
-  int m = f_m[f], bias = (1 << (f_e[f] - 1)) - 1;
-  unsigned e = (c >> m) & ((1u << f_e[f]) - 1), mt = c & ((1u << m) - 1);
-  double v;
-  if (f == F_E4M3 && e == 15 && mt == 7) {
-    v = NAN;
-  } else if (f != F_E4M3 && e == (1u << f_e[f]) - 1) {
-    v = mt ? NAN : INFINITY;
-  } else {
-    v = e == 0 ? ldexp(mt, 1 - bias - m) : ldexp(mt + (1u << m), (int)e - bias - m);
-  }
-  return (c >> (f_w[f] - 1)) ? -v : v;
-}
-
-static int nan_code(int f, unsigned c) {
-  return isnan(dec(f, c));
-}
-
-/* Nearest code, ties to the even code; saturating formats clamp to max. */
-static unsigned ref_round(int f, double v) {
-  if (isnan(v)) {
-    return NAN_CODE;
-  }
-  unsigned sign = signbit(v) ? 1u << (f_w[f] - 1) : 0, top = f_max[f] + (f_sat[f] ? 0 : 1);
-  double x = fabs(v);
-  if (f_sat[f] && x > f_vals[f][f_max[f]]) {
-    return sign | f_max[f];
-  }
-  if (x >= f_vals[f][top]) {
-    return sign | top;
-  }
-  unsigned lo = 0, hi = top; /* vals[lo] <= x < vals[hi] */
-  while (hi - lo > 1) {
-    unsigned mid = (lo + hi) / 2;
-    *(f_vals[f][mid] <= x ? &lo : &hi) = mid;
-  }
-  double d1 = x - f_vals[f][lo], d2 = f_vals[f][hi] - x;
-  return sign | (d1 < d2 ? lo : d2 < d1 ? hi : (lo & 1) ? hi : lo);
-}
-
-static float lib_to(int f, unsigned c) {
-  return f == F_HALF   ? tutti_half_to_float((uint16_t)c)
-         : f == F_BF16 ? tutti_bf16_to_float((uint16_t)c)
-         : f == F_E4M3 ? tutti_e4m3_to_float((uint8_t)c)
-                       : tutti_e5m2_to_float((uint8_t)c);
-}
-
-static unsigned lib_from(int f, float x) {
-  return f == F_HALF   ? tutti_float_to_half(x)
-         : f == F_BF16 ? tutti_float_to_bf16(x)
-         : f == F_E4M3 ? tutti_float_to_e4m3(x)
-                       : tutti_float_to_e5m2(x);
-}
-
-static void setup_formats(void) {
-  for (int f = 0; f < NFMT; f++) {
-    f_vals[f] = malloc((f_max[f] + 2) * sizeof(double));
-    for (unsigned c = 0; c <= f_max[f]; c++) {
-      f_vals[f][c] = dec(f, c);
-    }
-    int emax = (1 << f_e[f]) - 2 - ((1 << (f_e[f] - 1)) - 1);
-    f_vals[f][f_max[f] + 1] = ldexp(1, emax + 1);
-  }
-}
-
-static int check_from(int f, float x, int* shown) {
-  unsigned got = lib_from(f, x), want = ref_round(f, x);
-  int ok = want == NAN_CODE ? nan_code(f, got) : got == want;
-  if (!ok && (*shown)++ < 5) {
-    fprintf(stderr, "fmt %d: %a -> %#x, want %#x\n", f, x, got, want);
-  }
-  return !ok;
-}
-
-static void test_conversions(int f) {
-  unsigned ncode = 1u << f_w[f], bad_dec = 0, bad_rt = 0, bad_round = 0;
-  int shown = 0;
-  for (unsigned c = 0; c < ncode; c++) {
-    float got = lib_to(f, c);
-    double want = dec(f, c);
-    uint32_t gu;
-    memcpy(&gu, &got, 4);
-    if (isnan(want)) {
-      /* NaN stays NaN with its sign; half and e5m2 come out quiet with the payload kept. */
-      int shift = 23 - f_m[f];
-      unsigned sign = c >> (f_w[f] - 1), mt = c & ((1u << f_m[f]) - 1);
-      uint32_t q = (sign << 31) | 0x7fc00000u | (mt << shift);
-      bad_dec += !isnan(got) || (gu >> 31) != sign || ((f == F_HALF || f == F_E5M2) && gu != q);
-      bad_rt += !nan_code(f, lib_from(f, got));
-    } else {
-      bad_dec += got != want || !signbit(got) != !signbit(want);
-      /* fp8 saturates: e5m2's inf comes back as the largest finite value */
-      bad_rt += lib_from(f, got) != (isinf(want) && f_sat[f] ? (c & ~0x7fu) | f_max[f] : c);
-    }
-  }
-  /* Every value, the ties between neighbours and the floats either side of both. */
-  for (unsigned c = 0; c <= f_max[f]; c++) {
-    double v = f_vals[f][c], mid = (v + f_vals[f][c + 1]) / 2;
-    float cand[6] = {(float)v,
-                     (float)mid,
-                     nextafterf((float)mid, INFINITY),
-                     nextafterf((float)mid, 0),
-                     nextafterf((float)v, INFINITY),
-                     nextafterf((float)v, 0)};
-    for (int i = 0; i < 12; i++) {
-      bad_round += check_from(f, i < 6 ? cand[i] : -cand[i - 6], &shown);
-    }
-  }
-  float special[] = {INFINITY,  -INFINITY, NAN,   -NAN,  3.4e38f, -3.4e38f,
-                     1e-45f,    -1e-45f,   0.0f,  -0.0f, 65504.f, 65520.f,
-                     65519.99f, 448.f,     464.f, 465.f, 57344.f, 61440.f};
-  for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); i++) {
-    bad_round += check_from(f, special[i], &shown);
-  }
-  for (int i = 0; i < 400000; i++) {
-    uint32_t u = (uint32_t)rnd();
-    if (i & 1) { /* exponents around the format's range */
-      u = (u & 0x807fffffu) | ((uint32_t)(100 + rnd() % 60) << 23);
-    }
-    float x;
-    memcpy(&x, &u, 4);
-    bad_round += check_from(f, x, &shown);
-  }
-  CHECK(bad_dec == 0, "fmt %d: %u codes decode wrongly", f, bad_dec);
-  CHECK(bad_rt == 0, "fmt %d: %u codes do not round-trip", f, bad_rt);
-  CHECK(bad_round == 0, "fmt %d: %u floats round wrongly", f, bad_round);
 }
 
 /* ---- Element-wise reference for tutti_reduce / tutti_copy. ---- */
@@ -522,9 +386,6 @@ int main(int argc, char** argv) {
   int capped = argc > 1; /* argv[1]: the TUTTI_REDUCE_ISA of this run */
   setup_formats();
   for (int f = 0; f < NFMT; f++) {
-    if (!capped) {
-      test_conversions(f); /* scalar code, the same in every run */
-    }
     test_loop_roundtrip(f);
   }
   for (size_t i = 0; i < sizeof(all_types) / sizeof(all_types[0]); i++) {
@@ -538,8 +399,6 @@ int main(int argc, char** argv) {
   run_capped(argv[0], "1");
   run_capped(argv[0], "0");
   bench();
-  for (int f = 0; f < NFMT; f++) {
-    free(f_vals[f]);
-  }
+  free_formats();
   return test_summary("reduce");
 }
