@@ -16,22 +16,23 @@ build=${BUILD_DIR:-build}
 BUILD_DIR=$build bash scripts/build.sh >/dev/null
 out=${OUT:-bench/results/$(date -u +%Y-%m-%d)}
 mkdir -p "$out"
-mpicc -O2 -o "$out/mpi_bench" bench/mpi_bench.c
-cc -O2 -o "$out/memcpy_bw" bench/memcpy_bw.c
+# The comparison programs are built beside the library, not among the results.
+mpicc -O2 -o "$build/mpi_bench" bench/mpi_bench.c
+cc -O2 -o "$build/memcpy_bw" bench/memcpy_bw.c
 perf=$build/tools/tutti-perf/tutti-perf
 run=$build/tools/tuttirun/tuttirun
 MIN=${MIN:-8} MAX=${MAX:-256M} ITERS=${ITERS:-20} WARM=${WARM:-5}
 mpirun_flags="--allow-run-as-root --oversubscribe --mca btl self,vader"
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  host: $(hostname)  cpus: $(nproc)  kernel: $(uname -r)"
-  "$out/memcpy_bw" 256
+  "$build/memcpy_bw" 256
 } | tee "$out/machine.txt"
 for n in 2 4; do
   for coll in allreduce allgather reducescatter broadcast; do
     echo "== $coll, $n ranks"
     "$run" -n $n --no_prefix "$perf" $coll -b $MIN -e $MAX -f 4 -n $ITERS -w $WARM -c 0 \
       --json "$out/tutti_${coll}_np$n.json" | tail -n +1 > "$out/tutti_${coll}_np$n.txt"
-    mpirun $mpirun_flags -np $n "$out/mpi_bench" $coll -b $MIN -e $MAX -f 4 -n $ITERS -w $WARM \
+    mpirun $mpirun_flags -np $n "$build/mpi_bench" $coll -b $MIN -e $MAX -f 4 -n $ITERS -w $WARM \
       --json "$out/mpi_${coll}_np$n.json" > "$out/mpi_${coll}_np$n.txt"
     refs="$out/mpi_${coll}_np$n.json"
     if [ $coll = allreduce ]; then
