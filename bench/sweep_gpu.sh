@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Tuning sweep on a GPU host: allreduce busbw of tutti under several settings
-# (queue size, channels, threads, bytes per channel) beside NCCL, one
-# process driving every GPU. Prints one table: size, then busbw per setting.
-# Usage: bench/sweep_gpu.sh [MIN] [MAX]   (build-gpu/ must exist: bench/run_gpu.sh builds it)
+# Tuning sweep on a GPU host: busbw of tutti under several settings (queue
+# size, channels, threads, the direct path's limits) beside NCCL, one process
+# driving every GPU (MODE=g) or one process per GPU (MODE=procs). Prints one
+# table: size, then busbw (and time) per setting. A setting is default or
+# VAR=value, several joined by commas (A=1,B=2).
+# Usage: bench/sweep_gpu.sh [MIN] [MAX]   env: SETTINGS MODE COLL
+# (build-gpu/ must exist: bench/run_gpu.sh builds it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0
@@ -11,23 +14,32 @@ ngpu=$(nvidia-smi -L | wc -l)
 nccl=${NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))')}
 out=${OUT_DIR:-/tmp/sweep}
 mkdir -p "$out"
-flags="-g $ngpu -b ${1:-1M} -e ${2:-512M} -f 4 -n 10 -w 3 -c 0"
-settings=${SETTINGS:-"default NCCL_BUFFSIZE=1048576 NCCL_MAX_NCHANNELS=16 NCCL_NTHREADS=256 TUTTI_DEVICE_CHANNEL_BYTES=1048576"}
-name() { echo "$1" | tr '=' '_'; }
-for s in $settings; do
-  if [ "$s" = default ]; then
-    "$perf" allreduce $flags --json "$out/$s.json" >/dev/null
+flags="-b ${1:-1M} -e ${2:-512M} -f 4 -n 10 -w 3 -c 0"
+coll=${COLL:-allreduce}
+# One tutti-perf run: bench "VAR=value ..." [tutti-perf arguments].
+bench() {
+  local vars=$1
+  shift
+  if [ "${MODE:-g}" = procs ]; then
+    env $vars build-gpu/tools/tuttirun/tuttirun -n "$ngpu" --no_prefix "$perf" $coll $flags "$@"
   else
-    env "$s" "$perf" allreduce $flags --json "$out/$(name "$s").json" >/dev/null
+    env $vars "$perf" $coll -g "$ngpu" $flags "$@"
   fi
+}
+settings=${SETTINGS:-"default NCCL_BUFFSIZE=1048576 NCCL_MAX_NCHANNELS=16 NCCL_NTHREADS=256 TUTTI_DEVICE_CHANNEL_BYTES=1048576"}
+name() { echo "$1" | tr '=,' '__'; }
+for s in $settings; do
+  vars=$(echo "$s" | tr ',' ' ')
+  [ "$s" = default ] && vars=""
+  bench "$vars" --json "$out/$(name "$s").json" >/dev/null
 done
-"$perf" allreduce $flags --lib "$nccl" --json "$out/nccl.json" >/dev/null
+bench "" --lib "$nccl" --json "$out/nccl.json" >/dev/null
 python3 - "$out" $settings nccl <<'PY'
 import json, sys, os
 out, names = sys.argv[1], sys.argv[2:]
 rows = {}
 for n in names:
-    d = json.load(open(os.path.join(out, n.replace("=", "_") + ".json")))
+    d = json.load(open(os.path.join(out, n.replace("=", "_").replace(",", "_") + ".json")))
     for r in d["records"]:
         rows.setdefault(r["bytes"], {})[n] = (r["out_of_place"]["busbw_gbs"], r["out_of_place"]["time_us"])
 print("busbw GB/s (time us)")
