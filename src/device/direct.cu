@@ -5,9 +5,8 @@
  * and a flag; LL: every 16-byte line carries the round), wait for what the
  * peers pushed, combine it with this rank's own data into the output, and
  * acknowledge. In simple rounds half of the block pushes and the other half
- * combines, rounds apart, so that the link and the local memory work at
- * once. Reductions fold every rank's contribution in rank order, so every
- * rank computes the same bits. */
+ * combines, rounds apart. Reductions fold every rank's contribution in rank
+ * order, so every rank computes the same bits. */
 #include <stdint.h>
 
 #include "device/direct.h"
@@ -58,7 +57,6 @@ __device__ void td_combine(const td_direct& w, const td_op& op, uint64_t scalar,
                            uint64_t s, uint64_t slot, uint64_t off, uint64_t len, int tid,
                            int nth) {
   const int n = dc->nranks, me = dc->rank, lane = blockIdx.x;
-#define TD_FROM(q) td_inbox(w, dc, me, (q), slot, lane)
   const int reduce = w.coll == TD_D_ALLREDUCE || w.coll == TD_D_REDUCESCATTER ||
                      (w.coll == TD_D_REDUCE && me == w.root);
   if (reduce) {
@@ -68,7 +66,7 @@ __device__ void td_combine(const td_direct& w, const td_op& op, uint64_t scalar,
     if (w.ll) {
       td_llfold f;
       for (int q = 0; q < n; q++) {
-        f.lines[q] = q == me ? NULL : (const uint4*)TD_FROM(q);
+        f.lines[q] = q == me ? NULL : (const uint4*)td_inbox(w, dc, me, q, slot, lane);
       }
       f.self = self;
       f.self_idx = me;
@@ -84,7 +82,7 @@ __device__ void td_combine(const td_direct& w, const td_op& op, uint64_t scalar,
     } else {
       td_fold f;
       for (int q = 0; q < n; q++) {
-        f.src[q] = q == me ? self : TD_FROM(q);
+        f.src[q] = q == me ? self : td_inbox(w, dc, me, q, slot, lane);
       }
       f.nsrc = n;
       f.scaled = premul ? me : -1;
@@ -114,7 +112,7 @@ __device__ void td_combine(const td_direct& w, const td_op& op, uint64_t scalar,
       }
       continue;
     }
-    const char* box = TD_FROM(q);
+    const char* box = td_inbox(w, dc, me, q, slot, lane);
     if (w.ll) {
       td_llpass lp = {(const uint4*)box, (uint32_t)s, 0, NULL, dst, NULL, len, dc};
       td_ll_typed(&op, scalar, TD_COPY, &lp);
@@ -123,7 +121,6 @@ __device__ void td_combine(const td_direct& w, const td_op& op, uint64_t scalar,
       td_pass_typed(&op, scalar, TD_COPY, &p);
     }
   }
-#undef TD_FROM
 }
 
 /* Pushes round s's data (inbox slot `slot`) to every peer this rank sends to. */
