@@ -4,6 +4,7 @@
 #ifndef TUTTI_TEST_HARNESS_H
 #define TUTTI_TEST_HARNESS_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 extern int test_passed;
@@ -28,5 +29,13 @@ extern int test_failed;
   } while (0)
 
 int test_summary(const char* name);
+
+/* xorshift64: a reproducible stream of test inputs from the state at `s`. */
+static inline uint64_t test_xorshift(uint64_t* s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
 
 #endif

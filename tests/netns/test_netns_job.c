@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "checker.h"
+#include "harness.h"
 #include "nccl.h"
 #include "reduce/reduce.h"
 
@@ -205,20 +206,13 @@ static int matrix(ncclComm_t comm, int n, int r) {
   return failed == 0 && usable ? 0 : 1;
 }
 
-static uint64_t rnd(uint64_t* s) {
-  *s ^= *s << 13;
-  *s ^= *s >> 7;
-  *s ^= *s << 17;
-  return *s;
-}
-
 /* One collective drawn from `rng` (the same draws on every rank): a kind,
  * a count up to `cap` elements of buffer, a root. */
 static ncclResult_t random_op(ncclComm_t comm, int n, int r, uint64_t* rng, float* a, float* b,
                               size_t cap) {
-  const int kind = (int)(rnd(rng) % 6);
-  const size_t count = 1 + (size_t)(rnd(rng) % (cap / (size_t)n));
-  const int root = (int)(rnd(rng) % (uint64_t)n);
+  const int kind = (int)(test_xorshift(rng) % 6);
+  const size_t count = 1 + (size_t)(test_xorshift(rng) % (cap / (size_t)n));
+  const int root = (int)(test_xorshift(rng) % (uint64_t)n);
   switch (kind) {
     case 0:
       return ncclAllReduce(a, b, count, ncclFloat, ncclSum, comm, NULL);

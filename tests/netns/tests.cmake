@@ -4,7 +4,8 @@
 add_executable(test_netns_job ${CMAKE_CURRENT_LIST_DIR}/test_netns_job.c
                               ${CMAKE_SOURCE_DIR}/tests/coll/checker.c)
 target_include_directories(test_netns_job PRIVATE ${CMAKE_SOURCE_DIR}/src
-                                                  ${CMAKE_SOURCE_DIR}/tests/coll)
+                                                  ${CMAKE_SOURCE_DIR}/tests/coll
+                                                  ${CMAKE_SOURCE_DIR}/tests/common)
 target_link_libraries(test_netns_job PRIVATE tutti_static)
 add_executable(tcp_raw_bw ${CMAKE_CURRENT_LIST_DIR}/tcp_raw_bw.c)
 target_link_libraries(tcp_raw_bw PRIVATE pthread)
