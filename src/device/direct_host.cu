@@ -18,6 +18,7 @@
 #include "device/kernel.h"
 
 extern "C" {
+#include "tune/tune.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -63,9 +64,8 @@ static int direct_fits(const struct tutti_dev_comm* dc, const struct tutti_dev_o
       n > TD_DIRECT_MAX_RANKS) {
     return 0;
   }
-  /* NCCL_ALGO names the algorithms a user allows: Direct among them, or none named. */
-  const char* algo = tutti_getenv("NCCL_ALGO");
-  if (algo != NULL && algo[0] != '\0' && op->sched->algo != TUTTI_ALGO_DIRECT) {
+  /* When NCCL_ALGO names the algorithms, only calls tune gave Direct. */
+  if (tutti_tune_algo_named() && op->sched->algo != TUTTI_ALGO_DIRECT) {
     return 0;
   }
   const int64_t max = tutti_param_direct_max();

@@ -85,8 +85,17 @@ void tutti_tune_parse_algo(const char* spec, unsigned allowed[TUTTI_COLL_COUNT])
   }
 }
 
+static int algo_named; /* NCCL_ALGO was given */
+
 static void load_algo_env(void) {
-  tutti_tune_parse_algo(tutti_getenv("NCCL_ALGO"), allowed_mask);
+  const char* spec = tutti_getenv("NCCL_ALGO");
+  algo_named = spec != NULL && spec[0] != '\0';
+  tutti_tune_parse_algo(spec, allowed_mask);
+}
+
+int tutti_tune_algo_named(void) {
+  pthread_once(&algo_once, load_algo_env);
+  return algo_named;
 }
 
 /* Bytes the busiest rank moves in a direct algorithm: every rank receives
@@ -115,9 +124,11 @@ size_t tutti_tune_chunk(size_t queue_bytes, size_t piece_bytes) {
 
 /* Device buffers: every collective's ring moves each byte over each link
  * once and needs no scratch (so a captured graph allocates nothing); one-shot
- * direct algorithms stay for what has no ring (all-to-all, gather, scatter,
- * point-to-point) and when NCCL_ALGO asks for them. */
-static TUTTI_PARAM(device_direct_max_bytes, "TUTTI_DEVICE_DIRECT_MAX_BYTES", 0);
+ * direct schedules stay for what has no ring (all-to-all, gather, scatter,
+ * point-to-point) and when NCCL_ALGO asks for them. (Single collectives
+ * between mapped GPUs take the device's own direct path instead, with its
+ * limit TUTTI_DEVICE_DIRECT_MAX_BYTES: src/device/direct_host.cu.) */
+static TUTTI_PARAM(device_direct_max_bytes, "TUTTI_DEVICE_DIRECT_SCHEDULE_MAX_BYTES", 0);
 
 static enum tutti_algo_id pick_allowed(const struct tutti_coll_args* a, enum tutti_algo_id pick);
 

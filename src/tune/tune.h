@@ -12,6 +12,9 @@ enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a);
 /* The hierarchical allreduce's exchange among hosts (coll_args.inter_algo). */
 int tutti_tune_inter(const struct tutti_coll_args* a);
 
+/* Non-zero when NCCL_ALGO names the algorithms (read once). */
+int tutti_tune_algo_named(void);
+
 /* The same choice for a collective on device buffers (one host). */
 enum tutti_algo_id tutti_tune_algo_device(const struct tutti_coll_args* a);
 
