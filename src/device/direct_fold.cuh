@@ -40,7 +40,7 @@ __device__ __noinline__ void td_run_fold(const td_op* op, uint64_t scalar, const
       if (k < nvec) {
         x[u] = __ldcg(reinterpret_cast<const uint4*>(f.src[0]) + k);
         if (f.scaled == 0) {
-          x[u] = td_vop<R>(r, TD_SCALE, x[u], x[u]);
+          x[u] = td_vop<R, uint4>(r, TD_SCALE, x[u], x[u]);
         }
       }
     }
@@ -58,9 +58,9 @@ __device__ __noinline__ void td_run_fold(const td_op* op, uint64_t scalar, const
       for (int u = 0; u < U; u++) {
         if (i + (size_t)u * stride < nvec) {
           if (q == f.scaled) {
-            y[u] = td_vop<R>(r, TD_SCALE, y[u], y[u]);
+            y[u] = td_vop<R, uint4>(r, TD_SCALE, y[u], y[u]);
           }
-          x[u] = td_vop<R>(r, e, x[u], y[u]);
+          x[u] = td_vop<R, uint4>(r, e, x[u], y[u]);
         }
       }
     }
@@ -113,11 +113,11 @@ __device__ __noinline__ void td_run_llfold(const td_op* op, uint64_t scalar, con
       uint64_t y;
       if (q == f.self_idx) {
         y = td_ld8(f.self + l * 8, nb);
-        y = f.scaled ? td_vop8<R>(r, TD_SCALE, y, y) : y;
+        y = f.scaled ? td_vop<R, uint64_t>(r, TD_SCALE, y, y) : y;
       } else {
         y = td_ll_read(f.lines[q] + l, f.flag, f.dc);
       }
-      v = q == 0 ? y : td_vop8<R>(r, q == f.nsrc - 1 ? f.e_last : f.e_mid, v, y);
+      v = q == 0 ? y : td_vop<R, uint64_t>(r, q == f.nsrc - 1 ? f.e_last : f.e_mid, v, y);
     }
     td_st8(f.dst + l * 8, v, nb);
   }

@@ -28,13 +28,15 @@ struct td_pass {
   int nth;
 };
 
-template <class R>
-__device__ __forceinline__ uint4 td_vop(const R& r, int e, uint4 x, uint4 y) {
+/* `e` applied element by element to the words x and y (16 bytes in simple
+ * passes, the 8 data bytes of an LL line). */
+template <class R, class V>
+__device__ __forceinline__ V td_vop(const R& r, int e, V x, V y) {
   typedef typename R::T T;
   T* px = reinterpret_cast<T*>(&x);
   const T* py = reinterpret_cast<const T*>(&y);
 #pragma unroll
-  for (int i = 0; i < (int)(16 / sizeof(T)); i++) {
+  for (int i = 0; i < (int)(sizeof(V) / sizeof(T)); i++) {
     px[i] = r.apply(e, px[i], e == TD_SCALE || e == TD_DIV ? px[i] : py[i]);
   }
   return x;
@@ -90,7 +92,7 @@ __device__ __noinline__ void td_run_pass(const td_op* op, uint64_t scalar, int e
     for (int u = 0; u < U; u++) {
       size_t k = i + (size_t)u * stride;
       if (k < nvec) {
-        uint4 v = e == TD_COPY ? x[u] : td_vop<R>(r, e, x[u], binary ? y[u] : x[u]);
+        uint4 v = e == TD_COPY ? x[u] : td_vop<R, uint4>(r, e, x[u], binary ? y[u] : x[u]);
         w14[k] = v;
         if (p.w2 != NULL) {
           w24[k] = v;
@@ -259,18 +261,6 @@ __device__ __forceinline__ void td_st8(char* p, uint64_t v, size_t nb) {
   }
 }
 
-template <class R>
-__device__ __forceinline__ uint64_t td_vop8(const R& r, int e, uint64_t x, uint64_t y) {
-  typedef typename R::T T;
-  T* px = reinterpret_cast<T*>(&x);
-  const T* py = reinterpret_cast<const T*>(&y);
-#pragma unroll
-  for (int i = 0; i < (int)(8 / sizeof(T)); i++) {
-    px[i] = r.apply(e, px[i], e == TD_SCALE || e == TD_DIV ? px[i] : py[i]);
-  }
-  return x;
-}
-
 /* One LL piece: x = the lines (or src); v = x OP src, or x transformed;
  * v goes to dst and/or the peer's lines. */
 template <class R>
@@ -285,7 +275,7 @@ __device__ __noinline__ void td_ll_pass(const td_op* op, uint64_t scalar, int e,
     uint64_t x = p.in ? td_ll_read(p.in + l, p.in_flag, p.dc) : td_ld8(p.src + l * 8, nb);
     uint64_t v = x;
     if (e != TD_COPY) {
-      v = td_vop8<R>(r, e, x, binary ? td_ld8(p.src + l * 8, nb) : x);
+      v = td_vop<R, uint64_t>(r, e, x, binary ? td_ld8(p.src + l * 8, nb) : x);
     }
     if (p.dst != NULL) {
       td_st8(p.dst + l * 8, v, nb);
