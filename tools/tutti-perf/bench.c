@@ -136,9 +136,16 @@ static void capture_begin(struct perf_thread* t) {
   }
 }
 
+/* Every stream's capture ends before any graph is instantiated: a thread
+ * may not instantiate while one of its streams is still capturing. */
 static void capture_end(struct perf_thread* t, struct perf_graph* graphs) {
   for (int g = 0; g < t->w->o->ngpus; g++) {
+    perf_set_device(1, t->ranks[g].dev);
     perf_graph_end(t->ranks[g].stream, &graphs[g]);
+  }
+  for (int g = 0; g < t->w->o->ngpus; g++) {
+    perf_set_device(1, t->ranks[g].dev);
+    perf_graph_instantiate(&graphs[g]);
   }
 }
 
@@ -253,12 +260,31 @@ static void warm_up(struct perf_thread* t, struct perf_case* k, size_t bytes) {
   perf_world_complete(t);
 }
 
+/* The device memory each communicator of this thread took: free memory
+ * before it was made, less free memory once it ran its first collectives. */
+static void report_comm_memory(struct perf_thread* t) {
+  for (int g = 0; g < t->w->o->ngpus; g++) {
+    const struct perf_rank* r = &t->ranks[g];
+    const size_t now = perf_cuda_mem_free(r->dev);
+    if (r->free_before > 0 && now > 0) {
+      printf("# Rank %2d GPU %2d: the communicator holds %.0f MiB of device memory\n", r->rank,
+             r->dev, ((double)r->free_before - (double)now) / (1 << 20));
+    }
+  }
+  perf_set_device(1, t->ranks[0].dev);
+  fflush(stdout);
+}
+
 static void time_test(struct perf_thread* t, ncclDataType_t type, int op, int root) {
   struct perf_world* w = t->w;
   const struct perf_opts* o = w->o;
   struct perf_case k = {.type = type, .op = op, .root = root};
   perf_world_barrier(t);
   warm_up(t, &k, o->maxbytes);
+  if (!t->mem_reported && w->gpu && prints(t)) {
+    report_comm_memory(t);
+  }
+  t->mem_reported = 1;
   warm_up(t, &k, o->minbytes);
   for (size_t size = o->minbytes; size <= o->maxbytes; size = next_size(o, size)) {
     setup_case(&k, o, w->nranks, size);

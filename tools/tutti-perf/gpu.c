@@ -133,6 +133,14 @@ size_t perf_cuda_mem_total(int dev) {
   return total;
 }
 
+size_t perf_cuda_mem_free(int dev) {
+  size_t free_b = 0, total = 0;
+  if (rt.SetDevice(dev) != 0 || rt.MemGetInfo(&free_b, &total) != 0) {
+    return 0;
+  }
+  return free_b;
+}
+
 void perf_set_device(int gpu, int dev) {
   if (gpu) {
     cuda_check(rt.SetDevice(dev), "cudaSetDevice");
@@ -209,6 +217,9 @@ void perf_graph_begin(cudaStream_t s) {
 
 void perf_graph_end(cudaStream_t s, struct perf_graph* g) {
   cuda_check(rt.StreamEndCapture(s, &g->graph), "cudaStreamEndCapture");
+}
+
+void perf_graph_instantiate(struct perf_graph* g) {
   cuda_check(rt.GraphInstantiateWithFlags(&g->exec, g->graph, 0), "cudaGraphInstantiate");
 }
 

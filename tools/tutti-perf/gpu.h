@@ -17,6 +17,8 @@ int perf_cuda_load(char* why, size_t len);
 void perf_cuda_describe(int dev, char* out, size_t len);
 /* Device memory of `dev` in bytes, 0 if unknown. */
 size_t perf_cuda_mem_total(int dev);
+/* Free device memory of `dev` in bytes, 0 if unknown. */
+size_t perf_cuda_mem_free(int dev);
 
 /* With gpu == 0 these act on host memory and never touch CUDA. */
 void perf_set_device(int gpu, int dev);
@@ -34,7 +36,8 @@ struct perf_graph {
 };
 /* Capture mode: thread-local, because threads capture at the same time. */
 void perf_graph_begin(cudaStream_t s);
-void perf_graph_end(cudaStream_t s, struct perf_graph* g);
+void perf_graph_end(cudaStream_t s, struct perf_graph* g); /* ends the capture */
+void perf_graph_instantiate(struct perf_graph* g);
 void perf_graph_launch(const struct perf_graph* g, cudaStream_t s);
 void perf_graph_destroy(struct perf_graph* g);
 

@@ -50,7 +50,8 @@ struct perf_rank {
   char* recv;
   char* send_img; /* host images that are filled and verified; == send/recv on host */
   char* recv_img;
-  void* xbuf; /* scratch for exchanges between processes through the library */
+  void* xbuf;         /* scratch for exchanges between processes through the library */
+  size_t free_before; /* device memory free before the communicator existed */
 };
 
 struct perf_json;
@@ -78,6 +79,7 @@ struct perf_thread {
   int bw_count;
   int errors;   /* rows (per placement) with wrong values */
   uint32_t rep; /* check passes so far: the seed, the same on every rank */
+  int mem_reported;
 };
 
 /* Prints the message, marks the JSON file failed and ends the process: a

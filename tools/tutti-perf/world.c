@@ -31,6 +31,7 @@ static void setup_rank(struct perf_world* w, struct perf_rank* r, int thread, in
     r->recv_img = perf_buf_alloc(0, o->maxbytes);
   }
   r->stream = perf_stream_create(w->gpu, o->stream_null);
+  r->free_before = w->gpu ? perf_cuda_mem_free(r->dev) : 0;
 }
 
 static void init_group(struct perf_world* w, struct perf_rank* ranks, int n) {
