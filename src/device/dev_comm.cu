@@ -29,6 +29,7 @@ static TUTTI_PARAM(nthreads, "NCCL_NTHREADS", 512);
 static TUTTI_PARAM(dev_buffsize, "NCCL_BUFFSIZE", 1 << 20);
 static TUTTI_PARAM(p2p_disable, "NCCL_P2P_DISABLE", 0);
 static TUTTI_PARAM(direct_bytes, "TUTTI_DEVICE_DIRECT_BYTES", 64 << 20);
+static TUTTI_PARAM(ce_bytes, "TUTTI_DEVICE_CE_BYTES", 64 << 20);
 
 #define TD_MAX_DONE 256 /* lanes one launch may have */
 
@@ -61,7 +62,19 @@ static uint64_t direct_lane_bytes(int n, int gpu_regions) {
   return lane < 8192 ? 0 : lane;
 }
 
-static void layout(struct td_layout* l, int nch, int n, size_t queue_bytes, uint64_t lane_bytes) {
+/* The copy-engine path's inboxes (ce.h): TUTTI_DEVICE_CE_BYTES per rank,
+ * TD_CE_SLOTS slots per peer; none where regions are host memory. */
+static uint64_t ce_slot_bytes(int n, int gpu_regions) {
+  const int64_t budget = tutti_param_ce_bytes();
+  if (!gpu_regions || n < 2 || n > TD_DIRECT_MAX_RANKS || budget <= 0) {
+    return 0;
+  }
+  const uint64_t slot = (uint64_t)budget / (TD_CE_SLOTS * (uint64_t)(n - 1)) / 4096 * 4096;
+  return slot < (64 << 10) ? 0 : slot;
+}
+
+static void layout(struct td_layout* l, int nch, int n, size_t queue_bytes, uint64_t lane_bytes,
+                   uint64_t ce_slot) {
   const uint64_t lines = (uint64_t)nch * (uint64_t)n;
   uint64_t o = 0; /* the shared region */
   l->tail_off = o;
@@ -87,6 +100,12 @@ static void layout(struct td_layout* l, int nch, int n, size_t queue_bytes, uint
   o += dlanes * lane_bytes;
   l->ll_inbox_off = o;
   o += lane_bytes > 0 ? (uint64_t)(n - 1) * 2 * TD_DIRECT_LL_LANES * TD_DIRECT_LL_LANE_BYTES : 0;
+  l->ce_flag_off = o;
+  o += ce_slot > 0 ? (uint64_t)(n - 1) * TD_LINE : 0;
+  o = (o + 4095) & ~(uint64_t)4095;
+  l->ce_inbox_off = o;
+  l->ce_slot_bytes = ce_slot;
+  o += (uint64_t)(n - 1) * TD_CE_SLOTS * ce_slot;
   l->total = o;
   o = 0; /* the private region */
   l->sent_off = o;
@@ -193,6 +212,17 @@ static void release(struct tutti_dev_comm* dc) {
   if (dc->host_flags != NULL) {
     cudaFreeHost(dc->host_flags);
   }
+  for (int i = 0; i < TD_CE_SLOTS + 2; i++) {
+    cudaEvent_t e = i < TD_CE_SLOTS    ? dc->ce_done[i]
+                    : i == TD_CE_SLOTS ? dc->ce_start
+                                       : dc->ce_copied;
+    if (e != NULL) {
+      cudaEventDestroy(e);
+    }
+  }
+  if (dc->ce_copy != NULL) {
+    cudaStreamDestroy(dc->ce_copy);
+  }
   if (dc->ev != NULL) {
     cudaEventDestroy(dc->ev);
   }
@@ -223,8 +253,9 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
                                                      : 4 << 20;
   qb = qb < 64 * 1024 ? 64 * 1024 : qb;
   dc->slot_bytes = (size_t)qb / TD_SLOTS / 16 * 16;
-  layout(&dc->lay, dc->nch, n, dc->slot_bytes * TD_SLOTS,
-         direct_lane_bytes(n, !dc->host_mode && !dc->net));
+  const int gpu_regions = !dc->host_mode && !dc->net;
+  layout(&dc->lay, dc->nch, n, dc->slot_bytes * TD_SLOTS, direct_lane_bytes(n, gpu_regions),
+         ce_slot_bytes(n, gpu_regions));
   if (dc->host_mode) {
     td_host_region_name(dc->shm_name, sizeof dc->shm_name, s->secret, s->comm_hash, s->rank);
     NCCLCHECK(td_host_region_map(dc->shm_name, dc->lay.total, 1, &dc->hosts[s->rank]));
@@ -239,6 +270,15 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
             "cudaHostAlloc");
   memset(dc->host_flags, 0, 64);
   CUDACHECK(cudaEventCreateWithFlags(&dc->ev, cudaEventDisableTiming), "cudaEventCreate");
+  if (dc->lay.ce_slot_bytes > 0) {
+    CUDACHECK(cudaStreamCreateWithFlags(&dc->ce_copy, cudaStreamNonBlocking), "cudaStreamCreate");
+    for (int i = 0; i < TD_CE_SLOTS + 2; i++) {
+      cudaEvent_t* e = i < TD_CE_SLOTS    ? &dc->ce_done[i]
+                       : i == TD_CE_SLOTS ? &dc->ce_start
+                                          : &dc->ce_copied;
+      CUDACHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "cudaEventCreate");
+    }
+  }
   CUDACHECK(td_occupancy(dc->nthreads, &per_sm), "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   dc->max_ctas = nsm * (per_sm > 0 ? per_sm : 1);
   CUDACHECK(cudaDeviceSynchronize(), "cudaDeviceSynchronize");

@@ -36,6 +36,13 @@ struct tutti_dev_comm {
   int watch_live;
   volatile int watch_stop;
   cudaEvent_t ev;
+  /* The copy-engine path (ce.cu): pieces issued so far (the same on every
+   * rank), the stream of the last call, the copies' own stream, and events:
+   * a call's start, a piece's copies done, a piece's kernel done (by slot). */
+  uint64_t ce_seq;
+  cudaStream_t ce_stream;
+  cudaStream_t ce_copy;
+  cudaEvent_t ce_start, ce_copied, ce_done[TD_CE_SLOTS];
   void* scratch;
   size_t scratch_cap;
   uint64_t launches;

@@ -123,7 +123,8 @@ __device__ __noinline__ void td_run_llfold(const td_op* op, uint64_t scalar, con
   }
 }
 
-__device__ __noinline__ void td_fold_typed(const td_op* op, uint64_t scalar, const td_fold* f) {
+static __device__ __noinline__ void td_fold_typed(const td_op* op, uint64_t scalar,
+                                                  const td_fold* f) {
   const int sum = f->e_mid == TD_SUM && f->e_last == TD_SUM;
   td_by_type(op->type, [&](auto tag) {
     typedef typename decltype(tag)::type R;
@@ -135,7 +136,8 @@ __device__ __noinline__ void td_fold_typed(const td_op* op, uint64_t scalar, con
   });
 }
 
-__device__ __noinline__ void td_llfold_typed(const td_op* op, uint64_t scalar, const td_llfold* f) {
+static __device__ __noinline__ void td_llfold_typed(const td_op* op, uint64_t scalar,
+                                                    const td_llfold* f) {
   td_by_type(op->type,
              [&](auto tag) { td_run_llfold<typename decltype(tag)::type>(op, scalar, f); });
 }

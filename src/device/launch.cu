@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "device/dev_comm.h"
+#include "device/ce.h"
 #include "device/direct.h"
 #include "device/kernel.h"
 
@@ -282,7 +283,7 @@ extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct
                                          int nops) {
   NCCLCHECK(tutti_dev_comm_error(dc));
   ncclResult_t dres;
-  if (td_direct_try(dc, ops, nops, &dres)) {
+  if (td_ce_try(dc, ops, nops, &dres) || td_direct_try(dc, ops, nops, &dres)) {
     return dres;
   }
   struct td_counts c = {nops, 0, 0, 0, 0};

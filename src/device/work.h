@@ -15,6 +15,7 @@
 #define TD_SLOTS 8         /* slots per connection queue */
 #define TD_LINE 128        /* bytes between counters, so peers never share a line */
 #define TD_MAX_CHANNELS 64 /* channels any operation may use */
+#define TD_CE_SLOTS 4      /* inbox slots per peer of the copy-engine path (ce.h) */
 /* The low-latency protocol: a slot is TD_LL_LINES lines of 16 bytes, each
  * carrying 8 bytes of data and the slot's flag twice, written by one store;
  * the receiver polls the lines themselves, so no fence and no tail. */
@@ -118,7 +119,8 @@ typedef td_work<320, 32, 160, 128, 896> td_work_large;
  *   direct path's rounds per lane. */
 struct td_layout {
   uint64_t tail_off, head_off, len_off, queue_off, queue_bytes, ll_off;
-  uint64_t dflag_off, dack_off, inbox_off, lane_bytes, ll_inbox_off, total;
+  uint64_t dflag_off, dack_off, inbox_off, lane_bytes, ll_inbox_off;
+  uint64_t ce_flag_off, ce_inbox_off, ce_slot_bytes, total;
   uint64_t sent_off, recvd_off, served_off, done_off, finished_off, dseq_off, priv_total;
 };
 

@@ -18,6 +18,9 @@
  *   rounds      as procs, with inboxes of 16 KB per lane in rounds of 2 KB
  *               and low-latency rounds up to 256 KB: the direct path in
  *               many rounds, each inbox slot used many times per call
+ *   simple      as rounds, every size in simple rounds (no LL lines)
+ *   ce          as procs, every size on the copy-engine path, in pieces of
+ *               inboxes of 512 KB (two ranks)
  *   netkill     as net; rank 1 exits without a word after a few allreduces:
  *               rank 0's pending allreduce must fail with ncclRemoteError
  *               naming rank 1 within 5 s (the proxy sees the connection close)
@@ -388,11 +391,18 @@ static void proc_child(int r, void* arg, long* p, long* f) {
   if (strcmp(j->mode, "ring") == 0) {
     setenv("TUTTI_DEVICE_DIRECT", "0", 1);
   }
-  if (strcmp(j->mode, "rounds") == 0) {
+  if (strcmp(j->mode, "rounds") == 0 || strcmp(j->mode, "simple") == 0) {
     setenv("TUTTI_DEVICE_DIRECT_BYTES", "2097152", 1);
     setenv("TUTTI_DEVICE_DIRECT_ROUND_BYTES", "2048", 1);
     setenv("TUTTI_DEVICE_DIRECT_LL_MAX_BYTES", "262144", 1);
     setenv("TUTTI_DEVICE_DIRECT_LL_BLOCK_BYTES", "65536", 1);
+  }
+  if (strcmp(j->mode, "ce") == 0) {
+    setenv("TUTTI_DEVICE_CE_MIN_BYTES", "1", 1);
+    setenv("TUTTI_DEVICE_CE_BYTES", "1048576", 1);
+  }
+  if (strcmp(j->mode, "simple") == 0) {
+    setenv("TUTTI_DEVICE_DIRECT_LL_MAX_BYTES", "0", 1);
   }
   int dev = strcmp(j->mode, "shared") == 0 ? 0 : r % j->ngpu;
   if (strcmp(j->mode, "hidden") == 0) {
@@ -474,8 +484,9 @@ int main(int argc, char** argv) {
   }
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   int n = argc > 2 ? atoi(argv[2]) : (ngpu >= 2 ? ngpu : 2);
-  const char* all[] = {"procs", "shared", "single", "graph",   "concurrent", "p2p",  "big",
-                       "nop2p", "net",    "huge",   "netkill", "hidden",     "ring", "rounds"};
+  const char* all[] = {"procs", "shared", "single", "graph", "concurrent", "p2p",
+                       "big",   "nop2p",  "net",    "huge",  "netkill",    "hidden",
+                       "ring",  "rounds", "simple", "ce"};
   for (size_t m = 0; m < sizeof all / sizeof all[0]; m++) {
     if (strcmp(mode, "all") != 0 && strcmp(mode, all[m]) != 0) {
       continue;

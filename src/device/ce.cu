@@ -1,0 +1,264 @@
+/* The copy-engine path (see ce.h): the combining kernel, and when and how a
+ * call is split into pieces of copies and kernels. */
+#include <stdint.h>
+
+#include "device/ce.h"
+#include "device/dev_comm.h"
+#include "device/direct.h"
+#include "device/direct_fold.cuh"
+#include "device/kernel.h"
+#include "device/pass.cuh"
+#include "device/sync.cuh"
+
+extern "C" {
+#include "tune/tune.h"
+#include "util/check.h"
+#include "util/param.h"
+}
+
+/* Rank `at`'s flag for the pieces of rank `from`. */
+__host__ __device__ static inline uint64_t* td_ce_flag(char* const* base, const td_layout& L,
+                                                       int at, int from) {
+  return (uint64_t*)(base[at] + L.ce_flag_off + (uint64_t)td_peer_slot(from, at) * TD_LINE);
+}
+
+/* Rank `at`'s inbox slot for data from rank `from`. */
+__host__ __device__ static inline char* td_ce_inbox(char* const* base, const td_layout& L, int at,
+                                                    int from, uint64_t slot) {
+  const uint64_t i = (uint64_t)td_peer_slot(from, at) * TD_CE_SLOTS + slot;
+  return base[at] + L.ce_inbox_off + i * L.ce_slot_bytes;
+}
+
+/* Who sends to whom: every rank to every other, but in rooted collectives. */
+__host__ __device__ static inline int td_ce_sends(int coll, int root, int from, int to) {
+  return coll == TD_D_BROADCAST ? from == root : coll == TD_D_REDUCE ? to == root : 1;
+}
+
+/* This rank's share of the piece: block `b`'s slice of it. */
+__device__ void td_ce_work(const td_ce& w, const td_op& op, td_devcomm* dc, uint64_t b0,
+                           uint64_t blen) {
+  const int n = dc->nranks, me = dc->rank;
+  const td_layout& L = dc->lay;
+  const uint64_t at = w.off + b0;
+  if (w.coll == TD_D_ALLREDUCE || w.coll == TD_D_REDUCESCATTER ||
+      (w.coll == TD_D_REDUCE && me == w.root)) {
+    td_fold f;
+    for (int q = 0; q < n; q++) {
+      f.src[q] = q == me ? w.in + (w.coll == TD_D_REDUCESCATTER ? (uint64_t)me * w.part : 0) + at
+                         : td_ce_inbox(dc->base, L, me, q, w.slot) + b0;
+    }
+    f.nsrc = n;
+    f.scaled = -1;
+    f.e_mid = td_binary_eop(op, 0, 0);
+    f.e_last = td_binary_eop(op, 0, 1);
+    f.dst = w.out + at;
+    f.len = blen;
+    f.tid = threadIdx.x;
+    f.nth = blockDim.x;
+    td_fold_typed(&op, 0, &f);
+    return;
+  }
+  for (int q = 0; q < n; q++) {
+    const int here = w.coll == TD_D_ALLGATHER || (w.coll == TD_D_BROADCAST && q == w.root);
+    if (!here) {
+      continue;
+    }
+    const char* src = q == me ? w.in + at : td_ce_inbox(dc->base, L, me, q, w.slot) + b0;
+    char* dst = w.out + (w.coll == TD_D_ALLGATHER ? (uint64_t)q * w.part : 0) + at;
+    if (src != dst) {
+      td_pass p = {src, NULL, dst, NULL, blen, (int)threadIdx.x, (int)blockDim.x};
+      td_pass_typed(&op, 0, TD_COPY, &p);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(TD_MAX_THREADS, 1) td_ce_kernel(const __grid_constant__ td_ce w) {
+  td_devcomm* dc = w.comm;
+  const td_layout& L = dc->lay;
+  const int n = dc->nranks, me = dc->rank, tid = threadIdx.x;
+  __shared__ int s_stop;
+  if (tid == 0) {
+    s_stop = 0;
+  }
+  /* This rank's copies of the piece landed before the kernel started (stream
+   * order); block 0 says so to every peer, which also tells each that this
+   * rank is past its previous piece. */
+  if (blockIdx.x == 0 && tid < n && tid != me) {
+    if (tid == (me == 0 ? 1 : 0)) {
+      td_kernel_started(dc);
+    }
+    __threadfence_system();
+    td_st_release(td_ce_flag(dc->base, L, tid, me), w.seq);
+  }
+  __syncthreads();
+  if (tid < n && tid != me && !td_wait_ge(td_ce_flag(dc->base, L, me, tid), w.seq, dc)) {
+    s_stop = 1;
+  }
+  __syncthreads();
+  if (!s_stop) {
+    td_op op = {};
+    op.type = w.type;
+    op.kind = w.kind;
+    op.elem_size = w.elem_size;
+    op.divisor = w.divisor;
+    uint64_t b0, blen;
+    td_chan_slice(w.len, (int)gridDim.x, (int)blockIdx.x, &b0, &blen);
+    td_ce_work(w, op, dc, b0, blen);
+  }
+  __syncthreads();
+  if (tid == 0) {
+    unsigned long long* finished = (unsigned long long*)(dc->priv + L.finished_off);
+    if (atomicAdd(finished, 1ull) + 1 == gridDim.x) {
+      *(volatile unsigned long long*)finished = 0;
+      td_kernel_finished(dc);
+    }
+  }
+}
+
+extern "C" int td_ce_launch(const struct td_ce* w, int nblocks, int nthreads, cudaStream_t stream) {
+  td_ce_kernel<<<nblocks, nthreads, 0, stream>>>(*w);
+  return (int)cudaGetLastError();
+}
+
+/* Host side: which calls, and their pieces. */
+
+static TUTTI_PARAM(ce_on, "TUTTI_DEVICE_CE", 1);
+/* From this many bytes per rank, every collective the path knows; -1: the
+ * measured default, reducescatter from 32 MB per rank only. On 2 x H200
+ * (bench/RESULTS.md, 2026-11-30) the path beat the ring and NCCL there
+ * alone with one process per GPU; allreduce gained with one process for
+ * both GPUs (1.13x NCCL at 256 MB) but lost 5-15% with two processes. */
+static TUTTI_PARAM(ce_min, "TUTTI_DEVICE_CE_MIN_BYTES", -1);
+/* Bytes per block of the combining kernel: it keeps up with the link only
+ * on (nearly) every SM; at 256 KB per block 8 MB took 63 us, at 32 KB 58. */
+static TUTTI_PARAM(ce_block_bytes, "TUTTI_DEVICE_CE_BLOCK_BYTES", 32 * 1024);
+/* Bytes per piece: a piece's kernel overlaps the next piece's copies, but
+ * each piece costs a copy and a kernel of its own (16 MB measured best). */
+static TUTTI_PARAM(ce_piece_bytes, "TUTTI_DEVICE_CE_PIECE_BYTES", 16 << 20);
+
+static int ce_coll(enum tutti_coll c) {
+  switch (c) {
+    case TUTTI_COLL_ALLREDUCE:
+      return TD_D_ALLREDUCE;
+    case TUTTI_COLL_REDUCESCATTER:
+      return TD_D_REDUCESCATTER;
+    case TUTTI_COLL_ALLGATHER:
+      return TD_D_ALLGATHER;
+    case TUTTI_COLL_BROADCAST:
+      return TD_D_BROADCAST;
+    case TUTTI_COLL_REDUCE:
+      return TD_D_REDUCE;
+    default:
+      return -1;
+  }
+}
+
+static int ce_fits(const struct tutti_dev_comm* dc, const struct tutti_dev_op* op) {
+  const struct tutti_coll_args* a = op->args;
+  const int n = dc->nranks;
+  const size_t bytes = a->count * a->elem_size;
+  const int64_t min = tutti_param_ce_min();
+  const size_t from = min >= 0                              ? (size_t)min
+                      : a->coll == TUTTI_COLL_REDUCESCATTER ? (size_t)32 << 20
+                                                            : SIZE_MAX;
+  if (!tutti_param_ce_on() || dc->lay.ce_slot_bytes == 0 || ce_coll(a->coll) < 0 || n < 2 ||
+      n > TD_DIRECT_MAX_RANKS || bytes == 0 || bytes < from ||
+      op->redop.kind == TUTTI_RED_PREMULSUM) {
+    return 0;
+  }
+  if (tutti_tune_algo_named() && op->sched->algo != TUTTI_ALGO_DIRECT) {
+    return 0;
+  }
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(op->stream, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusNone;
+}
+
+static ncclResult_t ce_cuda(cudaError_t e, const char* what) {
+  return tutti_error(ncclUnhandledCudaError, "%s failed on the copy-engine path: %s", what,
+                     cudaGetErrorString(e));
+}
+
+/* The copies and the kernel of one piece. Copies run on the path's own
+ * stream, a piece ahead of the kernels: piece k's copies into a peer's slot
+ * k % TD_CE_SLOTS wait for this rank's kernel of piece k - TD_CE_SLOTS + 1,
+ * which heard that the peer started that piece, so finished the slot's last
+ * reader, piece k - TD_CE_SLOTS. Piece k's kernel waits for its copies. */
+static ncclResult_t ce_piece(struct tutti_dev_comm* dc, struct td_ce* w, cudaStream_t stream) {
+  const int n = dc->nranks, me = dc->rank;
+  w->seq = ++dc->ce_seq;
+  w->slot = w->seq % TD_CE_SLOTS;
+  cudaError_t e = cudaSuccess;
+  if (w->seq >= TD_CE_SLOTS) {
+    e = cudaStreamWaitEvent(dc->ce_copy, dc->ce_done[(w->seq + 1) % TD_CE_SLOTS], 0);
+  }
+  for (int q = 0; q < n && e == cudaSuccess; q++) {
+    if (q == me || !td_ce_sends(w->coll, w->root, me, q)) {
+      continue;
+    }
+    const char* src = w->in + (w->coll == TD_D_REDUCESCATTER ? (uint64_t)q * w->part : 0) + w->off;
+    char* dst = td_ce_inbox(dc->base, dc->lay, q, me, w->slot);
+    e = cudaMemcpyAsync(dst, src, w->len, cudaMemcpyDeviceToDevice, dc->ce_copy);
+  }
+  if (e == cudaSuccess) {
+    e = cudaEventRecord(dc->ce_copied, dc->ce_copy);
+  }
+  if (e == cudaSuccess) {
+    e = cudaStreamWaitEvent(stream, dc->ce_copied, 0);
+  }
+  if (e != cudaSuccess) {
+    return ce_cuda(e, "issuing the copies to the peers");
+  }
+  const int64_t per = tutti_param_ce_block_bytes() > 4096 ? tutti_param_ce_block_bytes() : 4096;
+  uint64_t nb = w->len / (uint64_t)per;
+  nb = nb < 1 ? 1 : nb > (uint64_t)dc->max_ctas ? (uint64_t)dc->max_ctas : nb;
+  e = (cudaError_t)td_ce_launch(w, (int)nb, dc->nthreads, stream);
+  dc->launches++;
+  if (e == cudaSuccess) {
+    e = cudaEventRecord(dc->ce_done[w->seq % TD_CE_SLOTS], stream);
+  }
+  return e == cudaSuccess ? ncclSuccess : ce_cuda(e, "launching the combining kernel");
+}
+
+extern "C" int td_ce_try(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops,
+                         ncclResult_t* res) {
+  if (nops != 1 || !ce_fits(dc, &ops[0])) {
+    return 0;
+  }
+  const struct tutti_dev_op* op = &ops[0];
+  const struct tutti_coll_args* a = op->args;
+  struct td_ce w = {};
+  w.comm = dc->d_comm;
+  w.in = (const char*)op->bufs[TUTTI_BUF_SEND];
+  w.out = (char*)op->bufs[TUTTI_BUF_RECV];
+  w.part = a->count * a->elem_size;
+  w.divisor = op->redop.divisor ? op->redop.divisor : 1;
+  w.coll = (uint8_t)ce_coll(a->coll);
+  w.type = (uint8_t)op->redop.type;
+  w.kind = (uint8_t)op->redop.kind;
+  w.elem_size = (uint8_t)a->elem_size;
+  w.root = a->root;
+  struct td_dev_guard g;
+  td_dev_enter(&g, dc->dev);
+  /* The copies start once the stream reached the call; pieces are numbered
+   * in one order on every rank, so a call on another stream than the last
+   * one also waits for the last one's kernels. */
+  cudaError_t e = cudaEventRecord(dc->ce_start, op->stream);
+  if (e == cudaSuccess) {
+    e = cudaStreamWaitEvent(dc->ce_copy, dc->ce_start, 0);
+  }
+  if (e == cudaSuccess && dc->ce_seq > 0 && dc->ce_stream != op->stream) {
+    e = cudaStreamWaitEvent(op->stream, dc->ce_done[dc->ce_seq % TD_CE_SLOTS], 0);
+  }
+  *res = e == cudaSuccess ? ncclSuccess : ce_cuda(e, "ordering the call's streams");
+  uint64_t piece = (uint64_t)tutti_param_ce_piece_bytes() / 16 * 16;
+  const uint64_t slot = dc->lay.ce_slot_bytes / 16 * 16;
+  piece = piece < 4096 ? 4096 : piece > slot ? slot : piece;
+  for (uint64_t off = 0; off < w.part && *res == ncclSuccess; off += piece) {
+    w.off = off;
+    w.len = w.part - off < piece ? w.part - off : piece;
+    *res = ce_piece(dc, &w, op->stream);
+  }
+  dc->ce_stream = op->stream;
+  td_dev_leave(&g);
+  return 1;
+}
