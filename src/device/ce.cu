@@ -124,10 +124,11 @@ extern "C" int td_ce_launch(const struct td_ce* w, int nblocks, int nthreads, cu
 
 static TUTTI_PARAM(ce_on, "TUTTI_DEVICE_CE", 1);
 /* From this many bytes per rank, every collective the path knows; -1: the
- * measured default, reducescatter from 32 MB per rank only. On 2 x H200
- * (bench/RESULTS.md, 2026-11-30) the path beat the ring and NCCL there
- * alone with one process per GPU; allreduce gained with one process for
- * both GPUs (1.13x NCCL at 256 MB) but lost 5-15% with two processes. */
+ * measured defaults (2 x H200, bench/RESULTS.md, 2026-11-30): reducescatter
+ * from 32 MB per rank, and allreduce from 64 MB when one process drives
+ * every GPU (1.07-1.13x NCCL there; with one process per GPU the same
+ * path ran 5-25% slower than the ring, for a reason not found: the copies
+ * alone run as fast between processes). */
 static TUTTI_PARAM(ce_min, "TUTTI_DEVICE_CE_MIN_BYTES", -1);
 /* Bytes per block of the combining kernel: it keeps up with the link only
  * on (nearly) every SM; at 256 KB per block 8 MB took 63 us, at 32 KB 58. */
@@ -157,10 +158,19 @@ static int ce_fits(const struct tutti_dev_comm* dc, const struct tutti_dev_op* o
   const struct tutti_coll_args* a = op->args;
   const int n = dc->nranks;
   const size_t bytes = a->count * a->elem_size;
+  int one_process = 1;
+  for (int p = 0; p < n; p++) {
+    one_process &= !dc->opened[p];
+  }
   const int64_t min = tutti_param_ce_min();
-  const size_t from = min >= 0                              ? (size_t)min
-                      : a->coll == TUTTI_COLL_REDUCESCATTER ? (size_t)32 << 20
-                                                            : SIZE_MAX;
+  size_t from = SIZE_MAX;
+  if (min >= 0) {
+    from = (size_t)min;
+  } else if (a->coll == TUTTI_COLL_REDUCESCATTER) {
+    from = (size_t)32 << 20;
+  } else if (a->coll == TUTTI_COLL_ALLREDUCE && one_process) {
+    from = (size_t)64 << 20;
+  }
   if (!tutti_param_ce_on() || dc->lay.ce_slot_bytes == 0 || ce_coll(a->coll) < 0 || n < 2 ||
       n > TD_DIRECT_MAX_RANKS || bytes == 0 || bytes < from ||
       op->redop.kind == TUTTI_RED_PREMULSUM) {
