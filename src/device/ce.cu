@@ -137,23 +137,6 @@ static TUTTI_PARAM(ce_block_bytes, "TUTTI_DEVICE_CE_BLOCK_BYTES", 32 * 1024);
  * each piece costs a copy and a kernel of its own (16 MB measured best). */
 static TUTTI_PARAM(ce_piece_bytes, "TUTTI_DEVICE_CE_PIECE_BYTES", 16 << 20);
 
-static int ce_coll(enum tutti_coll c) {
-  switch (c) {
-    case TUTTI_COLL_ALLREDUCE:
-      return TD_D_ALLREDUCE;
-    case TUTTI_COLL_REDUCESCATTER:
-      return TD_D_REDUCESCATTER;
-    case TUTTI_COLL_ALLGATHER:
-      return TD_D_ALLGATHER;
-    case TUTTI_COLL_BROADCAST:
-      return TD_D_BROADCAST;
-    case TUTTI_COLL_REDUCE:
-      return TD_D_REDUCE;
-    default:
-      return -1;
-  }
-}
-
 static int ce_fits(const struct tutti_dev_comm* dc, const struct tutti_dev_op* op) {
   const struct tutti_coll_args* a = op->args;
   const int n = dc->nranks;
@@ -171,7 +154,7 @@ static int ce_fits(const struct tutti_dev_comm* dc, const struct tutti_dev_op* o
   } else if (a->coll == TUTTI_COLL_ALLREDUCE && one_process) {
     from = (size_t)64 << 20;
   }
-  if (!tutti_param_ce_on() || dc->lay.ce_slot_bytes == 0 || ce_coll(a->coll) < 0 || n < 2 ||
+  if (!tutti_param_ce_on() || dc->lay.ce_slot_bytes == 0 || td_dcoll(a->coll) < 0 || n < 2 ||
       n > TD_DIRECT_MAX_RANKS || bytes == 0 || bytes < from ||
       op->redop.kind == TUTTI_RED_PREMULSUM) {
     return 0;
@@ -242,7 +225,7 @@ extern "C" int td_ce_try(struct tutti_dev_comm* dc, const struct tutti_dev_op* o
   w.out = (char*)op->bufs[TUTTI_BUF_RECV];
   w.part = a->count * a->elem_size;
   w.divisor = op->redop.divisor ? op->redop.divisor : 1;
-  w.coll = (uint8_t)ce_coll(a->coll);
+  w.coll = (uint8_t)td_dcoll(a->coll);
   w.type = (uint8_t)op->redop.type;
   w.kind = (uint8_t)op->redop.kind;
   w.elem_size = (uint8_t)a->elem_size;

@@ -60,6 +60,9 @@ __host__ __device__ static inline int td_peer_slot(int src, int dst) {
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* The direct and copy-engine kernels' name (enum td_dcoll) of a
+ * collective (enum tutti_coll), or -1 for one they do not run. */
+int td_dcoll(int coll);
 /* Launches the direct kernel; returns the cudaError_t. */
 int td_direct_launch(const struct td_direct* w, int nthreads, cudaStream_t stream);
 /* NCCL_PROTO as a mask: bit 0 LL (LL128 counts as LL), bit 1 simple. */

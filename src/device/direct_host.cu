@@ -37,7 +37,7 @@ static TUTTI_PARAM(ll_threads, "TUTTI_DEVICE_DIRECT_LL_THREADS", 256);
  * by half the block while the other half combines the previous ones. */
 static TUTTI_PARAM(round_bytes, "TUTTI_DEVICE_DIRECT_ROUND_BYTES", 16 * 1024);
 
-static int dcoll(enum tutti_coll c) {
+extern "C" int td_dcoll(int c) {
   switch (c) {
     case TUTTI_COLL_ALLREDUCE:
       return TD_D_ALLREDUCE;
@@ -58,7 +58,7 @@ static int dcoll(enum tutti_coll c) {
 static int direct_fits(const struct tutti_dev_comm* dc, const struct tutti_dev_op* op) {
   const struct tutti_coll_args* a = op->args;
   const int n = dc->nranks;
-  const int c = dcoll(a->coll);
+  const int c = td_dcoll(a->coll);
   const size_t bytes = a->count * a->elem_size;
   if (!tutti_param_direct_on() || dc->lay.lane_bytes == 0 || c < 0 || bytes == 0 || n < 2 ||
       n > TD_DIRECT_MAX_RANKS) {
@@ -90,7 +90,7 @@ extern "C" int td_direct_try(struct tutti_dev_comm* dc, const struct tutti_dev_o
   w.scalar_bits = op->redop.scalar.u64;
   w.divisor = op->redop.divisor ? op->redop.divisor : 1;
   w.bytes = a->count * a->elem_size;
-  w.coll = (uint8_t)dcoll(a->coll);
+  w.coll = (uint8_t)td_dcoll(a->coll);
   w.type = (uint8_t)op->redop.type;
   w.kind = (uint8_t)op->redop.kind;
   w.elem_size = (uint8_t)a->elem_size;
