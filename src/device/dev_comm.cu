@@ -28,10 +28,6 @@ static TUTTI_PARAM(max_nchannels, "NCCL_MAX_NCHANNELS", 64);
 static TUTTI_PARAM(nthreads, "NCCL_NTHREADS", 512);
 static TUTTI_PARAM(dev_buffsize, "NCCL_BUFFSIZE", 1 << 20);
 static TUTTI_PARAM(p2p_disable, "NCCL_P2P_DISABLE", 0);
-static TUTTI_PARAM(direct_bytes, "TUTTI_DEVICE_DIRECT_BYTES", 64 << 20);
-static TUTTI_PARAM(ce_bytes, "TUTTI_DEVICE_CE_BYTES", 64 << 20);
-
-#define TD_MAX_DONE 256 /* lanes one launch may have */
 
 extern "C" int tutti_dev_compiled(void) {
   return 1;
@@ -49,78 +45,6 @@ static ncclResult_t cuda_fail(cudaError_t e, const char* what) {
       return cuda_fail(e_, what); \
     }                             \
   } while (0)
-
-/* The direct path's inboxes (direct.h): TUTTI_DEVICE_DIRECT_BYTES per rank
- * for the simple rounds, split over every peer's lanes;
- * none where regions are host memory. */
-static uint64_t direct_lane_bytes(int n, int gpu_regions) {
-  const int64_t budget = tutti_param_direct_bytes();
-  if (!gpu_regions || n < 2 || n > TD_DIRECT_MAX_RANKS || budget <= 0) {
-    return 0;
-  }
-  uint64_t lane = (uint64_t)budget / ((uint64_t)(n - 1) * TD_DIRECT_LANES) / 4096 * 4096;
-  return lane < 8192 ? 0 : lane;
-}
-
-/* The copy-engine path's inboxes (ce.h): TUTTI_DEVICE_CE_BYTES per rank,
- * TD_CE_SLOTS slots per peer; none where regions are host memory. */
-static uint64_t ce_slot_bytes(int n, int gpu_regions) {
-  const int64_t budget = tutti_param_ce_bytes();
-  if (!gpu_regions || n < 2 || n > TD_DIRECT_MAX_RANKS || budget <= 0) {
-    return 0;
-  }
-  const uint64_t slot = (uint64_t)budget / (TD_CE_SLOTS * (uint64_t)(n - 1)) / 4096 * 4096;
-  return slot < (64 << 10) ? 0 : slot;
-}
-
-static void layout(struct td_layout* l, int nch, int n, size_t queue_bytes, uint64_t lane_bytes,
-                   uint64_t ce_slot) {
-  const uint64_t lines = (uint64_t)nch * (uint64_t)n;
-  uint64_t o = 0; /* the shared region */
-  l->tail_off = o;
-  o += lines * TD_LINE;
-  l->head_off = o;
-  o += lines * TD_LINE;
-  l->len_off = o;
-  o += lines * TD_LINE;
-  o = (o + 4095) & ~(uint64_t)4095;
-  l->queue_off = o;
-  l->queue_bytes = queue_bytes;
-  o += lines * queue_bytes;
-  l->ll_off = o;
-  o += lines * (uint64_t)TD_SLOTS * TD_LL_LINES * 16;
-  const uint64_t dlanes = lane_bytes > 0 ? (uint64_t)(n - 1) * TD_DIRECT_LANES : 0;
-  l->dflag_off = o;
-  o += dlanes * TD_LINE;
-  l->dack_off = o;
-  o += dlanes * TD_LINE;
-  o = (o + 4095) & ~(uint64_t)4095;
-  l->inbox_off = o;
-  l->lane_bytes = lane_bytes;
-  o += dlanes * lane_bytes;
-  l->ll_inbox_off = o;
-  o += lane_bytes > 0 ? (uint64_t)(n - 1) * 2 * TD_DIRECT_LL_LANES * TD_DIRECT_LL_LANE_BYTES : 0;
-  l->ce_flag_off = o;
-  o += ce_slot > 0 ? (uint64_t)(n - 1) * TD_LINE : 0;
-  o = (o + 4095) & ~(uint64_t)4095;
-  l->ce_inbox_off = o;
-  l->ce_slot_bytes = ce_slot;
-  o += (uint64_t)(n - 1) * TD_CE_SLOTS * ce_slot;
-  l->total = o;
-  o = 0; /* the private region */
-  l->sent_off = o;
-  o += lines * TD_LINE;
-  l->recvd_off = o;
-  o += lines * TD_LINE;
-  l->served_off = o;
-  o += 2 * lines * TD_LINE;
-  l->done_off = o;
-  o += TD_MAX_DONE * TD_LINE;
-  l->finished_off = o;
-  o += TD_LINE;
-  l->dseq_off = o;
-  l->priv_total = o + TD_DIRECT_LANES * TD_LINE;
-}
 
 struct td_export {
   cudaIpcMemHandle_t handle;
@@ -254,8 +178,7 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
   qb = qb < 64 * 1024 ? 64 * 1024 : qb;
   dc->slot_bytes = (size_t)qb / TD_SLOTS / 16 * 16;
   const int gpu_regions = !dc->host_mode && !dc->net;
-  layout(&dc->lay, dc->nch, n, dc->slot_bytes * TD_SLOTS, direct_lane_bytes(n, gpu_regions),
-         ce_slot_bytes(n, gpu_regions));
+  td_layout_make(&dc->lay, dc->nch, n, dc->slot_bytes * TD_SLOTS, gpu_regions);
   if (dc->host_mode) {
     td_host_region_name(dc->shm_name, sizeof dc->shm_name, s->secret, s->comm_hash, s->rank);
     NCCLCHECK(td_host_region_map(dc->shm_name, dc->lay.total, 1, &dc->hosts[s->rank]));

@@ -51,6 +51,10 @@ struct tutti_dev_comm {
   double timeout_s;
 };
 
+/* Fills `l` for `n` ranks, `nch` channels and queues of `queue_bytes`; the
+ * direct and copy-engine paths get inboxes only when `gpu_regions`
+ * (layout.cu). */
+void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int gpu_regions);
 /* Collective: turns host_mode on for every rank when some pair of local GPUs
  * cannot reach each other's memory (peers.cu). */
 ncclResult_t td_agree_host_mode(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s);

@@ -196,3 +196,30 @@ int gcase_verify(const struct gcase* c, struct grank* g) {
   }
   return 1;
 }
+
+/* The environment of a procs-style mode (see test_gpu.c), set in each
+ * rank's process before its communicator exists. */
+void gcase_mode_env(const char* mode) {
+  if (strcmp(mode, "nop2p") == 0 || strncmp(mode, "net", 3) == 0) {
+    setenv("NCCL_P2P_DISABLE", "1", 1);
+  }
+  if (strncmp(mode, "net", 3) == 0) {
+    setenv("NCCL_SHM_DISABLE", "1", 1);
+  }
+  if (strcmp(mode, "ring") == 0) {
+    setenv("TUTTI_DEVICE_DIRECT", "0", 1);
+  }
+  if (strcmp(mode, "rounds") == 0 || strcmp(mode, "simple") == 0) {
+    setenv("TUTTI_DEVICE_DIRECT_BYTES", "2097152", 1);
+    setenv("TUTTI_DEVICE_DIRECT_ROUND_BYTES", "2048", 1);
+    setenv("TUTTI_DEVICE_DIRECT_LL_MAX_BYTES", "262144", 1);
+    setenv("TUTTI_DEVICE_DIRECT_LL_BLOCK_BYTES", "65536", 1);
+  }
+  if (strcmp(mode, "ce") == 0) {
+    setenv("TUTTI_DEVICE_CE_MIN_BYTES", "1", 1);
+    setenv("TUTTI_DEVICE_CE_BYTES", "1048576", 1);
+  }
+  if (strcmp(mode, "simple") == 0) {
+    setenv("TUTTI_DEVICE_DIRECT_LL_MAX_BYTES", "0", 1);
+  }
+}

@@ -55,4 +55,8 @@ int gcase_prepare(const struct gcase* c, struct grank* g);
 ncclResult_t gcase_issue(const struct gcase* c, struct grank* g);
 int gcase_verify(const struct gcase* c, struct grank* g);
 
+/* Sets the variables a procs-style mode runs under (nop2p, net, ring, rounds,
+ * simple, ce). */
+void gcase_mode_env(const char* mode);
+
 #endif

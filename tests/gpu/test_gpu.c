@@ -382,28 +382,7 @@ struct procs_job {
 static void proc_child(int r, void* arg, long* p, long* f) {
   const struct procs_job* j = arg;
   passed = failed = 0; /* this rank's own counts */
-  if (strcmp(j->mode, "nop2p") == 0 || strncmp(j->mode, "net", 3) == 0) {
-    setenv("NCCL_P2P_DISABLE", "1", 1);
-  }
-  if (strncmp(j->mode, "net", 3) == 0) {
-    setenv("NCCL_SHM_DISABLE", "1", 1);
-  }
-  if (strcmp(j->mode, "ring") == 0) {
-    setenv("TUTTI_DEVICE_DIRECT", "0", 1);
-  }
-  if (strcmp(j->mode, "rounds") == 0 || strcmp(j->mode, "simple") == 0) {
-    setenv("TUTTI_DEVICE_DIRECT_BYTES", "2097152", 1);
-    setenv("TUTTI_DEVICE_DIRECT_ROUND_BYTES", "2048", 1);
-    setenv("TUTTI_DEVICE_DIRECT_LL_MAX_BYTES", "262144", 1);
-    setenv("TUTTI_DEVICE_DIRECT_LL_BLOCK_BYTES", "65536", 1);
-  }
-  if (strcmp(j->mode, "ce") == 0) {
-    setenv("TUTTI_DEVICE_CE_MIN_BYTES", "1", 1);
-    setenv("TUTTI_DEVICE_CE_BYTES", "1048576", 1);
-  }
-  if (strcmp(j->mode, "simple") == 0) {
-    setenv("TUTTI_DEVICE_DIRECT_LL_MAX_BYTES", "0", 1);
-  }
+  gcase_mode_env(j->mode);
   int dev = strcmp(j->mode, "shared") == 0 ? 0 : r % j->ngpu;
   if (strcmp(j->mode, "hidden") == 0) {
     char v[16];

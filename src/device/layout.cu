@@ -1,0 +1,89 @@
+/* Where everything lies in a rank's shared region and in its private
+ * counters (the offsets of struct td_layout, work.h): the ring's counters,
+ * queues and LL slots, the direct path's flags and inboxes (direct.h), the
+ * copy-engine path's flags and inboxes (ce.h). */
+#include "device/ce.h"
+#include "device/dev_comm.h"
+#include "device/direct.h"
+
+extern "C" {
+#include "util/param.h"
+}
+
+static TUTTI_PARAM(direct_bytes, "TUTTI_DEVICE_DIRECT_BYTES", 64 << 20);
+static TUTTI_PARAM(ce_bytes, "TUTTI_DEVICE_CE_BYTES", 64 << 20);
+
+#define TD_MAX_DONE 256 /* lanes one launch may have */
+
+/* The direct path's inboxes (direct.h): TUTTI_DEVICE_DIRECT_BYTES per rank
+ * for the simple rounds, split over every peer's lanes;
+ * none where regions are host memory. */
+static uint64_t direct_lane_bytes(int n, int gpu_regions) {
+  const int64_t budget = tutti_param_direct_bytes();
+  if (!gpu_regions || n < 2 || n > TD_DIRECT_MAX_RANKS || budget <= 0) {
+    return 0;
+  }
+  uint64_t lane = (uint64_t)budget / ((uint64_t)(n - 1) * TD_DIRECT_LANES) / 4096 * 4096;
+  return lane < 8192 ? 0 : lane;
+}
+
+/* The copy-engine path's inboxes (ce.h): TUTTI_DEVICE_CE_BYTES per rank,
+ * TD_CE_SLOTS slots per peer; none where regions are host memory. */
+static uint64_t ce_slot_bytes(int n, int gpu_regions) {
+  const int64_t budget = tutti_param_ce_bytes();
+  if (!gpu_regions || n < 2 || n > TD_DIRECT_MAX_RANKS || budget <= 0) {
+    return 0;
+  }
+  const uint64_t slot = (uint64_t)budget / (TD_CE_SLOTS * (uint64_t)(n - 1)) / 4096 * 4096;
+  return slot < (64 << 10) ? 0 : slot;
+}
+
+void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int gpu_regions) {
+  const uint64_t lane_bytes = direct_lane_bytes(n, gpu_regions);
+  const uint64_t ce_slot = ce_slot_bytes(n, gpu_regions);
+  const uint64_t lines = (uint64_t)nch * (uint64_t)n;
+  uint64_t o = 0; /* the shared region */
+  l->tail_off = o;
+  o += lines * TD_LINE;
+  l->head_off = o;
+  o += lines * TD_LINE;
+  l->len_off = o;
+  o += lines * TD_LINE;
+  o = (o + 4095) & ~(uint64_t)4095;
+  l->queue_off = o;
+  l->queue_bytes = queue_bytes;
+  o += lines * queue_bytes;
+  l->ll_off = o;
+  o += lines * (uint64_t)TD_SLOTS * TD_LL_LINES * 16;
+  const uint64_t dlanes = lane_bytes > 0 ? (uint64_t)(n - 1) * TD_DIRECT_LANES : 0;
+  l->dflag_off = o;
+  o += dlanes * TD_LINE;
+  l->dack_off = o;
+  o += dlanes * TD_LINE;
+  o = (o + 4095) & ~(uint64_t)4095;
+  l->inbox_off = o;
+  l->lane_bytes = lane_bytes;
+  o += dlanes * lane_bytes;
+  l->ll_inbox_off = o;
+  o += lane_bytes > 0 ? (uint64_t)(n - 1) * 2 * TD_DIRECT_LL_LANES * TD_DIRECT_LL_LANE_BYTES : 0;
+  l->ce_flag_off = o;
+  o += ce_slot > 0 ? (uint64_t)(n - 1) * TD_LINE : 0;
+  o = (o + 4095) & ~(uint64_t)4095;
+  l->ce_inbox_off = o;
+  l->ce_slot_bytes = ce_slot;
+  o += (uint64_t)(n - 1) * TD_CE_SLOTS * ce_slot;
+  l->total = o;
+  o = 0; /* the private region */
+  l->sent_off = o;
+  o += lines * TD_LINE;
+  l->recvd_off = o;
+  o += lines * TD_LINE;
+  l->served_off = o;
+  o += 2 * lines * TD_LINE;
+  l->done_off = o;
+  o += TD_MAX_DONE * TD_LINE;
+  l->finished_off = o;
+  o += TD_LINE;
+  l->dseq_off = o;
+  l->priv_total = o + TD_DIRECT_LANES * TD_LINE;
+}
