@@ -29,11 +29,6 @@ __host__ __device__ static inline char* td_ce_inbox(char* const* base, const td_
   return base[at] + L.ce_inbox_off + i * L.ce_slot_bytes;
 }
 
-/* Who sends to whom: every rank to every other, but in rooted collectives. */
-__host__ __device__ static inline int td_ce_sends(int coll, int root, int from, int to) {
-  return coll == TD_D_BROADCAST ? from == root : coll == TD_D_REDUCE ? to == root : 1;
-}
-
 /* This rank's share of the piece: block `b`'s slice of it. */
 __device__ void td_ce_work(const td_ce& w, const td_op& op, td_devcomm* dc, uint64_t b0,
                            uint64_t blen) {
@@ -107,11 +102,7 @@ __global__ void __launch_bounds__(TD_MAX_THREADS, 1) td_ce_kernel(const __grid_c
   }
   __syncthreads();
   if (tid == 0) {
-    unsigned long long* finished = (unsigned long long*)(dc->priv + L.finished_off);
-    if (atomicAdd(finished, 1ull) + 1 == gridDim.x) {
-      *(volatile unsigned long long*)finished = 0;
-      td_kernel_finished(dc);
-    }
+    td_block_done(dc);
   }
 }
 
@@ -186,7 +177,7 @@ static ncclResult_t ce_piece(struct tutti_dev_comm* dc, struct td_ce* w, cudaStr
     e = cudaStreamWaitEvent(dc->ce_copy, dc->ce_done[(w->seq + 1) % TD_CE_SLOTS], 0);
   }
   for (int q = 0; q < n && e == cudaSuccess; q++) {
-    if (q == me || !td_ce_sends(w->coll, w->root, me, q)) {
+    if (q == me || !td_dsends(w->coll, w->root, me, q)) {
       continue;
     }
     const char* src = w->in + (w->coll == TD_D_REDUCESCATTER ? (uint64_t)q * w->part : 0) + w->off;

@@ -113,6 +113,11 @@ static ncclResult_t map_peers(struct tutti_dev_comm* dc, const struct tutti_dev_
   return ncclSuccess;
 }
 
+/* The copy-engine path's events, 0 <= i < TD_CE_SLOTS + 2. */
+static cudaEvent_t* ce_event(struct tutti_dev_comm* dc, int i) {
+  return i < TD_CE_SLOTS ? &dc->ce_done[i] : i == TD_CE_SLOTS ? &dc->ce_start : &dc->ce_copied;
+}
+
 static void release(struct tutti_dev_comm* dc) {
   td_net_free(dc);
   for (int p = 0; dc->base != NULL && p < dc->nranks; p++) {
@@ -137,11 +142,8 @@ static void release(struct tutti_dev_comm* dc) {
     cudaFreeHost(dc->host_flags);
   }
   for (int i = 0; i < TD_CE_SLOTS + 2; i++) {
-    cudaEvent_t e = i < TD_CE_SLOTS    ? dc->ce_done[i]
-                    : i == TD_CE_SLOTS ? dc->ce_start
-                                       : dc->ce_copied;
-    if (e != NULL) {
-      cudaEventDestroy(e);
+    if (*ce_event(dc, i) != NULL) {
+      cudaEventDestroy(*ce_event(dc, i));
     }
   }
   if (dc->ce_copy != NULL) {
@@ -196,10 +198,8 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
   if (dc->lay.ce_slot_bytes > 0) {
     CUDACHECK(cudaStreamCreateWithFlags(&dc->ce_copy, cudaStreamNonBlocking), "cudaStreamCreate");
     for (int i = 0; i < TD_CE_SLOTS + 2; i++) {
-      cudaEvent_t* e = i < TD_CE_SLOTS    ? &dc->ce_done[i]
-                       : i == TD_CE_SLOTS ? &dc->ce_start
-                                          : &dc->ce_copied;
-      CUDACHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "cudaEventCreate");
+      CUDACHECK(cudaEventCreateWithFlags(ce_event(dc, i), cudaEventDisableTiming),
+                "cudaEventCreate");
     }
   }
   CUDACHECK(td_occupancy(dc->nthreads, &per_sm), "cudaOccupancyMaxActiveBlocksPerMultiprocessor");

@@ -17,14 +17,7 @@
 
 /* Who sends to whom (a receiver hears from its senders). */
 __device__ __forceinline__ int td_pushes_to(const td_direct& w, int me, int q) {
-  switch (w.coll) {
-    case TD_D_BROADCAST:
-      return me == w.root;
-    case TD_D_REDUCE:
-      return q == w.root;
-    default:
-      return 1;
-  }
+  return td_dsends(w.coll, w.root, me, q);
 }
 
 __device__ __forceinline__ int td_hears_from(const td_direct& w, int me, int q) {
@@ -284,11 +277,7 @@ __global__ void __launch_bounds__(TD_MAX_THREADS, 1)
   __syncthreads();
   if (tid == 0) {
     *(volatile uint64_t*)seqp = lr.seq0 + lr.rounds;
-    unsigned long long* finished = (unsigned long long*)(dc->priv + L.finished_off);
-    if (atomicAdd(finished, 1ull) + 1 == gridDim.x) {
-      *(volatile unsigned long long*)finished = 0;
-      td_kernel_finished(dc);
-    }
+    td_block_done(dc);
   }
 }
 

@@ -60,6 +60,12 @@ __host__ __device__ static inline int td_peer_slot(int src, int dst) {
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* Who sends to whom in the direct and copy-engine paths: every rank to
+ * every other, but in broadcast (the root only) and reduce (to the root). */
+__host__ __device__ static inline int td_dsends(int coll, int root, int from, int to) {
+  return coll == TD_D_BROADCAST ? from == root : coll == TD_D_REDUCE ? to == root : 1;
+}
+
 /* The direct and copy-engine kernels' name (enum td_dcoll) of a
  * collective (enum tutti_coll), or -1 for one they do not run. */
 int td_dcoll(int coll);

@@ -78,4 +78,14 @@ __device__ __forceinline__ void td_kernel_finished(td_devcomm* dc) {
   ((volatile int*)dc->kstate)[1] = (int)v;
 }
 
+/* Thread 0 of each block, once its block is done: the last block of the
+ * grid resets the count for the next kernel and counts this one finished. */
+__device__ __forceinline__ void td_block_done(td_devcomm* dc) {
+  unsigned long long* finished = (unsigned long long*)(dc->priv + dc->lay.finished_off);
+  if (atomicAdd(finished, 1ull) + 1 == gridDim.x) {
+    *(volatile unsigned long long*)finished = 0;
+    td_kernel_finished(dc);
+  }
+}
+
 #endif

@@ -125,20 +125,21 @@ void perf_cuda_describe(int dev, char* out, size_t len) {
   snprintf(out, len, "[0x%02x] %s", bus, name);
 }
 
-size_t perf_cuda_mem_total(int dev) {
+/* Free (want_total 0) or total device memory of `dev`, 0 if unknown. */
+static size_t mem_info(int dev, int want_total) {
   size_t free_b = 0, total = 0;
   if (rt.SetDevice(dev) != 0 || rt.MemGetInfo(&free_b, &total) != 0) {
     return 0;
   }
-  return total;
+  return want_total ? total : free_b;
+}
+
+size_t perf_cuda_mem_total(int dev) {
+  return mem_info(dev, 1);
 }
 
 size_t perf_cuda_mem_free(int dev) {
-  size_t free_b = 0, total = 0;
-  if (rt.SetDevice(dev) != 0 || rt.MemGetInfo(&free_b, &total) != 0) {
-    return 0;
-  }
-  return free_b;
+  return mem_info(dev, 0);
 }
 
 void perf_set_device(int gpu, int dev) {
