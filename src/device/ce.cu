@@ -62,7 +62,7 @@ __device__ void td_ce_work(const td_ce& w, const td_op& op, td_devcomm* dc, uint
     char* dst = w.out + (w.coll == TD_D_ALLGATHER ? (uint64_t)q * w.part : 0) + at;
     if (src != dst) {
       td_pass p = {src, NULL, dst, NULL, blen, (int)threadIdx.x, (int)blockDim.x};
-      td_pass_typed(&op, 0, TD_COPY, &p);
+      td_copy_pass(&op, &p);
     }
   }
 }

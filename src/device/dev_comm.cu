@@ -204,6 +204,9 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
   }
   CUDACHECK(td_occupancy(dc->nthreads, &per_sm), "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   dc->max_ctas = nsm * (per_sm > 0 ? per_sm : 1);
+  CUDACHECK((cudaError_t)td_direct_occupancy(dc->nthreads, &per_sm),
+            "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  dc->direct_ctas = nsm * (per_sm > 0 ? per_sm : 1);
   CUDACHECK(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   return ncclSuccess;
 }

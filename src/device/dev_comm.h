@@ -13,9 +13,10 @@ struct tutti_dev_comm {
   int rank;
   int nranks;
   int dev;
-  int nch;      /* channels allocated: the most any operation uses */
-  int nthreads; /* per block (NCCL_NTHREADS) */
-  int max_ctas; /* blocks that can be resident at once: a launch never exceeds it */
+  int nch;         /* channels allocated: the most any operation uses */
+  int nthreads;    /* per block (NCCL_NTHREADS) */
+  int max_ctas;    /* blocks that can be resident at once: a launch never exceeds it */
+  int direct_ctas; /* the same for the direct kernel of nthreads */
   size_t slot_bytes;
   struct td_layout lay;
   char* region;                 /* this rank's shared region, as kernels address it */

@@ -4,9 +4,10 @@
  * push the data into the peer's inbox, publish it (simple: one system fence
  * and a flag; LL: every 16-byte line carries the round), wait for what the
  * peers pushed, combine it with this rank's own data into the output, and
- * acknowledge. In simple rounds half of the block pushes and the other half
- * combines, rounds apart. Reductions fold every rank's contribution in rank
- * order, so every rank computes the same bits. */
+ * acknowledge. In simple rounds every thread pushes round r, then combines
+ * round r - 1 while those stores drain, then one fence publishes round r.
+ * Reductions fold every rank's contribution in rank order, so every rank
+ * computes the same bits. */
 #include <stdint.h>
 
 #include "device/direct.h"
@@ -101,7 +102,7 @@ __device__ void td_combine(const td_direct& w, const td_op& op, uint64_t scalar,
     if (q == me) {
       if (w.in + off != dst && (w.coll == TD_D_ALLGATHER || me == w.root)) {
         td_pass p = {w.in + off, NULL, dst, NULL, len, tid, nth};
-        td_pass_typed(&op, scalar, TD_COPY, &p);
+        td_copy_pass(&op, &p);
       }
       continue;
     }
@@ -111,7 +112,7 @@ __device__ void td_combine(const td_direct& w, const td_op& op, uint64_t scalar,
       td_ll_typed(&op, scalar, TD_COPY, &lp);
     } else {
       td_pass p = {box, NULL, dst, NULL, len, tid, nth};
-      td_pass_typed(&op, scalar, TD_COPY, &p);
+      td_copy_pass(&op, &p);
     }
   }
 }
@@ -132,14 +133,13 @@ __device__ void td_push(const td_direct& w, const td_op& op, uint64_t scalar, td
       td_ll_typed(&op, scalar, eop, &lp);
     } else {
       td_pass p = {src, NULL, box, NULL, len, tid, nth};
-      td_pass_typed(&op, scalar, eop, &p);
+      if (eop == TD_COPY) {
+        td_copy_pass(&op, &p);
+      } else {
+        td_pass_typed(&op, scalar, eop, &p);
+      }
     }
   }
-}
-
-/* The threads of one half of the block wait for each other (barrier 1 or 2). */
-__device__ __forceinline__ void td_half_sync(int id, int nth) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nth) : "memory");
 }
 
 struct td_lane_run {
@@ -177,65 +177,54 @@ __device__ void td_run_ll(const td_direct& w, const td_op& op, uint64_t scalar, 
   }
 }
 
-/* Simple rounds: the first half of the block pushes, up to `slots` rounds
- * ahead of the peers' acknowledgements; the second half waits for each
- * round's flags and combines it, after the first half pushed that round
- * (in place, the combine overwrites what is pushed). */
+/* Simple rounds, every thread pushing: round r goes out, then (while its
+ * stores drain) round r - 1 is waited for and combined, then one fence
+ * publishes round r. The combine of round r - 1 writes (in place) only
+ * bytes pushed in an earlier round. */
 __device__ void td_run_simple(const td_direct& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
-                              const td_lane_run& lr, volatile uint64_t* pushed, int* push_stop,
-                              int* comb_stop) {
-  const int n = dc->nranks, me = dc->rank, lane = blockIdx.x;
-  const int half = blockDim.x / 2;
-  const int pusher = threadIdx.x < half;
-  const int t = pusher ? threadIdx.x : threadIdx.x - half;
+                              const td_lane_run& lr, int* stop) {
+  const int n = dc->nranks, me = dc->rank, lane = blockIdx.x, tid = threadIdx.x;
   const td_layout& L = dc->lay;
-  for (uint64_t r = 0; r < lr.rounds; r++) {
-    const uint64_t s = lr.seq0 + r + 1, slot = s % w.slots, off = lr.b0 + r * w.round;
-    const uint64_t len = lr.blen - r * w.round < w.round ? lr.blen - r * w.round : w.round;
-    if (pusher) {
-      if (t < n && t != me && td_pushes_to(w, me, t) && s > w.slots &&
-          !td_wait_ge(td_lane_ctr(dc, me, L.dack_off, t, lane), s - w.slots, dc)) {
-        *push_stop = 1;
+  for (uint64_t r = 0; r <= lr.rounds; r++) {
+    const uint64_t s = lr.seq0 + r + 1, off = lr.b0 + r * w.round;
+    const int push = r < lr.rounds;
+    if (tid < n && tid != me) {
+      int ok = 1;
+      if (push && td_pushes_to(w, me, tid) && s > w.slots) {
+        ok = td_wait_ge(td_lane_ctr(dc, me, L.dack_off, tid, lane), s - w.slots, dc);
       }
-      td_half_sync(1, half);
-      if (*push_stop) {
-        break;
+      if (ok && r > 0 && td_hears_from(w, me, tid)) {
+        ok = td_wait_ge(td_lane_ctr(dc, me, L.dflag_off, tid, lane), s - 1, dc);
       }
-      td_push(w, op, scalar, dc, s, slot, off, len, t, half);
-      /* The barrier orders the half's stores before thread 0's fence, whose
-       * cumulativity carries them to the peers before the flags. */
-      td_half_sync(1, half);
-      if (t == 0) {
-        __threadfence_system();
-        for (int q = 0; q < n; q++) {
-          if (q != me && td_pushes_to(w, me, q)) {
-            td_st_release(td_lane_ctr(dc, q, L.dflag_off, me, lane), s);
-          }
-        }
-        *pushed = r + 1;
-      }
-    } else {
-      if (t < n && t != me && td_hears_from(w, me, t) &&
-          !td_wait_ge(td_lane_ctr(dc, me, L.dflag_off, t, lane), s, dc)) {
-        *comb_stop = 1;
-      }
-      if (t == 0) {
-        while (*pushed <= r) {
-        }
-      }
-      td_half_sync(2, half);
-      if (*comb_stop) {
-        break;
-      }
-      td_combine(w, op, scalar, dc, s, slot, off, len, t, half);
-      td_half_sync(2, half);
-      if (t < n && t != me) {
-        *(volatile uint64_t*)td_lane_ctr(dc, t, L.dack_off, me, lane) = s;
+      if (!ok) {
+        *stop = 1;
       }
     }
-  }
-  if (pusher && *push_stop && threadIdx.x == 0) {
-    *pushed = ~0ull; /* the combining half finds its own wait failing */
+    __syncthreads();
+    if (*stop) {
+      return;
+    }
+    if (push) {
+      const uint64_t len = lr.blen - off + lr.b0 < w.round ? lr.blen - off + lr.b0 : w.round;
+      td_push(w, op, scalar, dc, s, s % w.slots, off, len, tid, blockDim.x);
+    }
+    if (r > 0) {
+      const uint64_t po = off - w.round;
+      const uint64_t plen = lr.blen - po + lr.b0 < w.round ? lr.blen - po + lr.b0 : w.round;
+      td_combine(w, op, scalar, dc, s - 1, (s - 1) % w.slots, po, plen, tid, blockDim.x);
+    }
+    __syncthreads();
+    if (tid == 0 && push) {
+      __threadfence_system();
+      for (int q = 0; q < n; q++) {
+        if (q != me && td_pushes_to(w, me, q)) {
+          td_st_release(td_lane_ctr(dc, q, L.dflag_off, me, lane), s);
+        }
+      }
+    }
+    if (r > 0 && tid < n && tid != me) {
+      *(volatile uint64_t*)td_lane_ctr(dc, tid, L.dack_off, me, lane) = s - 1;
+    }
   }
 }
 
@@ -245,8 +234,7 @@ __global__ void __launch_bounds__(TD_MAX_THREADS, 1)
   const td_layout& L = dc->lay;
   const int lane = blockIdx.x, tid = threadIdx.x;
   __shared__ uint64_t s_seq, s_scalar;
-  __shared__ volatile uint64_t s_pushed;
-  __shared__ int s_stop, s_push_stop;
+  __shared__ int s_stop;
   uint64_t* seqp = (uint64_t*)(dc->priv + L.dseq_off + (uint64_t)lane * TD_LINE);
   if (tid == 0) {
     if (lane == 0) {
@@ -255,8 +243,6 @@ __global__ void __launch_bounds__(TD_MAX_THREADS, 1)
     s_seq = *(volatile uint64_t*)seqp;
     s_scalar = td_scalar(w.scalar_dev, w.elem_size, w.scalar_bits);
     s_stop = 0;
-    s_push_stop = 0;
-    s_pushed = 0;
   }
   __syncthreads();
   td_op op = {};
@@ -272,7 +258,7 @@ __global__ void __launch_bounds__(TD_MAX_THREADS, 1)
   if (w.ll) {
     td_run_ll(w, op, s_scalar, dc, lr, &s_stop);
   } else {
-    td_run_simple(w, op, s_scalar, dc, lr, &s_pushed, &s_push_stop, &s_stop);
+    td_run_simple(w, op, s_scalar, dc, lr, &s_stop);
   }
   __syncthreads();
   if (tid == 0) {
@@ -284,4 +270,8 @@ __global__ void __launch_bounds__(TD_MAX_THREADS, 1)
 extern "C" int td_direct_launch(const struct td_direct* w, int nthreads, cudaStream_t stream) {
   td_direct_kernel<<<w->nb, nthreads, 0, stream>>>(*w);
   return (int)cudaGetLastError();
+}
+
+extern "C" int td_direct_occupancy(int nthreads, int* per_sm) {
+  return (int)cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, td_direct_kernel, nthreads, 0);
 }

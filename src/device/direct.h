@@ -71,6 +71,8 @@ __host__ __device__ static inline int td_dsends(int coll, int root, int from, in
 int td_dcoll(int coll);
 /* Launches the direct kernel; returns the cudaError_t. */
 int td_direct_launch(const struct td_direct* w, int nthreads, cudaStream_t stream);
+/* How many direct kernels of `nthreads` threads one SM holds at once. */
+int td_direct_occupancy(int nthreads, int* per_sm);
 /* NCCL_PROTO as a mask: bit 0 LL (LL128 counts as LL), bit 1 simple. */
 int td_protocols(void);
 struct tutti_dev_comm;

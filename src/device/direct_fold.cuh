@@ -19,45 +19,68 @@ struct td_fold {
   int nth;
 };
 
+/* Source q of the fold, from pointers held in registers: an array indexed
+ * at run time would live in local memory, and every store to the (generic)
+ * output pointer would make the loop reload it from there. */
+struct td_fold_srcs {
+  const uint4 *s0, *s1, *s2, *s3, *s4, *s5, *s6, *s7;
+  __device__ __forceinline__ const uint4* at(int q) const {
+    return q == 1 ? s1 : q == 2 ? s2 : q == 3 ? s3 : q == 4 ? s4 : q == 5 ? s5 : q == 6 ? s6 : s7;
+  }
+};
+
 template <class R, int EOP>
-__device__ __noinline__ void td_run_fold(const td_op* op, uint64_t scalar, const td_fold* fp) {
+__device__ __forceinline__ void td_run_fold(const td_op* op, uint64_t scalar, const td_fold* fp) {
   typedef typename R::T T;
   const int U = td_unroll<R>::value;
   const R r = R::make(scalar, op->divisor);
-  const td_fold f = *fp;
-  uintptr_t mis = (uintptr_t)f.dst;
-  for (int q = 0; q < f.nsrc; q++) {
-    mis |= (uintptr_t)f.src[q];
+  const int nsrc = fp->nsrc, scaled = fp->scaled, e_mid = fp->e_mid, e_last = fp->e_last;
+  const int nth = fp->nth, tid = fp->tid;
+  const size_t len = fp->len;
+  char* const dst = fp->dst;
+  td_fold_srcs s;
+  s.s0 = reinterpret_cast<const uint4*>(fp->src[0]);
+  s.s1 = reinterpret_cast<const uint4*>(nsrc > 1 ? fp->src[1] : NULL);
+  s.s2 = reinterpret_cast<const uint4*>(nsrc > 2 ? fp->src[2] : NULL);
+  s.s3 = reinterpret_cast<const uint4*>(nsrc > 3 ? fp->src[3] : NULL);
+  s.s4 = reinterpret_cast<const uint4*>(nsrc > 4 ? fp->src[4] : NULL);
+  s.s5 = reinterpret_cast<const uint4*>(nsrc > 5 ? fp->src[5] : NULL);
+  s.s6 = reinterpret_cast<const uint4*>(nsrc > 6 ? fp->src[6] : NULL);
+  s.s7 = reinterpret_cast<const uint4*>(nsrc > 7 ? fp->src[7] : NULL);
+  uintptr_t mis = (uintptr_t)dst | (uintptr_t)s.s0;
+  for (int q = 1; q < nsrc; q++) {
+    mis |= (uintptr_t)s.at(q);
   }
-  const size_t nvec = (mis & 15) == 0 ? f.len / 16 : 0;
-  const size_t stride = (size_t)f.nth;
-  uint4* d4 = reinterpret_cast<uint4*>(f.dst);
-  for (size_t i = (size_t)f.tid; i < nvec; i += stride * U) {
+  const size_t nvec = (mis & 15) == 0 ? len / 16 : 0;
+  const size_t stride = (size_t)nth;
+  uint4* d4 = reinterpret_cast<uint4*>(dst);
+  for (size_t i = (size_t)tid; i < nvec; i += stride * U) {
     uint4 x[U];
 #pragma unroll
     for (int u = 0; u < U; u++) {
       const size_t k = i + (size_t)u * stride;
       if (k < nvec) {
-        x[u] = __ldcg(reinterpret_cast<const uint4*>(f.src[0]) + k);
-        if (f.scaled == 0) {
+        x[u] = __ldcg(s.s0 + k);
+        if (scaled == 0) {
           x[u] = td_vop<R, uint4>(r, TD_SCALE, x[u], x[u]);
         }
       }
     }
-    for (int q = 1; q < f.nsrc; q++) {
-      const int e = EOP != TD_ANY ? EOP : q == f.nsrc - 1 ? f.e_last : f.e_mid;
+    for (int q = 1; q < nsrc; q++) {
+      const int e = EOP != TD_ANY ? EOP : q == nsrc - 1 ? e_last : e_mid;
+      const uint4* sq = s.at(q);
       uint4 y[U];
 #pragma unroll
       for (int u = 0; u < U; u++) {
         const size_t k = i + (size_t)u * stride;
         if (k < nvec) {
-          y[u] = __ldcg(reinterpret_cast<const uint4*>(f.src[q]) + k);
+          y[u] = __ldcg(sq + k);
         }
       }
 #pragma unroll
       for (int u = 0; u < U; u++) {
         if (i + (size_t)u * stride < nvec) {
-          if (q == f.scaled) {
+          if (q == scaled) {
             y[u] = td_vop<R, uint4>(r, TD_SCALE, y[u], y[u]);
           }
           x[u] = td_vop<R, uint4>(r, e, x[u], y[u]);
@@ -73,16 +96,16 @@ __device__ __noinline__ void td_run_fold(const td_op* op, uint64_t scalar, const
     }
   }
   /* The rest (or everything, when a pointer is not 16-byte aligned). */
-  const size_t n = f.len / sizeof(T);
-  for (size_t i = nvec * 16 / sizeof(T) + (size_t)f.tid; i < n; i += stride) {
-    T v = reinterpret_cast<const T*>(f.src[0])[i];
-    v = f.scaled == 0 ? r.apply(TD_SCALE, v, v) : v;
-    for (int q = 1; q < f.nsrc; q++) {
-      T y = reinterpret_cast<const T*>(f.src[q])[i];
-      y = q == f.scaled ? r.apply(TD_SCALE, y, y) : y;
-      v = r.apply(q == f.nsrc - 1 ? f.e_last : f.e_mid, v, y);
+  const size_t n = len / sizeof(T);
+  for (size_t i = nvec * 16 / sizeof(T) + (size_t)tid; i < n; i += stride) {
+    T v = reinterpret_cast<const T*>(s.s0)[i];
+    v = scaled == 0 ? r.apply(TD_SCALE, v, v) : v;
+    for (int q = 1; q < nsrc; q++) {
+      T y = reinterpret_cast<const T*>(s.at(q))[i];
+      y = q == scaled ? r.apply(TD_SCALE, y, y) : y;
+      v = r.apply(q == nsrc - 1 ? e_last : e_mid, v, y);
     }
-    reinterpret_cast<T*>(f.dst)[i] = v;
+    reinterpret_cast<T*>(dst)[i] = v;
   }
 }
 
@@ -123,15 +146,22 @@ __device__ __noinline__ void td_run_llfold(const td_op* op, uint64_t scalar, con
   }
 }
 
-static __device__ __noinline__ void td_fold_typed(const td_op* op, uint64_t scalar,
-                                                  const td_fold* f) {
+/* The rare operations (all but sum) through a call: their loops, for
+ * every type, would make the kernels' code (and build) twice as large. */
+template <class R>
+__device__ __noinline__ void td_run_fold_any(const td_op* op, uint64_t scalar, const td_fold* f) {
+  td_run_fold<R, TD_ANY>(op, scalar, f);
+}
+
+static __device__ __forceinline__ void td_fold_typed(const td_op* op, uint64_t scalar,
+                                                     const td_fold* f) {
   const int sum = f->e_mid == TD_SUM && f->e_last == TD_SUM;
   td_by_type(op->type, [&](auto tag) {
     typedef typename decltype(tag)::type R;
     if (sum) {
       td_run_fold<R, TD_SUM>(op, scalar, f);
     } else {
-      td_run_fold<R, TD_ANY>(op, scalar, f);
+      td_run_fold_any<R>(op, scalar, f);
     }
   });
 }

@@ -33,9 +33,11 @@ static TUTTI_PARAM(block_bytes, "TUTTI_DEVICE_DIRECT_BLOCK_BYTES", 32 * 1024);
 static TUTTI_PARAM(ll_max, "TUTTI_DEVICE_DIRECT_LL_MAX_BYTES", 1 << 20);
 static TUTTI_PARAM(ll_block_bytes, "TUTTI_DEVICE_DIRECT_LL_BLOCK_BYTES", 2 * 1024);
 static TUTTI_PARAM(ll_threads, "TUTTI_DEVICE_DIRECT_LL_THREADS", 256);
-/* Bytes per simple round: a block's part moves in rounds this size, pushed
- * by half the block while the other half combines the previous ones. */
-static TUTTI_PARAM(round_bytes, "TUTTI_DEVICE_DIRECT_ROUND_BYTES", 16 * 1024);
+/* Bytes per simple round: a block's part moves in rounds this size, each
+ * pushed while the previous one is combined. 64 KB: a block of the default
+ * 32 KB moves in one round (16 KB rounds took 31.9 against 25.0 us at 2 MB,
+ * bench/RESULTS.md). */
+static TUTTI_PARAM(round_bytes, "TUTTI_DEVICE_DIRECT_ROUND_BYTES", 64 * 1024);
 
 extern "C" int td_dcoll(int c) {
   switch (c) {
@@ -111,9 +113,9 @@ extern "C" int td_direct_try(struct tutti_dev_comm* dc, const struct tutti_dev_o
   }
   uint64_t nb = (w.bytes + (uint64_t)per - 1) / (uint64_t)per;
   uint64_t cap = w.ll ? TD_DIRECT_LL_LANES : TD_DIRECT_LANES;
-  cap = (uint64_t)dc->max_ctas < cap ? (uint64_t)dc->max_ctas : cap;
+  cap = (uint64_t)dc->direct_ctas < cap ? (uint64_t)dc->direct_ctas : cap;
   w.nb = (uint32_t)(nb < 1 ? 1 : nb > cap ? cap : nb);
-  int nt = dc->nthreads / 64 * 64; /* two halves of whole warps */
+  int nt = dc->nthreads / 32 * 32;
   nt = nt < 64 ? 64 : nt;
   if (w.ll) {
     int64_t lt = tutti_param_ll_threads();

@@ -59,8 +59,8 @@ struct td_unroll<td_narrow<N>> {
 #define TD_ANY (-1)
 
 template <class R, int EOP>
-__device__ __noinline__ void td_run_pass(const td_op* op, uint64_t scalar, int eop,
-                                         const td_pass* pp) {
+__device__ __forceinline__ void td_run_pass(const td_op* op, uint64_t scalar, int eop,
+                                            const td_pass* pp) {
   typedef typename R::T T;
   const int U = EOP == TD_ANY ? 1 : EOP == TD_COPY ? 8 : td_unroll<R>::value;
   const R r = R::make(scalar, op->divisor);
@@ -163,17 +163,24 @@ __device__ __forceinline__ void td_by_type(int type, F fn) {
   }
 }
 
-/* One pass of `eop` for the operation's type; `scalar` holds the PreMulSum scalar's bits. */
+/* A copy, type-free: the widest element that keeps the pointers aligned. */
+static __device__ __forceinline__ void td_copy_pass(const td_op* op, const td_pass* p) {
+  const uintptr_t mis =
+      (uintptr_t)p->a | (uintptr_t)p->w1 | (p->w2 ? (uintptr_t)p->w2 : 0) | p->len;
+  if ((mis & 3) == 0) {
+    return td_run_pass<td_int<uint32_t, uint32_t>, TD_COPY>(op, 0, TD_COPY, p);
+  }
+  return td_run_pass<td_int<uint8_t, uint8_t>, TD_COPY>(op, 0, TD_COPY, p);
+}
+
+/* One pass of `eop` for the operation's type; `scalar` holds the PreMulSum
+ * scalar's bits. One call holds every type's loop (inlined), not a chain of
+ * calls passing structs through each thread's stack, whose local-memory
+ * traffic made a two-source sum take 3x its inlined time (bench/pass_bw.cu). */
 static __device__ __noinline__ void td_pass_typed(const td_op* op, uint64_t scalar, int eop,
                                                   const td_pass* p) {
   if (eop == TD_COPY) {
-    /* Type-free: the widest element that keeps the pointers aligned. */
-    const uintptr_t mis =
-        (uintptr_t)p->a | (uintptr_t)p->w1 | (p->w2 ? (uintptr_t)p->w2 : 0) | p->len;
-    if ((mis & 3) == 0) {
-      return td_run_pass<td_int<uint32_t, uint32_t>, TD_COPY>(op, scalar, eop, p);
-    }
-    return td_run_pass<td_int<uint8_t, uint8_t>, TD_COPY>(op, scalar, eop, p);
+    return td_copy_pass(op, p);
   }
   td_by_type(op->type,
              [&](auto tag) { td_pass_eop<typename decltype(tag)::type>(op, scalar, eop, p); });
