@@ -133,6 +133,12 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
         tutti_redop_resolve(comm, c->op, c->type, c->fn, c->device, &op->redop, &op->scalar_dev),
         res, fail);
   }
+  if (c->count == 0 && c->coll != TUTTI_COLL_SEND && c->coll != TUTTI_COLL_RECV) {
+    /* Nothing to move on any rank (every rank passes the same count): no
+     * launch, no exchange, as NCCL does. Point-to-point calls still pair. */
+    tutti_op_put(op);
+    return ncclSuccess;
+  }
   const size_t es = tutti_type_size(c->type);
   struct tutti_coll_args a;
   memset(&a, 0, sizeof a); /* compared whole below: padding included */
