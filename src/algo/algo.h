@@ -33,6 +33,7 @@ enum tutti_algo_id {
   TUTTI_ALGO_HIER,   /* within each host, then across hosts, then within each host */
   TUTTI_ALGO_TREE,   /* a binary tree: reduce up, broadcast down, pipelined by chunks */
   TUTTI_ALGO_PULL,   /* one host, host buffers: each rank reads its peers' buffers directly */
+  TUTTI_ALGO_BOARD,  /* one host, small host buffers: post to a shared board, read every slot */
   TUTTI_ALGO_COUNT
 };
 
@@ -61,6 +62,10 @@ enum tutti_step_kind {
   TUTTI_STEP_PULL,        /* dst = what recv_peer exposed */
   TUTTI_STEP_PULL_REDUCE, /* dst = src OP what recv_peer exposed (src may be dst) */
   TUTTI_STEP_PUSH,        /* what recv_peer exposed (of its output) = src */
+  /* The board (TUTTI_ALGO_BOARD): every rank of one host posts its
+   * contribution into its own slot of the shared board, then reads all. */
+  TUTTI_STEP_BOARD_POST, /* this rank's slot = src (once its previous generation is read) */
+  TUTTI_STEP_BOARD_FOLD, /* dst = slot 0 OP slot 1 OP ... in rank order, once all are posted */
   TUTTI_STEP_KIND_COUNT
 };
 
@@ -125,6 +130,9 @@ struct tutti_coll_args {
    * can run: 0 no, 1 with a copy out of another process, 2 in place (all
    * ranks are threads of one process). Tune decides whether it does. */
   int can_pull;
+  /* Data bytes of one slot of the host's board that every rank shares (0:
+   * none), so that TUTTI_ALGO_BOARD can run on contributions up to this. */
+  size_t board_bytes;
 };
 
 /* One algorithm: a name and a builder for each collective it implements
@@ -143,6 +151,7 @@ extern const struct tutti_algo tutti_algo_direct;
 extern const struct tutti_algo tutti_algo_hier;
 extern const struct tutti_algo tutti_algo_tree;
 extern const struct tutti_algo tutti_algo_pull;
+extern const struct tutti_algo tutti_algo_board;
 
 /* The table of every algorithm, indexed by enum tutti_algo_id. */
 const struct tutti_algo* tutti_algo_get(enum tutti_algo_id id);

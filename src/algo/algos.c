@@ -64,3 +64,12 @@ const struct tutti_algo tutti_algo_pull = {
             [TUTTI_COLL_REDUCESCATTER] = tutti_build_reducescatter_pull,
         },
 };
+
+const struct tutti_algo tutti_algo_board = {
+    .id = TUTTI_ALGO_BOARD,
+    .name = "Board",
+    .build =
+        {
+            [TUTTI_COLL_ALLREDUCE] = tutti_build_allreduce_board,
+        },
+};

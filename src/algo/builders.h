@@ -27,6 +27,7 @@ TUTTI_BUILDER(broadcast_pull);
 TUTTI_BUILDER(allgather_pull);
 TUTTI_BUILDER(reducescatter_pull);
 TUTTI_BUILDER(allreduce_pull);
+TUTTI_BUILDER(allreduce_board);
 TUTTI_BUILDER(send);
 TUTTI_BUILDER(recv);
 

@@ -8,7 +8,7 @@
 static const struct tutti_algo* const algos[TUTTI_ALGO_COUNT] = {
     [TUTTI_ALGO_RING] = &tutti_algo_ring, [TUTTI_ALGO_DIRECT] = &tutti_algo_direct,
     [TUTTI_ALGO_HIER] = &tutti_algo_hier, [TUTTI_ALGO_TREE] = &tutti_algo_tree,
-    [TUTTI_ALGO_PULL] = &tutti_algo_pull,
+    [TUTTI_ALGO_PULL] = &tutti_algo_pull, [TUTTI_ALGO_BOARD] = &tutti_algo_board,
 };
 
 static const char* const coll_names[TUTTI_COLL_COUNT] = {

@@ -155,6 +155,7 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   a.nhosts = comm->nhosts;
   a.max_local = comm->max_local;
   a.can_pull = c->device ? 0 : comm->can_pull;
+  a.board_bytes = c->device ? 0 : comm->board_bytes;
   a.inter_algo = tutti_tune_inter(&a);
   enum tutti_algo_id algo = c->device ? tutti_tune_algo_device(&a) : tutti_tune_algo(&a);
   /* Operations come back from the pool with their last schedule: a loop of
@@ -172,6 +173,8 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   op->bufs[TUTTI_BUF_RECV] = c->recvbuff;
   op->bufs[TUTTI_BUF_SCRATCH] = c->device ? NULL : op->scratch;
   op->seq = ++comm->er.op_count;
+  /* Board generations follow issue order, which every rank shares. */
+  op->board_gen = algo == TUTTI_ALGO_BOARD ? ++comm->er.board_issued : 0;
   TRACE(TUTTI_COLL, "%s #%llu: count %zu %s root %d algo %s in-place %d %s", c->fn,
         (unsigned long long)op->seq, c->count, tutti_type_name(c->type), c->root,
         tutti_algo_get(algo)->name, a.in_place, c->device ? "device" : "host");

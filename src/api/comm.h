@@ -36,7 +36,8 @@ struct ncclComm {
   int32_t* host_of; /* [nranks]: index of each rank's host, in order of first rank */
   int nhosts;
   int max_local;
-  int can_pull; /* coll_args.can_pull: 0, 1 (another process's memory), 2 (one process) */
+  int can_pull;       /* coll_args.can_pull: 0, 1 (another process's memory), 2 (one process) */
+  size_t board_bytes; /* coll_args.board_bytes: the host's board, when every rank is on it */
   struct tutti_transport_comm tc;
   struct tutti_exec_rank er;
   struct tutti_dev_comm* dev; /* device buffers; NULL when they cannot run, and why: */

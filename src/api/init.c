@@ -145,7 +145,8 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
   /* smallest slot, smallest queue, whether this rank can read every peer's
    * buffers (single-copy collectives): all ranks on this host, joined by
    * queues whose far end is the peer itself, and memory readable. */
-  size_t mine[3] = {0, 0, comm->nhosts == 1};
+  size_t mine[4] = {0, 0, comm->nhosts == 1,
+                    comm->nhosts == 1 && tc->board.base != NULL ? tc->board.slot_bytes : 0};
   for (int r = 0; r < n; r++) {
     struct tutti_conn* cs[2] = {tc->send[r], tc->recv[r]};
     if (r != comm->rank && (cs[0] == NULL || cs[0]->ops->send_idle == NULL)) {
@@ -162,23 +163,29 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
   }
   /* Every rank must cut steps into the same pieces and rounds: agree on the smallest. */
   mine[2] = mine[2] && tutti_cma_probe(tc);
-  size_t* all = calloc(3 * (size_t)n, sizeof *all);
+  size_t* all = calloc(4 * (size_t)n, sizeof *all);
   if (all == NULL) {
     return tutti_error(ncclSystemError, "out of host memory");
   }
-  memcpy(&all[3 * comm->rank], mine, sizeof mine);
-  ncclResult_t res = tutti_bootstrap_allgather(comm->boot, all, 3 * sizeof *all);
+  memcpy(&all[4 * comm->rank], mine, sizeof mine);
+  ncclResult_t res = tutti_bootstrap_allgather(comm->boot, all, 4 * sizeof *all);
   er->piece_bytes = mine[0];
   er->queue_bytes = mine[1];
   comm->can_pull = res == ncclSuccess;
+  /* The board runs when every rank maps it, with the same slots. */
+  comm->board_bytes = res == ncclSuccess ? mine[3] : 0;
   for (int r = 0; r < n && res == ncclSuccess; r++) {
-    if (all[3 * r] != 0 && all[3 * r] < er->piece_bytes) {
-      er->piece_bytes = all[3 * r];
+    if (all[4 * r] != 0 && all[4 * r] < er->piece_bytes) {
+      er->piece_bytes = all[4 * r];
     }
-    if (all[3 * r + 1] != 0 && all[3 * r + 1] < er->queue_bytes) {
-      er->queue_bytes = all[3 * r + 1];
+    if (all[4 * r + 1] != 0 && all[4 * r + 1] < er->queue_bytes) {
+      er->queue_bytes = all[4 * r + 1];
     }
-    comm->can_pull = comm->can_pull && all[3 * r + 2] != 0;
+    comm->can_pull = comm->can_pull && all[4 * r + 2] != 0;
+    comm->board_bytes = all[4 * r + 3] == comm->board_bytes ? comm->board_bytes : 0;
+  }
+  if (comm->board_bytes > 0) {
+    er->board = tc->board;
   }
   if (comm->can_pull) {
     int one_process = 1; /* then peers' buffers are read in place, not copied in */

@@ -31,6 +31,13 @@ struct tutti_exec_rank {
   int spin_max;          /* up to this many, */
   int yield_rounds;      /* then yielding, before sleeping */
   void* pull_bounce;     /* single-copy steps: peers' bytes to reduce land here (exec/pull.c) */
+  /* Board collectives (exec/board.c): the host's board, when every rank of
+   * the communicator is on it, and generations numbered from 1 in issue
+   * order: issued so far, and the last whose contributions this rank has
+   * finished reading (its slot of generation g + 2 may be written then). */
+  struct tutti_board board;
+  uint64_t board_issued;
+  uint64_t board_finished;
 };
 
 /* Sets how long `er` spins and yields before sleeping, from the number of
@@ -44,9 +51,10 @@ struct tutti_op {
   struct tutti_coll_args args;
   int sched_valid; /* sched was built from args (kept across reuse from the pool) */
   struct tutti_redop redop;
-  void* bufs[4]; /* indexed by enum tutti_buf */
-  uint64_t seq;  /* 1-based number of this operation on its communicator */
-  int device;    /* device buffers: the device executor runs it on `stream` */
+  void* bufs[4];      /* indexed by enum tutti_buf */
+  uint64_t seq;       /* 1-based number of this operation on its communicator */
+  uint64_t board_gen; /* board collectives: this operation's generation */
+  int device;         /* device buffers: the device executor runs it on `stream` */
   cudaStream_t stream;
   const void* scalar_dev; /* device: a PreMulSum scalar the kernel reads */
   void* scratch;          /* owned: at least sched.scratch_bytes */

@@ -140,6 +140,18 @@ static const struct tutti_step* stuck_step(const struct tutti_op* op, int i) {
   return l->finished || l->step >= l->end ? NULL : &op->sched.steps[l->step];
 }
 
+/* The peer a stuck step waits for: the one it receives from or sends to, or
+ * for a board fold the first whose contribution is missing; -1 if none. */
+static int stuck_peer(const struct tutti_op* op, const struct tutti_step* st) {
+  if (st == NULL) {
+    return -1;
+  }
+  if (st->kind == TUTTI_STEP_BOARD_FOLD) {
+    return tutti_board_missing(op, st, 0);
+  }
+  return st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
+}
+
 /* Which peer a stuck lane waits for, for the error text. */
 static void describe_stall(const struct tutti_op* op, char* buf, size_t len) {
   const struct tutti_schedule* s = &op->sched;
@@ -149,7 +161,12 @@ static void describe_stall(const struct tutti_op* op, char* buf, size_t len) {
     if (st == NULL) {
       continue;
     }
-    int peer = st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
+    const int peer = stuck_peer(op, st);
+    if (st->kind == TUTTI_STEP_BOARD_FOLD || st->kind == TUTTI_STEP_BOARD_POST) {
+      snprintf(buf, len, "waiting on the board for rank %d's contribution (%zu bytes)", peer,
+               st->bytes);
+      return;
+    }
     snprintf(buf, len, "%s rank %d at step %d of %d (%zu of %zu bytes moved)",
              st->recv_peer >= 0 ? "receiving from" : "sending to", peer,
              l->step - s->lanes[i].first_step + 1, s->lanes[i].nsteps, l->done, st->bytes);
@@ -163,7 +180,7 @@ static void describe_stall(const struct tutti_op* op, char* buf, size_t len) {
 static void record_stall(const struct tutti_op* op) {
   for (int i = 0; i < op->sched.nlanes && op->er->bell != NULL; i++) {
     const struct tutti_step* st = stuck_step(op, i);
-    const int p = st == NULL ? -1 : st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
+    const int p = stuck_peer(op, st);
     if (p >= 0) {
       uint32_t none = 0;
       __atomic_compare_exchange_n(&op->er->bell->lost, &none,
@@ -195,7 +212,7 @@ static void describe_peer(const struct tutti_op* op, char* buf, size_t len) {
   snprintf(buf, len, ": is that rank alive and calling the same collectives in the same order?");
   for (int i = 0; i < op->sched.nlanes; i++) {
     const struct tutti_step* st = stuck_step(op, i);
-    int p = st == NULL ? -1 : st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
+    int p = stuck_peer(op, st);
     if (p < 0 || er->peer_bells == NULL || er->peer_bells[p] == NULL) {
       continue;
     }
@@ -258,10 +275,12 @@ static int find_gone_peer(struct tutti_op* op) {
     if (st == NULL) {
       continue;
     }
-    int peers[2] = {st->recv_peer, st->send_peer};
-    for (int d = 0; d < 2; d++) {
-      int p = peers[d];
-      if (p < 0 || er->peer_bells == NULL || er->peer_bells[p] == NULL) {
+    /* The step's two peers; for a board fold, every rank it still misses. */
+    for (int p = 0; p < er->nranks; p++) {
+      const int waits = st->kind == TUTTI_STEP_BOARD_FOLD
+                            ? tutti_board_missing(op, st, p) == p
+                            : p == st->recv_peer || p == st->send_peer;
+      if (!waits || er->peer_bells == NULL || er->peer_bells[p] == NULL) {
         continue;
       }
       const char* why = tutti_exec_peer_gone(er->peer_bells[p]);

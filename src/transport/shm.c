@@ -1,8 +1,8 @@
 /* Shared-memory transport: ranks of one host, as processes or as threads.
- * One segment per communicator and host holds every rank's doorbell and a
- * slot queue for each ordered pair of local ranks (pages are only touched
- * when used). The lowest local rank creates it; once every local rank has
- * mapped it, it is unlinked, so nothing outlives the processes, however they end. */
+ * One segment per communicator and host holds every rank's doorbell, the
+ * board (two slots per rank) and a slot queue for each ordered pair of local
+ * ranks (pages are only touched when used). The lowest local rank creates it; once every local rank
+ * has mapped it, it is unlinked, so nothing outlives the processes, however they end. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +18,10 @@
 #include "util/param.h"
 
 static TUTTI_PARAM(shm_disable, "NCCL_SHM_DISABLE", 0);
+/* Data bytes of one board slot (struct tutti_board): the largest
+ * contribution a board collective carries (tune picks the board below
+ * TUTTI_BOARD_MAX_BYTES, at most this). 0: no board. */
+static TUTTI_PARAM(board_bytes, "TUTTI_BOARD_BYTES", 64 * 1024);
 
 #define SHM_BELL_STRIDE 64
 _Static_assert(sizeof(struct tutti_doorbell) <= SHM_BELL_STRIDE, "a doorbell fits its stride");
@@ -35,6 +39,11 @@ static int shm_can_connect(const struct tutti_transport_comm* tc, int peer) {
   return !tutti_param_shm_disable() || peer == tc->rank
              ? tc->peers[peer].host_hash == tc->peers[tc->rank].host_hash
              : 0;
+}
+
+/* NCCL_SHM_DISABLE: peers talk over other transports; no board either. */
+static int shm_disable_all(const struct tutti_transport_comm* tc) {
+  return tutti_param_shm_disable() && tc->nranks > 1;
 }
 
 static void segment_name(const struct tutti_transport_comm* tc, int leader, char* buf, size_t len) {
@@ -112,7 +121,13 @@ static ncclResult_t shm_setup(struct tutti_transport_comm* tc) {
   tutti_fifo_geometry(tc->buffsize, &nslots, &slot);
   const size_t qbytes = tutti_fifo_bytes(nslots, slot);
   const size_t bells = ((size_t)st->nlocal * SHM_BELL_STRIDE + 4095) & ~(size_t)4095;
-  st->bytes = bells + (size_t)st->nlocal * (size_t)st->nlocal * qbytes;
+  const size_t board_slot =
+      shm_disable_all(tc) ? 0 : ((size_t)tutti_param_board_bytes() + 63) & ~(size_t)63;
+  const size_t board =
+      board_slot == 0
+          ? 0
+          : (2 * (size_t)st->nlocal * (TUTTI_BOARD_HEADER + board_slot) + 4095) & ~(size_t)4095;
+  st->bytes = bells + board + (size_t)st->nlocal * (size_t)st->nlocal * qbytes;
   int creator = tc->rank == leader;
   if (creator) {
     warn_if_small(st->bytes);
@@ -162,8 +177,9 @@ sync:
     if (!shm_can_connect(tc, r)) {
       continue;
     }
-    char* to_peer = base + bells + ((size_t)me * (size_t)st->nlocal + (size_t)lp) * qbytes;
-    char* from_peer = base + bells + ((size_t)lp * (size_t)st->nlocal + (size_t)me) * qbytes;
+    char* queues = base + bells + board;
+    char* to_peer = queues + ((size_t)me * (size_t)st->nlocal + (size_t)lp) * qbytes;
+    char* from_peer = queues + ((size_t)lp * (size_t)st->nlocal + (size_t)me) * qbytes;
     struct tutti_fifo_conn* s = &st->ends[lp];
     struct tutti_fifo_conn* rv = &st->ends[st->nlocal + lp];
     tutti_fifo_conn_init(s, NULL, to_peer, nslots, slot, r, -1, peer_bell, NULL);
@@ -171,6 +187,12 @@ sync:
     s->base.via = rv->base.via = "SHM";
     tc->send[r] = &s->base;
     tc->recv[r] = &rv->base;
+  }
+  if (board_slot > 0) {
+    /* Indexed by local rank, which is the rank when every rank is local:
+     * the only case the communicator uses it (api/init.c). */
+    tc->board.base = base + bells;
+    tc->board.slot_bytes = board_slot;
   }
   INFO(TUTTI_INIT | TUTTI_SHM,
        "rank %d: %d local ranks share %zu MB of /dev/shm (%u slots of %zu KB per pair)", tc->rank,

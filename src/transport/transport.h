@@ -76,6 +76,17 @@ struct tutti_doorbell {
 };
 #define TUTTI_DOORBELL_LOST_SELF 0xFFFFFFu
 
+/* The board: the ranks of one host post small contributions side by side
+ * and read each other's in place, one shared cache line of flags instead of
+ * a queue per pair (exec/board.c). Two generations of one slot per rank:
+ * slot (g, r) is TUTTI_BOARD_HEADER bytes of header then `slot_bytes` of
+ * data, at base + ((g & 1) * nranks + r) * (TUTTI_BOARD_HEADER + slot_bytes). */
+struct tutti_board {
+  char* base;        /* NULL: no board */
+  size_t slot_bytes; /* data bytes of one slot */
+};
+#define TUTTI_BOARD_HEADER 64
+
 /* The communicator as transports see it. */
 struct tutti_transport_comm {
   int rank;
@@ -90,6 +101,7 @@ struct tutti_transport_comm {
   struct tutti_doorbell* bell;        /* this rank's doorbell (points into shm when shm runs) */
   struct tutti_doorbell private_bell; /* the doorbell when no shared segment exists */
   struct tutti_doorbell** peer_bells; /* [nranks]: peers' doorbells when reachable, else NULL */
+  struct tutti_board board;           /* filled by shm when it joins this host's ranks */
   void* priv[4];                      /* per-transport state */
   volatile int* abort_flag;           /* set by ncclCommAbort: teardown flushes nothing */
 };

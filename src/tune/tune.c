@@ -158,6 +158,17 @@ static TUTTI_PARAM(pull_cma_reduce, "TUTTI_PULL_CMA_REDUCE", 0);
  * Pull up to 2-8 MB (all-gather, broadcast), faster from 8-32 MB. */
 static TUTTI_PARAM(pull_min_bytes_oversub, "TUTTI_PULL_MIN_BYTES_OVERSUBSCRIBED", 8 << 20);
 
+/* The board (TUTTI_ALGO_BOARD): allreduces of up to this many bytes, where
+ * every rank of the communicator shares one host's board (and its slots
+ * hold them: TUTTI_BOARD_BYTES). */
+static TUTTI_PARAM(board_max_bytes, "TUTTI_BOARD_MAX_BYTES", 16 * 1024);
+
+static int use_board(const struct tutti_coll_args* a) {
+  const size_t bytes = a->count * a->elem_size;
+  return a->coll == TUTTI_COLL_ALLREDUCE && a->nranks > 1 && bytes <= a->board_bytes &&
+         bytes <= (size_t)tutti_param_board_max_bytes();
+}
+
 static int host_cpus;
 static pthread_once_t cpus_once = PTHREAD_ONCE_INIT;
 
@@ -190,6 +201,9 @@ enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a) {
   if (use_pull(a)) {
     pick = TUTTI_ALGO_PULL;
   }
+  if (use_board(a)) {
+    pick = TUTTI_ALGO_BOARD;
+  }
   const int tree = tutti_tune_inter(a) == TUTTI_ALGO_TREE;
   if (a->coll == TUTTI_COLL_ALLREDUCE && pick == TUTTI_ALGO_RING && a->nhosts > 1) {
     pick = a->max_local > 1 ? TUTTI_ALGO_HIER : tree ? TUTTI_ALGO_TREE : TUTTI_ALGO_RING;
@@ -215,6 +229,9 @@ static enum tutti_algo_id pick_allowed(const struct tutti_coll_args* a, enum tut
   unsigned allowed = allowed_mask[a->coll];
   if (!a->can_pull) {
     allowed &= ~(1u << TUTTI_ALGO_PULL); /* peers' buffers cannot be read from here */
+  }
+  if (a->count * a->elem_size > a->board_bytes) {
+    allowed &= ~(1u << TUTTI_ALGO_BOARD); /* no board here, or its slots are too small */
   }
   const struct tutti_algo* algo = tutti_algo_get(pick);
   if ((allowed & (1u << pick)) && algo->build[a->coll] != NULL) {

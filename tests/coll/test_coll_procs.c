@@ -213,6 +213,35 @@ static void run_p2p(ncclComm_t comm, int n, int r) {
   free(in);
 }
 
+/* Allreduces of mixed sizes in one group: several small ones in a row
+ * (each a generation of the board, where it runs, reusing slot sets while
+ * the group is in flight) between larger ones that take the queues. */
+static void run_group_allreduces(ncclComm_t comm, int n, int r) {
+  enum { K = 7 };
+  const size_t counts_k[K] = {1, 1000, 3, 20011, 2, 4097, 16};
+  int32_t* bufs[K];
+  ncclGroupStart();
+  for (int g = 0; g < K; g++) {
+    bufs[g] = malloc(counts_k[g] * sizeof(int32_t));
+    for (size_t i = 0; i < counts_k[g]; i++)
+      bufs[g][i] = (int32_t)((r + 1) * (g + 1)) + (int32_t)(i % 5);
+    ncclAllReduce(bufs[g], bufs[g], counts_k[g], ncclInt32, ncclSum, comm, NULL);
+  }
+  ncclResult_t res = ncclGroupEnd();
+  int ok = res == ncclSuccess;
+  for (int g = 0; g < K; g++) {
+    for (size_t i = 0; ok && i < counts_k[g]; i++) {
+      ok = bufs[g][i] == (int32_t)((g + 1) * n * (n + 1) / 2) + n * (int32_t)(i % 5);
+    }
+    free(bufs[g]);
+  }
+  if (ok)
+    passed++;
+  else
+    FAILF("rank %d/%d: a group of %d allreduces of mixed sizes failed (%d): %s", r, n, K, (int)res,
+          ncclGetLastError(comm));
+}
+
 static int run_rank(int n, int r, ncclUniqueId id) {
   ncclComm_t comm;
   if (ncclCommInitRank(&comm, n, id, r) != ncclSuccess) {
@@ -253,6 +282,7 @@ static int run_rank(int n, int r, ncclUniqueId id) {
     }
   }
   run_p2p(comm, n, r);
+  run_group_allreduces(comm, n, r);
   ncclCommDestroy(comm);
   return 1;
 }

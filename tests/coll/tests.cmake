@@ -4,7 +4,7 @@ add_executable(test_coll_procs ${CMAKE_CURRENT_LIST_DIR}/test_coll_procs.c ${CMA
 target_include_directories(test_coll_procs PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_CURRENT_LIST_DIR}
   ${CMAKE_SOURCE_DIR}/tests/common)
 target_link_libraries(test_coll_procs PRIVATE tutti_static)
-foreach(algo default Ring Direct Tree Pull)
+foreach(algo default Ring Direct Tree Pull Board)
   add_test(NAME coll.procs.${algo} COMMAND test_coll_procs 1,2,3,4,8 ${algo})
   set_tests_properties(coll.procs.${algo} PROPERTIES TIMEOUT 600 ENVIRONMENT "TUTTI_TIMEOUT=60")
 endforeach()

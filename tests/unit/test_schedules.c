@@ -112,11 +112,19 @@ static void setup_buffers(struct rankbuf* b, enum tutti_coll c, int n, int r, in
 static const int32_t* host_layout; /* for the hierarchical algorithm; NULL: one host */
 static int inter_algo;             /* its exchange among hosts: ring or tree */
 
+/* The board of the simulated host: slots for the largest count tested. */
+#define BOARD_SLOT (80 * 1024)
+static struct tutti_board board_for(int n) {
+  struct tutti_board b = {calloc(2 * (size_t)n, TUTTI_BOARD_HEADER + BOARD_SLOT), BOARD_SLOT};
+  return b;
+}
+
 static int run_case(enum tutti_algo_id algo, enum tutti_coll c, int n, size_t count, int in_place,
                     int root) {
   struct tutti_mem_world* w = NULL;
   if (tutti_mem_world_create(n, 32 * 1024, &w) != ncclSuccess)
     return 0;
+  struct tutti_board board = board_for(n);
   struct tutti_exec_rank* er = calloc((size_t)n, sizeof *er);
   struct tutti_op* ops = calloc((size_t)n, sizeof *ops);
   struct tutti_op** opp = calloc((size_t)n, sizeof *opp);
@@ -128,7 +136,8 @@ static int run_case(enum tutti_algo_id algo, enum tutti_coll c, int n, size_t co
                                      .send = tutti_mem_world_send(w, r),
                                      .recv = tutti_mem_world_recv(w, r),
                                      .piece_bytes = tutti_mem_world_piece(w),
-                                     .timeout_s = 2};
+                                     .timeout_s = 2,
+                                     .board = board};
     setup_buffers(&b[r], c, n, r, root, count, in_place);
     struct tutti_op* op = &ops[r];
     op->er = &er[r];
@@ -150,6 +159,8 @@ static int run_case(enum tutti_algo_id algo, enum tutti_coll c, int n, size_t co
       op->args.max_local = most;
       op->args.inter_algo = inter_algo;
     }
+    op->args.board_bytes = board.slot_bytes;
+    op->board_gen = 1;
     op->redop.type = ncclInt32;
     op->redop.kind = TUTTI_RED_SUM;
     if (tutti_schedule_build(algo, &op->args, &op->sched) != ncclSuccess)
@@ -191,7 +202,71 @@ static int run_case(enum tutti_algo_id algo, enum tutti_coll c, int n, size_t co
   free(ops);
   free(opp);
   free(b);
+  free(board.base);
   tutti_mem_world_destroy(w);
+  return ok;
+}
+
+/* Several board allreduces of one rank in one group (generations 1..k, run
+ * together): each waits for the one before it to be read before reusing its
+ * slot set, and every result is that generation's sum. */
+static int run_board_group(int n, size_t count) {
+  enum { K = 5 };
+  struct tutti_board board = board_for(n);
+  struct tutti_exec_rank* er = calloc((size_t)n, sizeof *er);
+  struct tutti_op* ops = calloc((size_t)n * K, sizeof *ops);
+  struct tutti_op** opp = calloc((size_t)n * K, sizeof *opp);
+  int32_t* bufs = calloc((size_t)n * K * count, sizeof(int32_t));
+  int ok = 1;
+  for (int r = 0; r < n; r++) {
+    er[r] = (struct tutti_exec_rank){.rank = r, .nranks = n, .timeout_s = 2, .board = board};
+    for (int g = 0; g < K; g++) {
+      struct tutti_op* op = &ops[r * K + g];
+      int32_t* buf = bufs + ((size_t)r * K + (size_t)g) * count;
+      for (size_t i = 0; i < count; i++)
+        buf[i] = input(r + 3 * g, i);
+      op->er = &er[r];
+      op->args = (struct tutti_coll_args){TUTTI_COLL_ALLREDUCE, count, sizeof(int32_t), n, r};
+      op->args.in_place = 1;
+      op->args.board_bytes = board.slot_bytes;
+      op->redop.type = ncclInt32;
+      op->redop.kind = TUTTI_RED_SUM;
+      op->board_gen = (uint64_t)g + 1;
+      op->seq = (uint64_t)g + 1;
+      op->bufs[TUTTI_BUF_SEND] = op->bufs[TUTTI_BUF_RECV] = buf;
+      ok = ok && tutti_schedule_build(TUTTI_ALGO_BOARD, &op->args, &op->sched) == ncclSuccess;
+      opp[r * K + g] = op;
+    }
+  }
+  if (ok && tutti_exec_run(opp, n * K) != ncclSuccess) {
+    fprintf(stderr, "  board group run failed: %s\n", tutti_last_error());
+    ok = 0;
+  }
+  for (int i = 0; i < n * K && ok; i++) {
+    const int g = i % K;
+    const int32_t* buf = ops[i].bufs[TUTTI_BUF_RECV];
+    for (size_t e = 0; e < count && ok; e++) {
+      int32_t want = 0;
+      for (int q = 0; q < n; q++)
+        want += input(q + 3 * g, e);
+      if (buf[e] != want) {
+        fprintf(stderr, "  board group n=%d rank %d generation %d elem %zu: got %d want %d\n", n,
+                i / K, g + 1, e, buf[e], want);
+        ok = 0;
+      }
+    }
+  }
+  for (int r = 0; r < n && ok; r++)
+    ok = er[r].board_finished == K;
+  for (int i = 0; i < n * K; i++) {
+    tutti_schedule_free(&ops[i].sched);
+    free(ops[i].lanes);
+  }
+  free(er);
+  free(ops);
+  free(opp);
+  free(bufs);
+  free(board.base);
   return ok;
 }
 
@@ -294,6 +369,7 @@ int main(void) {
       }
     }
     CHECK(run_p2p(n, 1000), "p2p group n=%d", n);
+    CHECK(run_board_group(n, 1000), "board group n=%d", n);
     /* Hierarchical allreduce on several host layouts: blocks of 1, 2 and 3
      * ranks per host, ranks dealt round-robin over 3 hosts, and uneven hosts. */
     int32_t layout[64];
