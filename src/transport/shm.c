@@ -4,6 +4,7 @@
  * ranks (pages are only touched when used). The lowest local rank creates it; once every local rank
  * has mapped it, it is unlinked, so nothing outlives the processes, however they end. */
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +24,10 @@ static TUTTI_PARAM(shm_disable, "NCCL_SHM_DISABLE", 0);
  * TUTTI_BOARD_MAX_BYTES, at most this). 0: no board. */
 static TUTTI_PARAM(board_bytes, "TUTTI_BOARD_BYTES", 64 * 1024);
 
-#define SHM_BELL_STRIDE 64
+#define SHM_BELL_STRIDE 128
 _Static_assert(sizeof(struct tutti_doorbell) <= SHM_BELL_STRIDE, "a doorbell fits its stride");
+_Static_assert(offsetof(struct tutti_doorbell, op_active) == 64,
+               "what the owner writes at every call starts a cache line of its own");
 
 struct shm_state {
   void* base;

@@ -65,14 +65,19 @@ struct tutti_doorbell {
    * private copy for a network peer whose own connection broke, else 1 + the
    * rank the owner lost its connection to (or gave up on). */
   uint32_t lost;
+  /* This doorbell's address in the owner's own address space, so that a
+   * peer process can check that it may read the owner's memory (cma.c). */
+  uint64_t self_addr;
+  /* The fields above are read by every peer that posts (`sleeping`) and
+   * change rarely; the owner writes the ones below at every call, so they
+   * live in the next cache line (in shared memory, where bells are 64-byte
+   * aligned): a post does not miss on a line its owner just wrote. */
+  uint8_t pad_[64 - 32];
   /* What the owner is doing, for peers that wait on it to report: the
    * collective it is in (active), or the last one it was in. */
   uint32_t op_active;
   uint32_t op_coll; /* enum tutti_coll */
   uint64_t op_seq;
-  /* This doorbell's address in the owner's own address space, so that a
-   * peer process can check that it may read the owner's memory (cma.c). */
-  uint64_t self_addr;
 };
 #define TUTTI_DOORBELL_LOST_SELF 0xFFFFFFu
 

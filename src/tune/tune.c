@@ -161,7 +161,7 @@ static TUTTI_PARAM(pull_min_bytes_oversub, "TUTTI_PULL_MIN_BYTES_OVERSUBSCRIBED"
 /* The board (TUTTI_ALGO_BOARD): allreduces of up to this many bytes, where
  * every rank of the communicator shares one host's board (and its slots
  * hold them: TUTTI_BOARD_BYTES). */
-static TUTTI_PARAM(board_max_bytes, "TUTTI_BOARD_MAX_BYTES", 16 * 1024);
+static TUTTI_PARAM(board_max_bytes, "TUTTI_BOARD_MAX_BYTES", 64 * 1024);
 
 static int use_board(const struct tutti_coll_args* a) {
   const size_t bytes = a->count * a->elem_size;
