@@ -133,6 +133,9 @@ struct tutti_coll_args {
   /* Data bytes of one slot of the host's board that every rank shares (0:
    * none), so that TUTTI_ALGO_BOARD can run on contributions up to this. */
   size_t board_bytes;
+  /* The buffers are device memory: tune chooses among the device
+   * executor's algorithms (the schedule's steps are the same). */
+  int device;
 };
 
 /* One algorithm: a name and a builder for each collective it implements

@@ -157,15 +157,18 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   a.can_pull = c->device ? 0 : comm->can_pull;
   a.board_bytes = c->device ? 0 : comm->board_bytes;
   a.inter_algo = tutti_tune_inter(&a);
-  enum tutti_algo_id algo = c->device ? tutti_tune_algo_device(&a) : tutti_tune_algo(&a);
+  a.device = c->device;
   /* Operations come back from the pool with their last schedule: a loop of
-   * identical calls builds it once. */
-  if (!op->sched_valid || op->sched.algo != algo || memcmp(&op->args, &a, sizeof a) != 0) {
+   * identical calls chooses and builds it once (both depend on `a` alone). */
+  if (!op->sched_valid || memcmp(&op->args, &a, sizeof a) != 0) {
     op->args = a;
     op->sched_valid = 0;
-    NCCLCHECKGOTO(tutti_schedule_build(algo, &a, &op->sched), res, fail);
+    NCCLCHECKGOTO(tutti_schedule_build(c->device ? tutti_tune_algo_device(&a) : tutti_tune_algo(&a),
+                                       &a, &op->sched),
+                  res, fail);
     op->sched_valid = 1;
   }
+  const enum tutti_algo_id algo = op->sched.algo;
   if (!c->device) {
     NCCLCHECKGOTO(tutti_op_scratch(op), res, fail);
   }

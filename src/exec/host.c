@@ -390,7 +390,11 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
     }
   }
   tutti_wait_prepare(&w);
-  double last_move = now_s(), last_check = last_move;
+  /* When the last move happened is read lazily: the clock costs more than a
+   * small collective's whole pass, so the first slow check after moves
+   * stands for them (late by the spin and yield rounds: milliseconds). */
+  double last_move = 0, last_check = 0;
+  int moved_since_check = 1;
   /* A peer seen gone twice with a full idle pass in between: its last data,
    * posted just before it left, has had its chance to be read. */
   int gone_strikes = 0;
@@ -412,7 +416,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
     }
     if (moved) {
       tutti_wait_reset(&w);
-      last_move = now_s();
+      moved_since_check = 1;
       gone_strikes = 0;
       continue;
     }
@@ -422,6 +426,10 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
     }
     /* Long idle: look at aborts, dead peers and the timeout a few times a second. */
     double t = now_s();
+    if (moved_since_check) {
+      last_move = t;
+      moved_since_check = 0;
+    }
     if (t - last_check < 0.05) {
       continue;
     }
