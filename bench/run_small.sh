@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Small allreduces on this host, tutti against Open MPI, in alternating runs:
+# on a shared VM one run of each can land in different scheduler weather, so
+# the table is the median over REPS pairs. Ranks as processes, 2 and 4
+# (with 2 cores, 4 ranks means every hand-over is a context switch).
+# Writes every run's output and a markdown table (medians) under OUT.
+# Needs: openmpi-bin libopenmpi-dev (installed here if missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v mpicc >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null
+fi
+build=${BUILD_DIR:-build}
+BUILD_DIR=$build bash scripts/build.sh >/dev/null
+out=${OUT:-bench/results/$(date -u +%Y-%m-%d)-small}
+mkdir -p "$out"
+mpicc -O2 -o "$build/mpi_bench" bench/mpi_bench.c
+MIN=${MIN:-8} MAX=${MAX:-64K} ITERS=${ITERS:-5000} WARM=${WARM:-500} REPS=${REPS:-6}
+perf=$build/tools/tutti-perf/tutti-perf
+run=$build/tools/tuttirun/tuttirun
+mpirun_flags="--allow-run-as-root --oversubscribe --mca btl self,vader"
+echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  host: $(hostname)  cpus: $(nproc)  kernel: $(uname -r)" |
+  tee "$out/machine.txt"
+for rep in $(seq 1 "$REPS"); do
+  for n in 2 4; do
+    echo "load $(cut -d' ' -f1 /proc/loadavg) before pair $rep, $n ranks" >>"$out/machine.txt"
+    "$run" -n $n --no_prefix "$perf" allreduce -b $MIN -e $MAX -f 2 -n $ITERS -w $WARM -c 1 \
+      >"$out/tutti_np${n}_r$rep.txt"
+    mpirun $mpirun_flags -np $n "$build/mpi_bench" allreduce -b $MIN -e $MAX -f 2 -n $ITERS \
+      -w $WARM >"$out/mpi_np${n}_r$rep.txt"
+  done
+done
+/usr/bin/python3 bench/small_table.py "$out" | tee "$out/compare_small.md"
