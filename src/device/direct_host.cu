@@ -5,12 +5,16 @@
  *
  * Sizes (measured on 2 x H200, bench/RESULTS.md, 2026-11-30): one handshake
  * instead of a ring's three halves the time of small collectives (LL lines,
- * up to 1 MB), and the direct path keeps up with the ring to a few MB; from
- * 8 MB the ring's pipeline, which overlaps the link and the reduction in
- * every block, is faster. So by default the direct path takes two ranks up
- * to 4 MB per rank. With more ranks an allreduce, broadcast or reduce
- * pushes n-1 copies of the buffer out of one GPU: up to 1 MB (not measured
- * on more than two GPUs). TUTTI_DEVICE_DIRECT_MAX_BYTES sets the limit. */
+ * up to 1 MB), and with every thread pushing and the combine inlined it
+ * beats the ring to 16 MB per rank (8 MB allreduce 45.6 against 55.4 us,
+ * reduce-scatter and all-gather of 8 MB per rank 47.9 / 47.1 against
+ * 58.0 / 53.7); from 32 MB the ring's pipeline, which overlaps the link and
+ * the reduction in every block, catches up. A broadcast's ring is a plain
+ * chain that already runs at the link: direct is slower from 8 MB. So by
+ * default the direct path takes two ranks up to 16 MB per rank (broadcasts
+ * 4 MB). With more ranks an allreduce, broadcast or reduce pushes n-1
+ * copies of the buffer out of one GPU: up to 1 MB (not measured on more
+ * than two GPUs). TUTTI_DEVICE_DIRECT_MAX_BYTES sets the limit. */
 #include <stdlib.h>
 
 #include "device/dev_comm.h"
@@ -25,7 +29,7 @@ extern "C" {
 }
 
 static TUTTI_PARAM(direct_on, "TUTTI_DEVICE_DIRECT", 1);
-/* -1: 4 MB with two ranks, 1 MB with more (see above). */
+/* -1: 16 MB with two ranks (broadcasts 4 MB), 1 MB with more (see above). */
 static TUTTI_PARAM(direct_max, "TUTTI_DEVICE_DIRECT_MAX_BYTES", -1);
 /* Bytes per block: fewer bytes per block means more blocks for mid sizes. */
 static TUTTI_PARAM(block_bytes, "TUTTI_DEVICE_DIRECT_BLOCK_BYTES", 32 * 1024);
@@ -71,7 +75,8 @@ static int direct_fits(const struct tutti_dev_comm* dc, const struct tutti_dev_o
     return 0;
   }
   const int64_t max = tutti_param_direct_max();
-  if (bytes > (max >= 0 ? (size_t)max : n == 2 ? (size_t)4 << 20 : (size_t)1 << 20)) {
+  const size_t two = c == TD_D_BROADCAST ? (size_t)4 << 20 : (size_t)16 << 20;
+  if (bytes > (max >= 0 ? (size_t)max : n == 2 ? two : (size_t)1 << 20)) {
     return 0;
   }
   return 1;
