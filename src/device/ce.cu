@@ -115,7 +115,8 @@ extern "C" int td_ce_launch(const struct td_ce* w, int nblocks, int nthreads, cu
 
 static TUTTI_PARAM(ce_on, "TUTTI_DEVICE_CE", 1);
 /* From this many bytes per rank, every collective the path knows; -1: the
- * measured defaults (2 x H200, bench/RESULTS.md, 2026-11-30): reducescatter
+ * measured defaults (2 x H200, bench/RESULTS.md, 2026-11-30; two ranks only,
+ * see ce_fits): reducescatter
  * from 32 MB per rank, and allreduce from 64 MB when one process drives
  * every GPU (1.07-1.13x NCCL there; with one process per GPU the same
  * path ran 5-25% slower than the ring, for a reason not found: the copies
@@ -141,6 +142,11 @@ static int ce_fits(const struct tutti_dev_comm* dc, const struct tutti_dev_op* o
   size_t from = SIZE_MAX;
   if (min >= 0) {
     from = (size_t)min;
+  } else if (n != 2) {
+    /* The defaults below were measured on two GPUs. On 4 x H200 the path ran
+     * 3x slower than the ring: allreduce, one process, 128 MB 1996 us (the
+     * ring, one process per GPU: 639); reduce-scatter of 32 MB per rank 595
+     * (NCCL 345). Off by default there until derived for that count. */
   } else if (a->coll == TUTTI_COLL_REDUCESCATTER) {
     from = (size_t)32 << 20;
   } else if (a->coll == TUTTI_COLL_ALLREDUCE && one_process) {
