@@ -207,6 +207,20 @@ static int run_case(enum tutti_algo_id algo, enum tutti_coll c, int n, size_t co
   return ok;
 }
 
+/* Frees what run_board_group and run_p2p allocate: ranks, operations (with
+ * their schedules and lane states), the pointer array and the buffers. */
+static void free_run(struct tutti_exec_rank* er, struct tutti_op* ops, int nops,
+                     struct tutti_op** opp, void* bufs) {
+  for (int i = 0; i < nops; i++) {
+    tutti_schedule_free(&ops[i].sched);
+    free(ops[i].lanes);
+  }
+  free(er);
+  free(ops);
+  free(opp);
+  free(bufs);
+}
+
 /* Several board allreduces of one rank in one group (generations 1..k, run
  * together): each waits for the one before it to be read before reusing its
  * slot set, and every result is that generation's sum. */
@@ -258,14 +272,7 @@ static int run_board_group(int n, size_t count) {
   }
   for (int r = 0; r < n && ok; r++)
     ok = er[r].board_finished == K;
-  for (int i = 0; i < n * K; i++) {
-    tutti_schedule_free(&ops[i].sched);
-    free(ops[i].lanes);
-  }
-  free(er);
-  free(ops);
-  free(opp);
-  free(bufs);
+  free_run(er, ops, n * K, opp, bufs);
   free(board.base);
   return ok;
 }
@@ -325,14 +332,7 @@ static int run_p2p(int n, size_t count) {
       }
     }
   }
-  for (int i = 0; i < nops; i++) {
-    tutti_schedule_free(&ops[i].sched);
-    free(ops[i].lanes);
-  }
-  free(er);
-  free(ops);
-  free(opp);
-  free(bufs);
+  free_run(er, ops, nops, opp, bufs);
   tutti_mem_world_destroy(w);
   return ok;
 }
