@@ -48,6 +48,13 @@ int tutti_board_missing(const struct tutti_op* op, const struct tutti_step* st, 
 static ncclResult_t post(struct tutti_op* op, const struct tutti_step* st, int* moved,
                          int* step_done) {
   struct tutti_exec_rank* er = op->er;
+  if (er->board_failed) {
+    return tutti_error(ncclInvalidUsage,
+                       "%s #%llu on rank %d: an earlier collective on this communicator failed, "
+                       "so the ranks' board generations no longer match: abort or destroy the "
+                       "communicator (ncclCommAbort) and create a new one",
+                       tutti_coll_name(op->args.coll), (unsigned long long)op->seq, er->rank);
+  }
   if (er->board_finished + 1 < op->board_gen) {
     return ncclSuccess; /* an earlier board operation of this group still reads set g & 1 */
   }

@@ -38,6 +38,9 @@ struct tutti_exec_rank {
   struct tutti_board board;
   uint64_t board_issued;
   uint64_t board_finished;
+  /* A run of this rank failed: generations may never be read again, so a
+   * later board operation fails at once instead of waiting for them. */
+  int board_failed;
 };
 
 /* Sets how long `er` spins and yields before sleeping, from the number of

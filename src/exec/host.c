@@ -390,9 +390,9 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
     }
   }
   tutti_wait_prepare(&w);
-  /* When the last move happened is read lazily: the clock costs more than a
-   * small collective's whole pass, so the first slow check after moves
-   * stands for them (late by the spin and yield rounds: milliseconds). */
+  /* When the last move happened is read lazily (the clock read after every
+   * move showed in small collectives' time): the first slow check after
+   * moves stands for them, late by the spin and yield rounds (milliseconds). */
   double last_move = 0, last_check = 0;
   int moved_since_check = 1;
   /* A peer seen gone twice with a full idle pass in between: its last data,
@@ -475,6 +475,9 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
     }
   }
 out:
+  for (int i = 0; i < nops && res != ncclSuccess; i++) {
+    ops[i]->er->board_failed = 1;
+  }
   publish(ops, nops, 0);
   tutti_wait_reset(&w);
   ops[0]->er->spin_rounds = w.spin; /* what was learnt carries to the next call */

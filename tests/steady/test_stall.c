@@ -38,6 +38,15 @@ static int rank_main(int r, ncclUniqueId id, const char* want, int fd) {
   const char* err = ncclGetLastError(comm);
   int ok = res == ncclRemoteError && strstr(err, want) != NULL && strstr(err, "rank 1") != NULL;
   dprintf(fd, "%s: %s\n", ok ? "ok" : "WRONG", err);
+  /* The next call on the broken communicator fails at once, telling the
+   * caller to abort it (not after a second timeout: that would be
+   * ncclRemoteError, "made no progress"). */
+  res = ncclAllReduce(buf, buf, 1024, ncclInt32, ncclSum, comm, NULL);
+  err = ncclGetLastError(comm);
+  const int again = res == ncclInvalidUsage && strstr(err, "earlier collective") != NULL &&
+                    strstr(err, "ncclCommAbort") != NULL;
+  dprintf(fd, "%s: then: %s\n", again ? "ok" : "WRONG", err);
+  ok = ok && again;
   ncclCommAbort(comm);
   return ok ? 0 : 1;
 }
