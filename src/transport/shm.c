@@ -81,6 +81,15 @@ static ncclResult_t map_segment(const struct tutti_transport_comm* tc, struct sh
                        "writable?)",
                        tc->rank, create ? "create" : "open", name, strerror(errno));
   }
+  struct stat sb;
+  if (!create && fstat(fd, &sb) == 0 && (size_t)sb.st_size != st->bytes) {
+    close(fd);
+    return tutti_error(ncclInvalidUsage,
+                       "rank %d: this host's shared memory %s holds %zu bytes where this rank "
+                       "expects %zu: were the ranks started with different NCCL_BUFFSIZE or "
+                       "TUTTI_BOARD_BYTES? Give every rank the same values",
+                       tc->rank, name, (size_t)sb.st_size, st->bytes);
+  }
   if (create && ftruncate(fd, (off_t)st->bytes) != 0) {
     int e = errno;
     close(fd);
