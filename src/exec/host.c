@@ -162,7 +162,11 @@ static void describe_stall(const struct tutti_op* op, char* buf, size_t len) {
       continue;
     }
     const int peer = stuck_peer(op, st);
-    if (st->kind == TUTTI_STEP_BOARD_FOLD || st->kind == TUTTI_STEP_BOARD_POST) {
+    if (st->kind == TUTTI_STEP_BOARD_POST) {
+      snprintf(buf, len, "waiting for this rank's previous board collective of the group");
+      return;
+    }
+    if (st->kind == TUTTI_STEP_BOARD_FOLD) {
       snprintf(buf, len, "waiting on the board for rank %d's contribution (%zu bytes)", peer,
                st->bytes);
       return;

@@ -1,8 +1,9 @@
 /* Shared-memory transport: ranks of one host, as processes or as threads.
  * One segment per communicator and host holds every rank's doorbell, the
  * board (two slots per rank) and a slot queue for each ordered pair of local
- * ranks (pages are only touched when used). The lowest local rank creates it; once every local rank
- * has mapped it, it is unlinked, so nothing outlives the processes, however they end. */
+ * ranks (pages are only touched when used). The lowest local rank creates
+ * it; once every local rank has mapped it, it is unlinked, so nothing
+ * outlives the processes, however they end. */
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
