@@ -13,6 +13,7 @@
 #include "device/direct.h"
 #include "device/kernel.h"
 #include "device/direct_fold.cuh"
+#include "device/direct_ll128.cuh"
 #include "device/pass.cuh"
 #include "device/sync.cuh"
 
@@ -30,6 +31,10 @@ __device__ __forceinline__ char* td_inbox(const td_direct& w, td_devcomm* dc, in
                                           uint64_t slot, int lane) {
   const td_layout& L = dc->lay;
   const uint64_t peer = (uint64_t)td_peer_slot(from, at);
+  if (w.ll128) {
+    return dc->base[at] + L.ll128_inbox_off + (peer * TD_DIRECT_LANES + lane) * L.ll128_lane_bytes +
+           slot * w.slot_bytes;
+  }
   if (w.ll) {
     return dc->base[at] + L.ll_inbox_off +
            ((peer * 2 + slot) * TD_DIRECT_LL_LANES + lane) * (uint64_t)TD_DIRECT_LL_LANE_BYTES;
@@ -46,10 +51,10 @@ __device__ __forceinline__ uint64_t* td_lane_ctr(td_devcomm* dc, int at, uint64_
 }
 
 /* Combines what arrived in round `s` (inbox slot `slot`) into the output,
- * as thread `tid` of `nth`. */
-__device__ void td_combine(const td_direct& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
-                           uint64_t s, uint64_t slot, uint64_t off, uint64_t len, int tid,
-                           int nth) {
+ * as thread `tid` of `nth`. Returns 0 when an LL128 wait ended in an abort
+ * or a timeout. */
+__device__ int td_combine(const td_direct& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
+                          uint64_t s, uint64_t slot, uint64_t off, uint64_t len, int tid, int nth) {
   const int n = dc->nranks, me = dc->rank, lane = blockIdx.x;
   const int reduce = w.coll == TD_D_ALLREDUCE || w.coll == TD_D_REDUCESCATTER ||
                      (w.coll == TD_D_REDUCE && me == w.root);
@@ -57,6 +62,23 @@ __device__ void td_combine(const td_direct& w, const td_op& op, uint64_t scalar,
     const char* self = w.in + off + (w.coll == TD_D_REDUCESCATTER ? (uint64_t)me * w.bytes : 0);
     const int e_mid = td_binary_eop(op, 0, 0), e_last = td_binary_eop(op, 0, 1);
     const int premul = op.kind == TUTTI_RED_PREMULSUM;
+    if (w.ll128) {
+      td_ll128fold f;
+      for (int q = 0; q < n; q++) {
+        f.lines[q] = q == me ? NULL : (const uint64_t*)td_inbox(w, dc, me, q, slot, lane);
+      }
+      f.self = self;
+      f.self_idx = me;
+      f.scaled = premul;
+      f.nsrc = n;
+      f.e_mid = e_mid;
+      f.e_last = e_last;
+      f.flag = s;
+      f.dst = w.out + off;
+      f.len = len;
+      f.dc = dc;
+      return td_ll128fold_typed(&op, scalar, &f);
+    }
     if (w.ll) {
       td_llfold f;
       for (int q = 0; q < n; q++) {
@@ -88,10 +110,10 @@ __device__ void td_combine(const td_direct& w, const td_op& op, uint64_t scalar,
       f.nth = nth;
       td_fold_typed(&op, scalar, &f);
     }
-    return;
+    return 1;
   }
   if (w.coll == TD_D_REDUCE) {
-    return; /* not the root: nothing arrives here */
+    return 1; /* not the root: nothing arrives here */
   }
   /* Allgather and broadcast: copies, each from its inbox (or this rank's input). */
   for (int q = 0; q < n; q++) {
@@ -107,7 +129,11 @@ __device__ void td_combine(const td_direct& w, const td_op& op, uint64_t scalar,
       continue;
     }
     const char* box = td_inbox(w, dc, me, q, slot, lane);
-    if (w.ll) {
+    if (w.ll128) {
+      if (!td_ll128_copy((const uint64_t*)box, s, dst, len, dc)) {
+        return 0;
+      }
+    } else if (w.ll) {
       td_llpass lp = {(const uint4*)box, (uint32_t)s, 0, NULL, dst, NULL, len, dc};
       td_ll_typed(&op, scalar, TD_COPY, &lp);
     } else {
@@ -115,6 +141,7 @@ __device__ void td_combine(const td_direct& w, const td_op& op, uint64_t scalar,
       td_copy_pass(&op, &p);
     }
   }
+  return 1;
 }
 
 /* Pushes round s's data (inbox slot `slot`) to every peer this rank sends to. */
@@ -128,7 +155,9 @@ __device__ void td_push(const td_direct& w, const td_op& op, uint64_t scalar, td
     }
     const char* src = w.in + off + (w.coll == TD_D_REDUCESCATTER ? (uint64_t)q * w.bytes : 0);
     char* box = td_inbox(w, dc, q, me, slot, blockIdx.x);
-    if (w.ll) {
+    if (w.ll128) {
+      td_ll128_push_typed(&op, scalar, eop == TD_SCALE, src, (uint64_t*)box, len, s);
+    } else if (w.ll) {
       td_llpass lp = {NULL, 0, (uint32_t)s, src, NULL, (uint4*)box, len, dc};
       td_ll_typed(&op, scalar, eop, &lp);
     } else {
@@ -228,6 +257,44 @@ __device__ void td_run_simple(const td_direct& w, const td_op& op, uint64_t scal
   }
 }
 
+/* LL128 rounds: round r goes out, then round r - 1 is read as its lines
+ * arrive and combined while round r's stores drain; no fence, no flag. */
+__device__ void td_run_ll128(const td_direct& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
+                             const td_lane_run& lr, int* stop) {
+  const int n = dc->nranks, me = dc->rank, lane = blockIdx.x, tid = threadIdx.x;
+  for (uint64_t r = 0; r <= lr.rounds; r++) {
+    const uint64_t s = lr.seq0 + r + 1, off = lr.b0 + r * w.round;
+    const int push = r < lr.rounds;
+    if (push && tid < n && tid != me && td_pushes_to(w, me, tid) && s > w.slots &&
+        !td_wait_ge(td_lane_ctr(dc, me, dc->lay.dack_off, tid, lane), s - w.slots, dc)) {
+      *stop = 1;
+    }
+    __syncthreads();
+    if (*stop) {
+      return;
+    }
+    if (push) {
+      const uint64_t len = lr.blen - off + lr.b0 < w.round ? lr.blen - off + lr.b0 : w.round;
+      td_push(w, op, scalar, dc, s, s % w.slots, off, len, tid, blockDim.x);
+    }
+    if (r > 0) {
+      const uint64_t po = off - w.round;
+      const uint64_t plen = lr.blen - po + lr.b0 < w.round ? lr.blen - po + lr.b0 : w.round;
+      if (!td_combine(w, op, scalar, dc, s - 1, (s - 1) % w.slots, po, plen, tid, blockDim.x)) {
+        *stop = 1;
+      }
+    }
+    /* As in LL: the barrier waited for every load of the inbox. */
+    __syncthreads();
+    if (*stop) {
+      return;
+    }
+    if (r > 0 && tid < n && tid != me) {
+      *(volatile uint64_t*)td_lane_ctr(dc, tid, dc->lay.dack_off, me, lane) = s - 1;
+    }
+  }
+}
+
 __global__ void __launch_bounds__(TD_MAX_THREADS, 1)
     td_direct_kernel(const __grid_constant__ td_direct w) {
   td_devcomm* dc = w.comm;
@@ -255,7 +322,9 @@ __global__ void __launch_bounds__(TD_MAX_THREADS, 1)
   lr.seq0 = s_seq;
   td_chan_slice(w.bytes, (int)w.nb, lane, &lr.b0, &lr.blen);
   lr.rounds = (lr.blen + w.round - 1) / w.round;
-  if (w.ll) {
+  if (w.ll128) {
+    td_run_ll128(w, op, s_scalar, dc, lr, &s_stop);
+  } else if (w.ll) {
     td_run_ll(w, op, s_scalar, dc, lr, &s_stop);
   } else {
     td_run_simple(w, op, s_scalar, dc, lr, &s_stop);

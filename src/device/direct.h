@@ -26,6 +26,10 @@
  * bytes that a simple round left there. 16 KB lines carry 8 KB of data. */
 #define TD_DIRECT_LL_LANES 128
 #define TD_DIRECT_LL_LANE_BYTES (16 * 1024)
+/* LL128 rounds (direct_ll128.cuh) too: 128-byte lines of 120 data bytes and
+ * the round as their flag, in TUTTI_DEVICE_DIRECT_LL128_BYTES of inboxes. */
+#define TD_LL128_LINE 128
+#define TD_LL128_DATA 120
 
 enum td_dcoll { TD_D_ALLREDUCE, TD_D_REDUCESCATTER, TD_D_ALLGATHER, TD_D_BROADCAST, TD_D_REDUCE };
 
@@ -39,16 +43,17 @@ struct td_direct {
   /* The bytes the blocks split: each rank's part (reducescatter's output,
    * allgather's input) or the whole buffer (allreduce, broadcast, reduce). */
   uint64_t bytes;
-  uint32_t nb;    /* blocks = lanes used */
-  uint32_t round; /* data bytes per lane and round */
-  uint32_t slots; /* simple rounds: a lane's inbox holds this many rounds */
-  uint32_t pad2;
-  uint8_t coll; /* enum td_dcoll */
-  uint8_t type; /* ncclDataType_t */
-  uint8_t kind; /* enum tutti_red_kind */
+  uint32_t nb;         /* blocks = lanes used */
+  uint32_t round;      /* data bytes per lane and round */
+  uint32_t slots;      /* simple and LL128 rounds: a lane's inbox holds this many rounds */
+  uint32_t slot_bytes; /* LL128: bytes of lines per slot */
+  uint8_t coll;        /* enum td_dcoll */
+  uint8_t type;        /* ncclDataType_t */
+  uint8_t kind;        /* enum tutti_red_kind */
   uint8_t elem_size;
-  uint8_t ll; /* low-latency lines instead of data + flag */
-  uint8_t pad[3];
+  uint8_t ll;    /* low-latency lines instead of data + flag */
+  uint8_t ll128; /* LL128 lines instead of data + flag */
+  uint8_t pad[2];
   int32_t root;
 };
 
@@ -73,7 +78,8 @@ int td_dcoll(int coll);
 int td_direct_launch(const struct td_direct* w, int nthreads, cudaStream_t stream);
 /* How many direct kernels of `nthreads` threads one SM holds at once. */
 int td_direct_occupancy(int nthreads, int* per_sm);
-/* NCCL_PROTO as a mask: bit 0 LL (LL128 counts as LL), bit 1 simple. */
+/* NCCL_PROTO as a mask: bit 0 LL, bit 1 simple, bit 2 LL128 (the
+ * schedules' kernel runs LL where LL128 is asked). */
 int td_protocols(void);
 struct tutti_dev_comm;
 struct tutti_dev_op;

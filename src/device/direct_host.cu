@@ -37,6 +37,12 @@ static TUTTI_PARAM(block_bytes, "TUTTI_DEVICE_DIRECT_BLOCK_BYTES", 32 * 1024);
 static TUTTI_PARAM(ll_max, "TUTTI_DEVICE_DIRECT_LL_MAX_BYTES", 1 << 20);
 static TUTTI_PARAM(ll_block_bytes, "TUTTI_DEVICE_DIRECT_LL_BLOCK_BYTES", 2 * 1024);
 static TUTTI_PARAM(ll_threads, "TUTTI_DEVICE_DIRECT_LL_THREADS", 256);
+/* From LL's limit up to this many bytes per rank, LL128 lines (no fence,
+ * no flag round trip, 94% of the link's bytes data). */
+static TUTTI_PARAM(ll128_max, "TUTTI_DEVICE_DIRECT_LL128_MAX_BYTES", 16 << 20);
+static TUTTI_PARAM(ll128_block_bytes, "TUTTI_DEVICE_DIRECT_LL128_BLOCK_BYTES", 32 * 1024);
+/* Bytes of lines per LL128 round (a slot of the lane's inbox). */
+static TUTTI_PARAM(ll128_round_bytes, "TUTTI_DEVICE_DIRECT_LL128_ROUND_BYTES", 32 * 1024);
 /* Bytes per simple round: a block's part moves in rounds this size, each
  * pushed while the previous one is combined. 64 KB: a block of the default
  * 32 KB moves in one round (16 KB rounds took 31.9 against 25.0 us at 2 MB,
@@ -102,13 +108,32 @@ extern "C" int td_direct_try(struct tutti_dev_comm* dc, const struct tutti_dev_o
   w.kind = (uint8_t)op->redop.kind;
   w.elem_size = (uint8_t)a->elem_size;
   w.root = a->root;
+  /* The protocol: LL to its limit, then LL128, then simple rounds; one
+   * that NCCL_PROTO leaves out passes its sizes to the next one allowed. */
   const int proto = td_protocols();
-  w.ll = (proto & 1) && (!(proto & 2) || w.bytes <= (uint64_t)tutti_param_ll_max());
-  int64_t per = w.ll ? tutti_param_ll_block_bytes() : tutti_param_block_bytes();
+  const int ll128_ok = (proto & 4) && dc->lay.ll128_lane_bytes > 0;
+  if ((proto & 1) && w.bytes <= (uint64_t)tutti_param_ll_max()) {
+    w.ll = 1;
+  } else if (ll128_ok && w.bytes <= (uint64_t)tutti_param_ll128_max()) {
+    w.ll128 = 1;
+  } else if (!(proto & 2)) {
+    w.ll128 = (uint8_t)ll128_ok;
+    w.ll = (uint8_t)!ll128_ok;
+  }
+  int64_t per = w.ll      ? tutti_param_ll_block_bytes()
+                : w.ll128 ? tutti_param_ll128_block_bytes()
+                          : tutti_param_block_bytes();
   per = per < 1024 ? 1024 : per;
   if (w.ll) {
     w.round = TD_DIRECT_LL_LANE_BYTES / 2;
     w.slots = 2;
+  } else if (w.ll128) {
+    const uint64_t lane = dc->lay.ll128_lane_bytes;
+    uint64_t sb = (uint64_t)tutti_param_ll128_round_bytes() / 512 * 512;
+    sb = sb < 512 ? 512 : sb > lane / 2 ? lane / 2 / 512 * 512 : sb;
+    w.slot_bytes = (uint32_t)sb;
+    w.slots = (uint32_t)(lane / sb);
+    w.round = (uint32_t)(sb / TD_LL128_LINE * TD_LL128_DATA);
   } else {
     uint64_t rb = (uint64_t)tutti_param_round_bytes() / 16 * 16;
     const uint64_t lane = dc->lay.lane_bytes;

@@ -26,15 +26,15 @@ static TUTTI_PARAM(ll_max_bytes, "TUTTI_DEVICE_LL_MAX_BYTES", 8 * 1024);
 /* Blocks one operation may use (channels x lanes). */
 #define TD_OP_CTAS 128
 
-/* NCCL_PROTO: which protocols may run (bit 0 LL, bit 1 simple); LL128 counts
- * as LL. "^LL" excludes. Unset: both. */
+/* NCCL_PROTO: which protocols may run (bit 0 LL, bit 1 simple, bit 2
+ * LL128; direct.h). "^LL" excludes. Unset: all. */
 extern "C" int td_protocols(void) {
   static int mask = -1;
   if (mask >= 0) {
     return mask;
   }
   const char* spec = tutti_getenv("NCCL_PROTO");
-  int m = 3;
+  int m = 7;
   if (spec != NULL && *spec != '\0') {
     int invert = spec[0] == '^';
     int named = 0;
@@ -42,16 +42,18 @@ extern "C" int td_protocols(void) {
     snprintf(buf, sizeof buf, "%s", spec + invert);
     char* save = NULL;
     for (char* t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
-      if (strcasecmp(t, "LL") == 0 || strcasecmp(t, "LL128") == 0) {
+      if (strcasecmp(t, "LL") == 0) {
         named |= 1;
+      } else if (strcasecmp(t, "LL128") == 0) {
+        named |= 4;
       } else if (strcasecmp(t, "Simple") == 0) {
         named |= 2;
       } else {
         WARN("NCCL_PROTO names \"%s\", which tutti does not know: use LL, LL128 or Simple", t);
       }
     }
-    m = invert ? (3 & ~named) : named;
-    m = m == 0 ? 3 : m;
+    m = invert ? (7 & ~named) : named;
+    m = m == 0 ? 7 : m;
   }
   mask = m;
   return m;
@@ -60,6 +62,7 @@ extern "C" int td_protocols(void) {
 /* The protocol: a function of the arguments only, like the channels. */
 static int op_ll(const struct tutti_dev_comm* dc, const struct tutti_coll_args* a) {
   int m = td_protocols();
+  m = (m & 2) | ((m & 5) != 0); /* the ring's LL stands in for LL128 */
   /* A proxy forwards whole slots after their tail: across hosts, simple only. */
   return !dc->net && (m & 1) &&
          (!(m & 2) || a->count * a->elem_size <= (size_t)tutti_param_ll_max_bytes());

@@ -12,6 +12,7 @@ extern "C" {
 
 static TUTTI_PARAM(direct_bytes, "TUTTI_DEVICE_DIRECT_BYTES", 64 << 20);
 static TUTTI_PARAM(ce_bytes, "TUTTI_DEVICE_CE_BYTES", 64 << 20);
+static TUTTI_PARAM(ll128_bytes, "TUTTI_DEVICE_DIRECT_LL128_BYTES", 16 << 20);
 
 #define TD_MAX_DONE 256 /* lanes one launch may have */
 
@@ -27,6 +28,18 @@ static uint64_t direct_lane_bytes(int n, int gpu_regions) {
   return lane < 8192 ? 0 : lane;
 }
 
+/* The direct path's LL128 inboxes: TUTTI_DEVICE_DIRECT_LL128_BYTES per
+ * rank, split over every peer's lanes (whole 4 KB); none without the
+ * simple inboxes. */
+static uint64_t ll128_lane_bytes(int n, uint64_t simple_lane) {
+  const int64_t budget = tutti_param_ll128_bytes();
+  if (simple_lane == 0 || budget <= 0) {
+    return 0;
+  }
+  const uint64_t lane = (uint64_t)budget / ((uint64_t)(n - 1) * TD_DIRECT_LANES) / 4096 * 4096;
+  return lane < 4096 ? 0 : lane;
+}
+
 /* The copy-engine path's inboxes (ce.h): TUTTI_DEVICE_CE_BYTES per rank,
  * TD_CE_SLOTS slots per peer; none where regions are host memory. */
 static uint64_t ce_slot_bytes(int n, int gpu_regions) {
@@ -40,6 +53,7 @@ static uint64_t ce_slot_bytes(int n, int gpu_regions) {
 
 void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int gpu_regions) {
   const uint64_t lane_bytes = direct_lane_bytes(n, gpu_regions);
+  const uint64_t ll128_lane = ll128_lane_bytes(n, lane_bytes);
   const uint64_t ce_slot = ce_slot_bytes(n, gpu_regions);
   const uint64_t lines = (uint64_t)nch * (uint64_t)n;
   uint64_t o = 0; /* the shared region */
@@ -66,6 +80,10 @@ void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int
   o += dlanes * lane_bytes;
   l->ll_inbox_off = o;
   o += lane_bytes > 0 ? (uint64_t)(n - 1) * 2 * TD_DIRECT_LL_LANES * TD_DIRECT_LL_LANE_BYTES : 0;
+  o = (o + 4095) & ~(uint64_t)4095;
+  l->ll128_inbox_off = o;
+  l->ll128_lane_bytes = ll128_lane;
+  o += dlanes * ll128_lane;
   l->ce_flag_off = o;
   o += ce_slot > 0 ? (uint64_t)(n - 1) * TD_LINE : 0;
   o = (o + 4095) & ~(uint64_t)4095;

@@ -109,9 +109,9 @@ typedef td_work<320, 32, 160, 128, 896> td_work_large;
  *                   only by the proxy that forwards slots across hosts)
  *   queue[ch][src]  TD_SLOTS slots each
  *   ll[ch][src]     TD_SLOTS LL slots each (positions shared with the queue)
- *   dflag[src][lane], dack[dst][lane], inbox[src][parity][lane] and
- *   ll_inbox[src][parity][lane]: the direct path's (direct.h; src and dst
- *                   count peers only)
+ *   dflag[src][lane], dack[dst][lane], inbox[src][parity][lane],
+ *   ll_inbox[src][parity][lane] and ll128_inbox[src][lane][slot]: the
+ *                   direct path's (direct.h; src and dst count peers only)
  * and its private region, always in its own GPU's memory:
  *   sent[ch][dst], recvd[ch][src], served[ch][conn] turns, done counters,
  *   the count of finished blocks, and (beside it) of kernels started and
@@ -119,7 +119,8 @@ typedef td_work<320, 32, 160, 128, 896> td_work_large;
  *   direct path's rounds per lane. */
 struct td_layout {
   uint64_t tail_off, head_off, len_off, queue_off, queue_bytes, ll_off;
-  uint64_t dflag_off, dack_off, inbox_off, lane_bytes, ll_inbox_off;
+  uint64_t dflag_off, dack_off, inbox_off, lane_bytes, ll_inbox_off, ll128_inbox_off,
+      ll128_lane_bytes;
   uint64_t ce_flag_off, ce_inbox_off, ce_slot_bytes, total;
   uint64_t sent_off, recvd_off, served_off, done_off, finished_off, dseq_off, priv_total;
 };

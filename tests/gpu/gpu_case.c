@@ -221,5 +221,15 @@ void gcase_mode_env(const char* mode) {
   }
   if (strcmp(mode, "simple") == 0) {
     setenv("TUTTI_DEVICE_DIRECT_LL_MAX_BYTES", "0", 1);
+    setenv("TUTTI_DEVICE_DIRECT_LL128_MAX_BYTES", "0", 1);
+  }
+  if (strcmp(mode, "ll128") == 0) {
+    /* Every size in LL128 lines, through small inboxes: many rounds per
+     * lane, slots reused within a call. */
+    setenv("NCCL_PROTO", "LL128", 1);
+    setenv("TUTTI_DEVICE_DIRECT_MAX_BYTES", "1073741824", 1);
+    setenv("TUTTI_DEVICE_DIRECT_LL128_BYTES", "4194304", 1);
+    setenv("TUTTI_DEVICE_DIRECT_LL128_ROUND_BYTES", "1024", 1);
+    setenv("TUTTI_DEVICE_DIRECT_LL128_BLOCK_BYTES", "16384", 1);
   }
 }

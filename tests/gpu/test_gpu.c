@@ -465,7 +465,7 @@ int main(int argc, char** argv) {
   int n = argc > 2 ? atoi(argv[2]) : (ngpu >= 2 ? ngpu : 2);
   const char* all[] = {"procs", "shared", "single", "graph", "concurrent", "p2p",
                        "big",   "nop2p",  "net",    "huge",  "netkill",    "hidden",
-                       "ring",  "rounds", "simple", "ce"};
+                       "ring",  "rounds", "simple", "ce",    "ll128"};
   for (size_t m = 0; m < sizeof all / sizeof all[0]; m++) {
     if (strcmp(mode, "all") != 0 && strcmp(mode, all[m]) != 0) {
       continue;
