@@ -13,6 +13,7 @@
 extern "C" {
 #include "tune/tune.h"
 #include "util/check.h"
+#include "util/log.h"
 #include "util/param.h"
 }
 
@@ -244,6 +245,8 @@ extern "C" int td_ce_try(struct tutti_dev_comm* dc, const struct tutti_dev_op* o
   uint64_t piece = (uint64_t)tutti_param_ce_piece_bytes() / 16 * 16;
   const uint64_t slot = dc->lay.ce_slot_bytes / 16 * 16;
   piece = piece < 4096 ? 4096 : piece > slot ? slot : piece;
+  INFO(TUTTI_TUNING, "%s of %zu bytes per rank on %d ranks: copy engines, pieces of %zu bytes",
+       tutti_coll_name((enum tutti_coll)a->coll), (size_t)w.part, dc->nranks, (size_t)piece);
   for (uint64_t off = 0; off < w.part && *res == ncclSuccess; off += piece) {
     w.off = off;
     w.len = w.part - off < piece ? w.part - off : piece;

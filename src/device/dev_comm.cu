@@ -180,7 +180,7 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
   qb = qb < 64 * 1024 ? 64 * 1024 : qb;
   dc->slot_bytes = (size_t)qb / TD_SLOTS / 16 * 16;
   const int gpu_regions = !dc->host_mode && !dc->net;
-  td_layout_make(&dc->lay, dc->nch, n, dc->slot_bytes * TD_SLOTS, gpu_regions);
+  td_layout_make(&dc->lay, dc->nch, n, dc->slot_bytes * TD_SLOTS, gpu_regions, dc->ll128);
   if (dc->host_mode) {
     td_host_region_name(dc->shm_name, sizeof dc->shm_name, s->secret, s->comm_hash, s->rank);
     NCCLCHECK(td_host_region_map(dc->shm_name, dc->lay.total, 1, &dc->hosts[s->rank]));

@@ -22,6 +22,7 @@ struct tutti_dev_comm {
   char* region;                 /* this rank's shared region, as kernels address it */
   char* priv;                   /* this rank's private counters (GPU memory) */
   int host_mode;                /* shared regions in host memory (NCCL_P2P_DISABLE, network) */
+  int ll128;                    /* every pair of GPUs on NVLink (or one GPU): LL128 lines */
   int net;                      /* some peers are reached through the proxy (net.cu) */
   unsigned char* remote;        /* [nranks]: peers reached over the network */
   struct td_net* netp;          /* the proxy and its connections */
@@ -55,7 +56,8 @@ struct tutti_dev_comm {
 /* Fills `l` for `n` ranks, `nch` channels and queues of `queue_bytes`; the
  * direct and copy-engine paths get inboxes only when `gpu_regions`
  * (layout.cu). */
-void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int gpu_regions);
+void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int gpu_regions,
+                    int ll128);
 /* Collective: turns host_mode on for every rank when some pair of local GPUs
  * cannot reach each other's memory (peers.cu). */
 ncclResult_t td_agree_host_mode(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s);

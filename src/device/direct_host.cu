@@ -111,7 +111,7 @@ extern "C" int td_direct_try(struct tutti_dev_comm* dc, const struct tutti_dev_o
   /* The protocol: LL to its limit, then LL128, then simple rounds; one
    * that NCCL_PROTO leaves out passes its sizes to the next one allowed. */
   const int proto = td_protocols();
-  const int ll128_ok = (proto & 4) && dc->lay.ll128_lane_bytes > 0;
+  const int ll128_ok = (proto & 4) && dc->lay.ll128_lane_bytes > 0; /* NVLink, agreed */
   if ((proto & 1) && w.bytes <= (uint64_t)tutti_param_ll_max()) {
     w.ll = 1;
   } else if (ll128_ok && w.bytes <= (uint64_t)tutti_param_ll128_max()) {
@@ -151,6 +151,12 @@ extern "C" int td_direct_try(struct tutti_dev_comm* dc, const struct tutti_dev_o
     int64_t lt = tutti_param_ll_threads();
     nt = lt < 32 ? 32 : lt > nt ? nt : (int)(lt / 32 * 32);
   }
+  INFO(TUTTI_TUNING, "%s of %zu bytes on %d ranks: direct path, %s, %u blocks of %d threads",
+       tutti_coll_name((enum tutti_coll)a->coll), (size_t)(a->count * a->elem_size), dc->nranks,
+       w.ll      ? "LL"
+       : w.ll128 ? "LL128"
+                 : "Simple",
+       w.nb, nt);
   struct td_dev_guard g;
   td_dev_enter(&g, dc->dev);
   int e = td_direct_launch(&w, nt, op->stream);

@@ -15,6 +15,7 @@
 
 extern "C" {
 #include "util/check.h"
+#include "util/log.h"
 #include "util/param.h"
 }
 
@@ -359,6 +360,14 @@ extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct
       all_ll = op_ll(dc, ops[i].args);
     }
     const int nt = all_ll && dc->nthreads > 256 ? 256 : dc->nthreads;
+    for (int i = 0; i < nops; i++) {
+      const struct tutti_coll_args* a = ops[i].args;
+      INFO(TUTTI_TUNING,
+           "%s of %zu bytes on %d ranks: %s on the schedules' kernel, %s, %d channels%s",
+           tutti_coll_name((enum tutti_coll)a->coll), (size_t)(a->count * a->elem_size), dc->nranks,
+           tutti_algo_get((enum tutti_algo_id)ops[i].sched->algo)->name,
+           op_ll(dc, a) ? "LL" : "Simple", nch[i], nops > 1 ? " (in a group)" : "");
+    }
     int e = td_kernel_launch(work, large, nt, ops[0].stream);
     res = e == 0 ? ncclSuccess : cuda_fail((cudaError_t)e, "launching the collective kernel");
   }

@@ -30,7 +30,7 @@ static uint64_t direct_lane_bytes(int n, int gpu_regions) {
 
 /* The direct path's LL128 inboxes: TUTTI_DEVICE_DIRECT_LL128_BYTES per
  * rank, split over every peer's lanes (whole 4 KB); none without the
- * simple inboxes. */
+ * simple inboxes, or where some pair of GPUs is not on NVLink. */
 static uint64_t ll128_lane_bytes(int n, uint64_t simple_lane) {
   const int64_t budget = tutti_param_ll128_bytes();
   if (simple_lane == 0 || budget <= 0) {
@@ -51,9 +51,10 @@ static uint64_t ce_slot_bytes(int n, int gpu_regions) {
   return slot < (64 << 10) ? 0 : slot;
 }
 
-void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int gpu_regions) {
+void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int gpu_regions,
+                    int ll128) {
   const uint64_t lane_bytes = direct_lane_bytes(n, gpu_regions);
-  const uint64_t ll128_lane = ll128_lane_bytes(n, lane_bytes);
+  const uint64_t ll128_lane = ll128 ? ll128_lane_bytes(n, lane_bytes) : 0;
   const uint64_t ce_slot = ce_slot_bytes(n, gpu_regions);
   const uint64_t lines = (uint64_t)nch * (uint64_t)n;
   uint64_t o = 0; /* the shared region */

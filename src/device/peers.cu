@@ -2,7 +2,8 @@
  * any queue is allocated: when some pair of local GPUs has no peer access
  * (no NVLink or PCIe peer path, or a peer's GPU hidden from this process by
  * CUDA_VISIBLE_DEVICES), every region goes to host memory, as NCCL falls
- * back from P2P to SHM. */
+ * back from P2P to SHM. Also agreed: whether every pair is on NVLink (or
+ * one GPU), which the direct path's LL128 lines need. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,7 @@ ncclResult_t td_agree_host_mode(struct tutti_dev_comm* dc, const struct tutti_de
   }
   ncclResult_t res = tutti_bootstrap_allgather(s->boot, recs, sizeof *recs);
   char why[200] = "";
+  int no_nvlink = 0;
   for (int p = 0; p < n && res == ncclSuccess && why[0] == '\0'; p++) {
     if (p == me || dc->remote[p] ||
         (recs[p].bus[0] != '\0' && strcmp(recs[p].bus, recs[me].bus) == 0)) {
@@ -48,13 +50,24 @@ ncclResult_t td_agree_host_mode(struct tutti_dev_comm* dc, const struct tutti_de
                other < 0 ? "does not see (CUDA_VISIBLE_DEVICES)" : "has no peer access to",
                recs[p].bus, p);
     }
+    /* LL128 lines need NVLink: PCIe may split a 128-byte store. Native
+     * atomics between two GPUs are an NVLink property. */
+    int atomics = 0;
+    if (can && cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, dc->dev,
+                                         other) != cudaSuccess) {
+      (void)cudaGetLastError();
+      atomics = 0;
+    }
+    no_nvlink |= !atomics;
   }
-  need[me] = why[0] != '\0';
+  need[me] = (why[0] != '\0') | (no_nvlink << 1);
   if (res == ncclSuccess) {
     res = tutti_bootstrap_allgather(s->boot, need, sizeof *need);
   }
+  dc->ll128 = res == ncclSuccess;
   for (int p = 0; p < n && res == ncclSuccess; p++) {
-    if (need[p] && !dc->host_mode) {
+    dc->ll128 &= !(need[p] & 2);
+    if ((need[p] & 1) && !dc->host_mode) {
       dc->host_mode = 1;
       INFO(TUTTI_INIT | TUTTI_P2P, "rank %d: %s: device queues in host memory", p == me ? me : p,
            why[0] != '\0' ? why : "a peer's GPU cannot reach another's directly");
