@@ -2,7 +2,8 @@
  * timing method and busbw formulas as tutti-perf, on host float buffers,
  * written as tutti-perf JSON so one plot shows both.
  *   mpirun -np N mpi_bench <allreduce|allgather|reducescatter|broadcast> \
- *          [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [--json FILE] */
+ *          [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-i 1] [--json FILE]
+ * -i 1: in place (MPI_IN_PLACE; broadcast always is). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   const char* coll = argc > 1 ? argv[1] : "allreduce";
   size_t minb = 8, maxb = 128 << 20;
-  int factor = 2, iters = 20, warm = 5;
+  int factor = 2, iters = 20, warm = 5, inplace = 0;
   const char* json = NULL;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "-b"))
@@ -52,6 +53,8 @@ int main(int argc, char** argv) {
       iters = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "-w"))
       warm = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "-i"))
+      inplace = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--json"))
       json = argv[i + 1];
   }
@@ -74,8 +77,8 @@ int main(int argc, char** argv) {
   char date[32];
   strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
   if (rank == 0) {
-    printf("# %s, %s, %d ranks\n#%12s %12s %10s %10s %10s\n", ver, coll, n, "size", "count",
-           "time(us)", "algbw", "busbw");
+    printf("# %s, %s%s, %d ranks\n#%12s %12s %10s %10s %10s\n", ver, coll,
+           inplace && !bc ? " in place" : "", n, "size", "count", "time(us)", "algbw", "busbw");
     if (json) {
       jf = fopen(json, "w");
       fprintf(jf,
@@ -99,13 +102,16 @@ int main(int argc, char** argv) {
       MPI_Barrier(MPI_COMM_WORLD);
       double t0 = MPI_Wtime();
       if (ag)
-        MPI_Allgather(s, (int)per, MPI_FLOAT, d, (int)per, MPI_FLOAT, MPI_COMM_WORLD);
+        MPI_Allgather(inplace ? MPI_IN_PLACE : s, (int)per, MPI_FLOAT, d, (int)per, MPI_FLOAT,
+                      MPI_COMM_WORLD);
       else if (rs)
-        MPI_Reduce_scatter(s, d, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Reduce_scatter(inplace ? MPI_IN_PLACE : s, d, counts, MPI_FLOAT, MPI_SUM,
+                           MPI_COMM_WORLD);
       else if (bc)
         MPI_Bcast(s, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
       else
-        MPI_Allreduce(s, d, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(inplace ? MPI_IN_PLACE : s, d, (int)count, MPI_FLOAT, MPI_SUM,
+                      MPI_COMM_WORLD);
       if (it >= 0)
         t += MPI_Wtime() - t0;
     }
