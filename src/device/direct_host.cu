@@ -38,8 +38,10 @@ static TUTTI_PARAM(ll_max, "TUTTI_DEVICE_DIRECT_LL_MAX_BYTES", 1 << 20);
 static TUTTI_PARAM(ll_block_bytes, "TUTTI_DEVICE_DIRECT_LL_BLOCK_BYTES", 2 * 1024);
 static TUTTI_PARAM(ll_threads, "TUTTI_DEVICE_DIRECT_LL_THREADS", 256);
 /* From LL's limit up to this many bytes per rank, LL128 lines (no fence,
- * no flag round trip, 94% of the link's bytes data). */
-static TUTTI_PARAM(ll128_max, "TUTTI_DEVICE_DIRECT_LL128_MAX_BYTES", 16 << 20);
+ * no flag round trip, 94% of the link's bytes data). 0 by default until
+ * measured against the simple rounds on NVLink (bench/RESULTS.md,
+ * 2026-12-01): NCCL_PROTO=LL128, or this limit, turns them on. */
+static TUTTI_PARAM(ll128_max, "TUTTI_DEVICE_DIRECT_LL128_MAX_BYTES", 0);
 static TUTTI_PARAM(ll128_block_bytes, "TUTTI_DEVICE_DIRECT_LL128_BLOCK_BYTES", 32 * 1024);
 /* Bytes of lines per LL128 round (a slot of the lane's inbox). */
 static TUTTI_PARAM(ll128_round_bytes, "TUTTI_DEVICE_DIRECT_LL128_ROUND_BYTES", 32 * 1024);

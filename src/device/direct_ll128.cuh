@@ -187,18 +187,19 @@ __device__ __forceinline__ int td_run_ll128fold(const td_op* op, uint64_t scalar
   at.init();
   const size_t nlines = (f.len + TD_LL128_DATA - 1) / TD_LL128_DATA;
   for (size_t base = 0; base < nlines; base += at.step) {
-    ulonglong2 x[TD_LL128_U], y[TD_LL128_U];
+    ulonglong2 x[TD_LL128_U], y[TD_LL128_U], own[TD_LL128_U];
+    /* This rank's own bytes first, whatever its place in the order: their
+     * loads overlap the waits for the peers' lines. */
+#pragma unroll
+    for (int u = 0; u < TD_LL128_U; u++) {
+      const size_t l = base + at.first + (size_t)u * at.step_u;
+      own[u] = l < nlines ? td_ll128_own(f.self, l, f.len, at) : make_ulonglong2(0, 0);
+    }
     for (int q = 0; q < f.nsrc; q++) {
       if (q == f.self_idx) {
 #pragma unroll
         for (int u = 0; u < TD_LL128_U; u++) {
-          const size_t l = base + at.first + (size_t)u * at.step_u;
-          if (l < nlines) {
-            y[u] = td_ll128_own(f.self, l, f.len, at);
-            if (f.scaled) {
-              y[u] = td_vop<R, ulonglong2>(r, TD_SCALE, y[u], y[u]);
-            }
-          }
+          y[u] = f.scaled ? td_vop<R, ulonglong2>(r, TD_SCALE, own[u], own[u]) : own[u];
         }
       } else if (!td_ll128_wait(f.lines[q], base, nlines, f.flag, at, y, f.dc)) {
         return 0;
