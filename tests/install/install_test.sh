@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Installs tutti into a temporary prefix (also as libnccl.so.2) and builds
-# consumers three ways: CMake find_package (shared and static), pkg-config,
-# and a plain -lnccl link against the NCCL-named install.
+# Installs the build under test into a temporary prefix (also as libnccl.so.2,
+# the install component "nccl") and builds consumers three ways: CMake
+# find_package (shared and static), pkg-config, and a plain -lnccl link
+# against the NCCL-named install.
 set -euo pipefail
 src=$1
+build=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DTUTTI_BUILD_TESTS=OFF \
-  -DTUTTI_INSTALL_AS_NCCL=ON >/dev/null
-cmake --build "$work/build" -j"$(nproc)" >/dev/null
-cmake --install "$work/build" --prefix "$work/prefix" >/dev/null
+cmake --install "$build" --prefix "$work/prefix" >/dev/null
+cmake --install "$build" --prefix "$work/prefix" --component nccl >/dev/null
 lib=$(ls -d "$work"/prefix/lib*)
 for f in include/nccl.h "$(basename "$lib")/libtutti.so.0" "$(basename "$lib")/libtutti.a" \
   "$(basename "$lib")/libnccl.so.2" "$(basename "$lib")/pkgconfig/tutti.pc" \
