@@ -52,9 +52,12 @@ __device__ __forceinline__ uint64_t* td_lane_ctr(td_devcomm* dc, int at, uint64_
 
 /* Combines what arrived in round `s` (inbox slot `slot`) into the output,
  * as thread `tid` of `nth`. Returns 0 when an LL128 wait ended in an abort
- * or a timeout. */
-__device__ int td_combine(const td_direct& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
-                          uint64_t s, uint64_t slot, uint64_t off, uint64_t len, int tid, int nth) {
+ * or a timeout. One copy for the three protocols' loops (as td_push): with
+ * its folds for every type inlined into each, ptxas needed 17 GB and ten
+ * minutes for this file. The price: one call per round and thread. */
+__device__ __noinline__ int td_combine(const td_direct& w, const td_op& op, uint64_t scalar,
+                                       td_devcomm* dc, uint64_t s, uint64_t slot, uint64_t off,
+                                       uint64_t len, int tid, int nth) {
   const int n = dc->nranks, me = dc->rank, lane = blockIdx.x;
   const int reduce = w.coll == TD_D_ALLREDUCE || w.coll == TD_D_REDUCESCATTER ||
                      (w.coll == TD_D_REDUCE && me == w.root);
@@ -145,8 +148,9 @@ __device__ int td_combine(const td_direct& w, const td_op& op, uint64_t scalar, 
 }
 
 /* Pushes round s's data (inbox slot `slot`) to every peer this rank sends to. */
-__device__ void td_push(const td_direct& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
-                        uint64_t s, uint64_t slot, uint64_t off, uint64_t len, int tid, int nth) {
+__device__ __noinline__ void td_push(const td_direct& w, const td_op& op, uint64_t scalar,
+                                     td_devcomm* dc, uint64_t s, uint64_t slot, uint64_t off,
+                                     uint64_t len, int tid, int nth) {
   const int n = dc->nranks, me = dc->rank;
   const int eop = op.kind == TUTTI_RED_PREMULSUM ? TD_SCALE : TD_COPY;
   for (int q = 0; q < n; q++) {

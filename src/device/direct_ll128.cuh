@@ -18,7 +18,11 @@
 #include "device/pass.cuh"
 #include "device/sync.cuh"
 
-#define TD_LL128_U 4 /* lines per thread in flight */
+/* Lines per thread in flight: four for copies and sums; one for the other
+ * operations and for scaled pushes, whose code per line (fp8 max, say)
+ * unrolled four times made the kernels too large to compile in reasonable
+ * time and memory. */
+#define TD_LL128_U 4
 
 __device__ __forceinline__ void td_ll128_st(uint64_t* p, uint64_t a, uint64_t b) {
   asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" ::"l"(p), "l"(a), "l"(b) : "memory");
@@ -38,7 +42,7 @@ struct td_ll128_at {
   size_t first;  /* this thread's first line */
   size_t step_u; /* lines between one unrolled line and the next */
   size_t step;   /* lines per iteration of the block */
-  __device__ __forceinline__ void init() {
+  __device__ __forceinline__ void init(int unroll) {
     const int wl = threadIdx.x & 31;
     k = wl & 7;
     warp = threadIdx.x >> 5;
@@ -46,7 +50,7 @@ struct td_ll128_at {
     flag_lane = wl | 7;
     first = (size_t)warp * 4 + (size_t)(wl >> 3);
     step_u = (size_t)nw * 4;
-    step = step_u * TD_LL128_U;
+    step = step_u * unroll;
   }
   /* Bytes this thread carries in line l of a piece of `len` bytes, as
    * (offset, bytes of word 0, bytes of word 1). */
@@ -63,22 +67,23 @@ struct td_ll128_at {
   }
 };
 
-/* Waits for lines first + u * step_u (u < TD_LL128_U, those below nlines)
- * of `box` to carry `flag`, and loads this thread's 16 bytes of each.
- * Returns 0 (after recording why in dc->error) on abort or timeout. */
+/* Waits for lines first + u * step_u (u < U, those below nlines) of `box`
+ * to carry `flag`, and loads this thread's 16 bytes of each. Returns 0
+ * (after recording why in dc->error) on abort or timeout. */
+template <int U>
 __device__ __forceinline__ int td_ll128_wait(const uint64_t* box, size_t base, size_t nlines,
                                              uint64_t flag, const td_ll128_at& at, ulonglong2* y,
                                              td_devcomm* dc) {
   uint32_t spins = 0;
   uint64_t start = 0;
 #pragma unroll
-  for (int u = 0; u < TD_LL128_U; u++) {
+  for (int u = 0; u < U; u++) {
     y[u] = make_ulonglong2(0, 0);
   }
   for (;;) {
     int ok = 1;
 #pragma unroll
-    for (int u = 0; u < TD_LL128_U; u++) {
+    for (int u = 0; u < U; u++) {
       const size_t l = base + at.first + (size_t)u * at.step_u;
       if (l < nlines) {
         td_ll128_ld(box + l * 16 + 2 * at.k, &y[u].x, &y[u].y);
@@ -136,14 +141,15 @@ __device__ __forceinline__ void td_ll128_put(char* dst, size_t l, size_t len, co
 template <class R, bool SCALE>
 __device__ __forceinline__ void td_ll128_push(uint64_t scalar, uint64_t divisor, const char* src,
                                               uint64_t* box, size_t len, uint64_t flag) {
+  constexpr int U = SCALE ? 1 : TD_LL128_U;
   const R r = R::make(scalar, divisor);
   td_ll128_at at;
-  at.init();
+  at.init(U);
   const size_t nlines = (len + TD_LL128_DATA - 1) / TD_LL128_DATA;
   for (size_t base = 0; base < nlines; base += at.step) {
-    ulonglong2 x[TD_LL128_U];
+    ulonglong2 x[U];
 #pragma unroll
-    for (int u = 0; u < TD_LL128_U; u++) {
+    for (int u = 0; u < U; u++) {
       const size_t l = base + at.first + (size_t)u * at.step_u;
       if (l < nlines) {
         x[u] = td_ll128_own(src, l, len, at);
@@ -153,7 +159,7 @@ __device__ __forceinline__ void td_ll128_push(uint64_t scalar, uint64_t divisor,
       }
     }
 #pragma unroll
-    for (int u = 0; u < TD_LL128_U; u++) {
+    for (int u = 0; u < U; u++) {
       const size_t l = base + at.first + (size_t)u * at.step_u;
       if (l < nlines) {
         td_ll128_st(box + l * 16 + 2 * at.k, x[u].x, at.k == 7 ? flag : x[u].y);
@@ -182,36 +188,37 @@ struct td_ll128fold {
 template <class R, int EOP>
 __device__ __forceinline__ int td_run_ll128fold(const td_op* op, uint64_t scalar,
                                                 const td_ll128fold& f) {
+  constexpr int U = EOP == TD_ANY ? 1 : TD_LL128_U;
   const R r = R::make(scalar, op->divisor);
   td_ll128_at at;
-  at.init();
+  at.init(U);
   const size_t nlines = (f.len + TD_LL128_DATA - 1) / TD_LL128_DATA;
   for (size_t base = 0; base < nlines; base += at.step) {
-    ulonglong2 x[TD_LL128_U], y[TD_LL128_U], own[TD_LL128_U];
+    ulonglong2 x[U], y[U], own[U];
     /* This rank's own bytes first, whatever its place in the order: their
      * loads overlap the waits for the peers' lines. */
 #pragma unroll
-    for (int u = 0; u < TD_LL128_U; u++) {
+    for (int u = 0; u < U; u++) {
       const size_t l = base + at.first + (size_t)u * at.step_u;
       own[u] = l < nlines ? td_ll128_own(f.self, l, f.len, at) : make_ulonglong2(0, 0);
     }
     for (int q = 0; q < f.nsrc; q++) {
       if (q == f.self_idx) {
 #pragma unroll
-        for (int u = 0; u < TD_LL128_U; u++) {
+        for (int u = 0; u < U; u++) {
           y[u] = f.scaled ? td_vop<R, ulonglong2>(r, TD_SCALE, own[u], own[u]) : own[u];
         }
-      } else if (!td_ll128_wait(f.lines[q], base, nlines, f.flag, at, y, f.dc)) {
+      } else if (!td_ll128_wait<U>(f.lines[q], base, nlines, f.flag, at, y, f.dc)) {
         return 0;
       }
       const int e = EOP != TD_ANY ? EOP : q == f.nsrc - 1 ? f.e_last : f.e_mid;
 #pragma unroll
-      for (int u = 0; u < TD_LL128_U; u++) {
+      for (int u = 0; u < U; u++) {
         x[u] = q == 0 ? y[u] : td_vop<R, ulonglong2>(r, e, x[u], y[u]);
       }
     }
 #pragma unroll
-    for (int u = 0; u < TD_LL128_U; u++) {
+    for (int u = 0; u < U; u++) {
       const size_t l = base + at.first + (size_t)u * at.step_u;
       if (l < nlines) {
         td_ll128_put(f.dst, l, f.len, at, x[u]);
@@ -225,11 +232,11 @@ __device__ __forceinline__ int td_run_ll128fold(const td_op* op, uint64_t scalar
 __device__ __forceinline__ int td_ll128_copy(const uint64_t* box, uint64_t flag, char* dst,
                                              size_t len, td_devcomm* dc) {
   td_ll128_at at;
-  at.init();
+  at.init(TD_LL128_U);
   const size_t nlines = (len + TD_LL128_DATA - 1) / TD_LL128_DATA;
   for (size_t base = 0; base < nlines; base += at.step) {
     ulonglong2 y[TD_LL128_U];
-    if (!td_ll128_wait(box, base, nlines, flag, at, y, dc)) {
+    if (!td_ll128_wait<TD_LL128_U>(box, base, nlines, flag, at, y, dc)) {
       return 0;
     }
 #pragma unroll
@@ -243,30 +250,36 @@ __device__ __forceinline__ int td_ll128_copy(const uint64_t* box, uint64_t flag,
   return 1;
 }
 
+/* One call per type and round: inlined into every caller, the folds of
+ * every type made the direct kernels too large for ptxas (over 20 GB). */
+template <class R>
+__device__ __noinline__ int td_ll128fold_sum(const td_op* op, uint64_t scalar,
+                                             const td_ll128fold* f) {
+  return td_run_ll128fold<R, TD_SUM>(op, scalar, *f);
+}
+
 template <class R>
 __device__ __noinline__ int td_ll128fold_any(const td_op* op, uint64_t scalar,
                                              const td_ll128fold* f) {
   return td_run_ll128fold<R, TD_ANY>(op, scalar, *f);
 }
 
-/* The fold for the call's type: sums inlined, the rare operations through
- * one call per type. */
-static __device__ __forceinline__ int td_ll128fold_typed(const td_op* op, uint64_t scalar,
-                                                         const td_ll128fold* f) {
+/* The fold for the call's type. */
+static __device__ __noinline__ int td_ll128fold_typed(const td_op* op, uint64_t scalar,
+                                                      const td_ll128fold* f) {
   const int sum = f->e_mid == TD_SUM && f->e_last == TD_SUM;
   int ok = 1;
   td_by_type(op->type, [&](auto tag) {
     typedef typename decltype(tag)::type R;
-    ok = sum ? td_run_ll128fold<R, TD_SUM>(op, scalar, *f) : td_ll128fold_any<R>(op, scalar, f);
+    ok = sum ? td_ll128fold_sum<R>(op, scalar, f) : td_ll128fold_any<R>(op, scalar, f);
   });
   return ok;
 }
 
 /* The push for the call's type: a plain copy unless PreMulSum scales it. */
-static __device__ __forceinline__ void td_ll128_push_typed(const td_op* op, uint64_t scalar,
-                                                           int scale, const char* src,
-                                                           uint64_t* box, size_t len,
-                                                           uint64_t flag) {
+static __device__ __noinline__ void td_ll128_push_typed(const td_op* op, uint64_t scalar, int scale,
+                                                        const char* src, uint64_t* box, size_t len,
+                                                        uint64_t flag) {
   if (!scale) {
     return td_ll128_push<td_int<uint64_t, uint64_t>, false>(0, 1, src, box, len, flag);
   }
