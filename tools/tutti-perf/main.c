@@ -112,12 +112,7 @@ static int choose_device(struct perf_world* w, struct perf_opts* o) {
     return 0;
   }
   int per_proc = o->nthreads * o->ngpus;
-  w->ndev = ndev;
-  /* Several ranks on one GPU (tutti allows it; NCCL does not): a way to
-   * compare the device kernels of two builds where one GPU is all there is. */
-  const char* share = getenv("TUTTI_PERF_SHARE_GPUS");
-  w->share = share != NULL && atoi(share) > 0;
-  if (!w->share && (w->local_rank + 1) * per_proc > ndev) {
+  if ((w->local_rank + 1) * per_proc > ndev) {
     perf_die("local rank %d with %d thread(s) x %d GPU(s) needs GPUs %d..%d, but %d are visible",
              w->local_rank, o->nthreads, o->ngpus, w->local_rank * per_proc,
              (w->local_rank + 1) * per_proc - 1, ndev);
@@ -126,7 +121,7 @@ static int choose_device(struct perf_world* w, struct perf_opts* o) {
    * expected values are computed on the host). */
   size_t least = 0;
   for (int i = 0; i < per_proc; i++) {
-    size_t m = perf_cuda_mem_total((w->local_rank * per_proc + i) % ndev);
+    size_t m = perf_cuda_mem_total(w->local_rank * per_proc + i);
     least = (least == 0 || (m > 0 && m < least)) ? m : least;
   }
   if (least > (1u << 30) && o->maxbytes > (least - (1u << 30)) / 2) {

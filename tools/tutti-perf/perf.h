@@ -58,9 +58,7 @@ struct perf_json;
 
 struct perf_world {
   const struct perf_opts* o;
-  int gpu;   /* buffers are device memory */
-  int ndev;  /* GPUs visible to this process */
-  int share; /* TUTTI_PERF_SHARE_GPUS: ranks take GPUs modulo ndev */
+  int gpu; /* buffers are device memory */
   int nprocs, proc, local_rank;
   int nranks; /* nprocs * nthreads * ngpus */
   char host[256];
