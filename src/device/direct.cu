@@ -52,12 +52,14 @@ __device__ __forceinline__ uint64_t* td_lane_ctr(td_devcomm* dc, int at, uint64_
 
 /* Combines what arrived in round `s` (inbox slot `slot`) into the output,
  * as thread `tid` of `nth`. Returns 0 when an LL128 wait ended in an abort
- * or a timeout. One copy for the three protocols' loops (as td_push): with
- * its folds for every type inlined into each, ptxas needed 17 GB and ten
- * minutes for this file. The price: one call per round and thread. */
-__device__ __noinline__ int td_combine(const td_direct& w, const td_op& op, uint64_t scalar,
-                                       td_devcomm* dc, uint64_t s, uint64_t slot, uint64_t off,
-                                       uint64_t len, int tid, int nth) {
+ * or a timeout. Inlined into the simple rounds (the default path: a call
+ * per round there cost 4-5% at 2-16 MB on 2 x H200); one shared copy
+ * (td_combine_call) for LL and LL128. With its folds of every type
+ * inlined into all three loops, ptxas needed 17 GB and ten minutes for
+ * this file; so, 11.5 GB and under seven. */
+__device__ __forceinline__ int td_combine(const td_direct& w, const td_op& op, uint64_t scalar,
+                                          td_devcomm* dc, uint64_t s, uint64_t slot, uint64_t off,
+                                          uint64_t len, int tid, int nth) {
   const int n = dc->nranks, me = dc->rank, lane = blockIdx.x;
   const int reduce = w.coll == TD_D_ALLREDUCE || w.coll == TD_D_REDUCESCATTER ||
                      (w.coll == TD_D_REDUCE && me == w.root);
@@ -147,10 +149,16 @@ __device__ __noinline__ int td_combine(const td_direct& w, const td_op& op, uint
   return 1;
 }
 
+__device__ __noinline__ int td_combine_call(const td_direct& w, const td_op& op, uint64_t scalar,
+                                            td_devcomm* dc, uint64_t s, uint64_t slot, uint64_t off,
+                                            uint64_t len, int tid, int nth) {
+  return td_combine(w, op, scalar, dc, s, slot, off, len, tid, nth);
+}
+
 /* Pushes round s's data (inbox slot `slot`) to every peer this rank sends to. */
-__device__ __noinline__ void td_push(const td_direct& w, const td_op& op, uint64_t scalar,
-                                     td_devcomm* dc, uint64_t s, uint64_t slot, uint64_t off,
-                                     uint64_t len, int tid, int nth) {
+__device__ __forceinline__ void td_push(const td_direct& w, const td_op& op, uint64_t scalar,
+                                        td_devcomm* dc, uint64_t s, uint64_t slot, uint64_t off,
+                                        uint64_t len, int tid, int nth) {
   const int n = dc->nranks, me = dc->rank;
   const int eop = op.kind == TUTTI_RED_PREMULSUM ? TD_SCALE : TD_COPY;
   for (int q = 0; q < n; q++) {
@@ -198,7 +206,7 @@ __device__ void td_run_ll(const td_direct& w, const td_op& op, uint64_t scalar, 
       return;
     }
     td_push(w, op, scalar, dc, s, s & 1, off, len, tid, blockDim.x);
-    td_combine(w, op, scalar, dc, s, s & 1, off, len, tid, blockDim.x);
+    td_combine_call(w, op, scalar, dc, s, s & 1, off, len, tid, blockDim.x);
     /* Acknowledging needs no fence: the barrier waited for every load of the
      * inbox. Every peer hears that this rank finished the round, whether it
      * sent anything or not: the next sender into this slot (of any
@@ -284,7 +292,8 @@ __device__ void td_run_ll128(const td_direct& w, const td_op& op, uint64_t scala
     if (r > 0) {
       const uint64_t po = off - w.round;
       const uint64_t plen = lr.blen - po + lr.b0 < w.round ? lr.blen - po + lr.b0 : w.round;
-      if (!td_combine(w, op, scalar, dc, s - 1, (s - 1) % w.slots, po, plen, tid, blockDim.x)) {
+      if (!td_combine_call(w, op, scalar, dc, s - 1, (s - 1) % w.slots, po, plen, tid,
+                           blockDim.x)) {
         *stop = 1;
       }
     }
