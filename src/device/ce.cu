@@ -137,7 +137,7 @@ static int ce_fits(const struct tutti_dev_comm* dc, const struct tutti_dev_op* o
   const size_t bytes = a->count * a->elem_size;
   int one_process = 1;
   for (int p = 0; p < n; p++) {
-    one_process &= !dc->opened[p];
+    one_process &= dc->mapped[p].kind == TD_REGION_NONE;
   }
   const int64_t min = tutti_param_ce_min();
   size_t from = SIZE_MAX;

@@ -1,7 +1,7 @@
 /* Device communicator setup: each rank allocates one region (counters and
  * the queues its peers send into), exports it, and maps every peer's:
- * through CUDA IPC between processes, directly (with peer access enabled)
- * between GPUs driven by one process. */
+ * from a file descriptor (cuMem) or a CUDA IPC handle between processes
+ * (region.cu), directly (with peer access) between GPUs of one process. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +20,7 @@ extern "C" {
 #include "bootstrap/bootstrap.h"
 #include "util/check.h"
 #include "util/cuda.h"
+#include "util/fdpass.h"
 #include "util/param.h"
 #include "util/proc.h"
 }
@@ -47,16 +48,17 @@ static ncclResult_t cuda_fail(cudaError_t e, const char* what) {
   } while (0)
 
 struct td_export {
-  cudaIpcMemHandle_t handle;
+  cudaIpcMemHandle_t handle; /* kind TD_REGION_MALLOC */
   char* ptr;
+  uint64_t size;
   int32_t pid;
   int32_t dev;
-  int32_t ok; /* second exchange: this rank mapped every peer */
-  int32_t pad;
+  int32_t ok;   /* set up, its box open */
+  int32_t kind; /* of its region (region.h) */
 };
 
 static ncclResult_t map_peers(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s,
-                              const struct td_export* ex, char* why, size_t why_len) {
+                              const struct td_export* ex, int* fds, char* why, size_t why_len) {
   for (int p = 0; p < dc->nranks; p++) {
     if (p == dc->rank) {
       dc->base[p] = dc->region;
@@ -89,28 +91,65 @@ static ncclResult_t map_peers(struct tutti_dev_comm* dc, const struct tutti_dev_
     }
     if (ex[p].pid == (int32_t)getpid()) {
       if (ex[p].dev != dc->dev) {
+        /* Also for the callers' buffers, which one-process kernels read. */
         cudaError_t e = cudaDeviceEnablePeerAccess(ex[p].dev, 0);
         if (e == cudaErrorPeerAccessAlreadyEnabled) {
           (void)cudaGetLastError();
         } else if (e != cudaSuccess) {
           return cuda_fail(e, "cudaDeviceEnablePeerAccess");
         }
+        if (ex[p].kind == TD_REGION_CUMEM) {
+          NCCLCHECK(td_region_grant(ex[p].ptr, ex[p].size, dc->dev));
+        }
       }
       dc->base[p] = ex[p].ptr;
       continue;
     }
-    void* ptr = NULL;
-    cudaError_t e = cudaIpcOpenMemHandle(&ptr, ex[p].handle, cudaIpcMemLazyEnablePeerAccess);
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
+    ncclResult_t r = ex[p].kind == TD_REGION_CUMEM
+                         ? td_region_import(&dc->mapped[p], dc->dev, fds[p], ex[p].size)
+                         : td_region_open_ipc(&dc->mapped[p], &ex[p].handle);
+    if (r != ncclSuccess) {
       snprintf(why, why_len, "rank %d could not map rank %d's GPU memory: %s", dc->rank, p,
-               cudaGetErrorString(e));
+               tutti_last_error());
       return ncclSuccess;
     }
-    dc->base[p] = (char*)ptr;
-    dc->opened[p] = 1;
+    dc->base[p] = dc->mapped[p].ptr;
   }
   return ncclSuccess;
+}
+
+/* Between processes of this host, cuMem regions travel as file descriptors
+ * (region.h): this rank's to every peer process that maps it, theirs here.
+ * fds[p] is p's descriptor, or -1. */
+static ncclResult_t swap_fds(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s,
+                             struct tutti_fdbox* box, const struct td_export* ex, int* fds) {
+  const int n = s->nranks;
+  unsigned char* sends = (unsigned char*)calloc((unsigned)n, 2);
+  if (sends == NULL) {
+    return tutti_error(ncclSystemError, "out of host memory");
+  }
+  unsigned char* gets = sends + n;
+  int any = 0;
+  for (int p = 0; p < n; p++) {
+    fds[p] = -1;
+    const int other = p != s->rank && !dc->remote[p] && ex[p].pid != (int32_t)getpid();
+    sends[p] = other && dc->own.kind == TD_REGION_CUMEM;
+    gets[p] = other && ex[p].kind == TD_REGION_CUMEM;
+    any |= sends[p] | gets[p];
+  }
+  int myfd = -1;
+  ncclResult_t res = ncclSuccess;
+  if (any && dc->own.kind == TD_REGION_CUMEM) {
+    res = td_region_export(&dc->own, &myfd);
+  }
+  if (res == ncclSuccess && any) {
+    res = td_region_swap(box, s, sends, gets, myfd, fds);
+  }
+  if (myfd >= 0) {
+    close(myfd);
+  }
+  free(sends);
+  return res;
 }
 
 /* The copy-engine path's events, 0 <= i < TD_CE_SLOTS + 2. */
@@ -120,17 +159,13 @@ static cudaEvent_t* ce_event(struct tutti_dev_comm* dc, int i) {
 
 static void release(struct tutti_dev_comm* dc) {
   td_net_free(dc);
-  for (int p = 0; dc->base != NULL && p < dc->nranks; p++) {
-    if (dc->opened[p]) {
-      cudaIpcCloseMemHandle(dc->base[p]);
-    }
+  for (int p = 0; dc->mapped != NULL && p < dc->nranks; p++) {
+    td_region_free(&dc->mapped[p]);
   }
   for (int p = 0; dc->hosts != NULL && p < dc->nranks; p++) {
     td_host_region_unmap(&dc->hosts[p]);
   }
-  if (!dc->host_mode) {
-    cudaFree(dc->region);
-  }
+  td_region_free(&dc->own);
   cudaFree(dc->priv);
   free(dc->hosts);
   if (dc->shm_name[0] != '\0') {
@@ -154,7 +189,7 @@ static void release(struct tutti_dev_comm* dc) {
   }
 
   free(dc->base);
-  free(dc->opened);
+  free(dc->mapped);
   free(dc->remote);
   free(dc->launch_bufs);
   free(dc->turns);
@@ -186,8 +221,8 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
     NCCLCHECK(td_host_region_map(dc->shm_name, dc->lay.total, 1, &dc->hosts[s->rank]));
     dc->region = dc->hosts[s->rank].dev;
   } else {
-    CUDACHECK(cudaMalloc((void**)&dc->region, dc->lay.total), "cudaMalloc of the queues");
-    CUDACHECK(cudaMemset(dc->region, 0, dc->lay.total), "cudaMemset");
+    NCCLCHECK(td_region_alloc(&dc->own, dc->dev, dc->lay.total));
+    dc->region = dc->own.ptr;
   }
   CUDACHECK(cudaMalloc((void**)&dc->priv, dc->lay.priv_total), "cudaMalloc of the counters");
   CUDACHECK(cudaMemset(dc->priv, 0, dc->lay.priv_total), "cudaMemset");
@@ -227,10 +262,24 @@ static ncclResult_t setup(struct tutti_dev_comm* dc, const struct tutti_dev_setu
     return tutti_error(ncclSystemError, "out of host memory");
   }
   ncclResult_t res = ncclSuccess;
-  if (!dc->host_mode && cudaIpcGetMemHandle(&ex[s->rank].handle, dc->region) != cudaSuccess) {
+  struct tutti_fdbox box = {-1};
+  if (lres == ncclSuccess && dc->own.kind == TD_REGION_MALLOC &&
+      cudaIpcGetMemHandle(&ex[s->rank].handle, dc->region) != cudaSuccess) {
     (void)cudaGetLastError(); /* e.g. in-process only: peers in this process need no handle */
   }
+  if (lres == ncclSuccess && !dc->host_mode) {
+    char name[104];
+    td_region_box_name(name, sizeof name, s, s->rank);
+    int err = tutti_fdbox_open(&box, name);
+    if (err != 0) {
+      lres = tutti_error(ncclSystemError, "rank %d could not bind a unix socket: %s", s->rank,
+                         strerror(err));
+      snprintf(why, why_len, "%s", tutti_last_error());
+    }
+  }
   ex[s->rank].ptr = dc->region;
+  ex[s->rank].size = dc->own.size;
+  ex[s->rank].kind = dc->own.kind;
   ex[s->rank].pid = (int32_t)getpid();
   ex[s->rank].dev = dc->dev;
   ex[s->rank].ok = lres == ncclSuccess;
@@ -244,9 +293,28 @@ static ncclResult_t setup(struct tutti_dev_comm* dc, const struct tutti_dev_setu
       }
     }
   }
-  if (res == ncclSuccess && all_ok) {
-    res = map_peers(dc, s, ex, why, why_len);
+  int* fds = (int*)calloc((size_t)n, sizeof *fds);
+  if (res == ncclSuccess && fds == NULL) {
+    res = tutti_error(ncclSystemError, "out of host memory");
   }
+  for (int p = 0; fds != NULL && p < n; p++) {
+    fds[p] = -1;
+  }
+  if (res == ncclSuccess && all_ok && !dc->host_mode) {
+    if (swap_fds(dc, s, &box, ex, fds) != ncclSuccess) {
+      snprintf(why, why_len, "%s", tutti_last_error());
+    }
+  }
+  tutti_fdbox_close(&box);
+  if (res == ncclSuccess && all_ok && why[0] == '\0') {
+    res = map_peers(dc, s, ex, fds, why, why_len);
+  }
+  for (int p = 0; fds != NULL && p < n; p++) {
+    if (fds[p] >= 0) {
+      close(fds[p]); /* the mapping holds the memory */
+    }
+  }
+  free(fds);
   if (res == ncclSuccess) {
     res = td_net_connect(dc, s, why, why_len);
   }
@@ -343,13 +411,13 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
   dc->host_mode = tutti_param_p2p_disable() != 0 || dc->net;
   dc->hosts = (struct td_host_region*)calloc((size_t)s->nranks, sizeof *dc->hosts);
   dc->base = (char**)calloc((size_t)s->nranks, sizeof(char*));
-  dc->opened = (unsigned char*)calloc((size_t)s->nranks, 1);
+  dc->mapped = (struct td_region*)calloc((size_t)s->nranks, sizeof *dc->mapped);
   dc->launch_bufs = malloc(sizeof(struct td_launch_bufs));
   dc->turns = (uint16_t*)malloc((size_t)TD_MAX_CHANNELS * 2 * (size_t)s->nranks * sizeof(uint16_t));
   struct td_dev_guard g;
   td_dev_enter(&g, dc->dev);
   int mapped = 0;
-  ncclResult_t res = dc->base == NULL || dc->opened == NULL || dc->launch_bufs == NULL ||
+  ncclResult_t res = dc->base == NULL || dc->mapped == NULL || dc->launch_bufs == NULL ||
                              dc->turns == NULL || dc->hosts == NULL
                          ? tutti_error(ncclSystemError, "out of host memory")
                          : setup(dc, s, why, why_len, &mapped);
@@ -368,9 +436,10 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
     if (p != s->rank) {
       INFO(TUTTI_INIT | TUTTI_P2P, "Channel 00-%02d : %d[%d] -> %d[%d] via %s", dc->nch - 1,
            s->rank, dc->dev, p, s->peers[p].cuda_dev,
-           dc->host_mode   ? "SHM/host memory"
-           : dc->opened[p] ? "P2P/IPC"
-                           : "P2P/direct pointer");
+           dc->host_mode                           ? "SHM/host memory"
+           : dc->mapped[p].kind == TD_REGION_CUMEM ? "P2P/cuMem"
+           : dc->mapped[p].kind == TD_REGION_IPC   ? "P2P/IPC"
+                                                   : "P2P/direct pointer");
     }
   }
   dc->pids = (int32_t*)calloc((unsigned)s->nranks, sizeof *dc->pids);

@@ -7,6 +7,7 @@
 
 #include "device/device.h"
 #include "device/host_region.h"
+#include "device/region.h"
 #include "device/work.h"
 
 struct tutti_dev_comm {
@@ -19,6 +20,7 @@ struct tutti_dev_comm {
   int direct_ctas; /* the same for the direct kernel of nthreads */
   size_t slot_bytes;
   struct td_layout lay;
+  struct td_region own;         /* this rank's region on its GPU (not in host mode) */
   char* region;                 /* this rank's shared region, as kernels address it */
   char* priv;                   /* this rank's private counters (GPU memory) */
   int host_mode;                /* shared regions in host memory (NCCL_P2P_DISABLE, network) */
@@ -29,7 +31,7 @@ struct tutti_dev_comm {
   struct td_host_region* hosts; /* [nranks]: host mappings in host mode */
   char shm_name[96];            /* this rank's segment in host mode, until unlinked */
   char** base;                  /* [nranks]: every region as mapped here */
-  unsigned char* opened;        /* [nranks]: mapped with cudaIpcOpenMemHandle */
+  struct td_region* mapped;     /* [nranks]: peer processes' regions mapped here */
   struct td_devcomm* d_comm;
   int* host_flags; /* pinned, mapped: [0] abort, [1] error, [2] the rank lost,
                       [3] kernels started, [4] kernels finished */

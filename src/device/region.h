@@ -1,0 +1,59 @@
+/* GPU memory other processes of this host can map: a rank's region (its
+ * counters and the queues and inboxes its peers write into).
+ *
+ * By default the region is allocated with CUDA's virtual memory API
+ * (cuMemCreate), exported as a POSIX file descriptor, handed to each peer
+ * process over a unix socket (util/fdpass.h) and mapped there for the
+ * peer's own GPU only. CUDA IPC handles (cudaIpcOpenMemHandle with lazy
+ * peer access) also work, but make every importing process create a
+ * context on the owner's GPU: about 0.9 GB of that GPU's memory per peer
+ * process. NCCL_CUMEM_ENABLE=0, or a driver without POSIX handles, keeps
+ * the IPC handles. */
+#ifndef TUTTI_DEVICE_REGION_H
+#define TUTTI_DEVICE_REGION_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl.h"
+
+struct td_region {
+  char* ptr;
+  size_t size;     /* mapped bytes (a multiple of the allocation granularity) */
+  int kind;        /* TD_REGION_NONE, _CUMEM (mapped here), _IPC (opened handle), _MALLOC */
+  uint64_t handle; /* CUmemGenericAllocationHandle when _CUMEM */
+};
+
+enum { TD_REGION_NONE = 0, TD_REGION_CUMEM = 1, TD_REGION_IPC = 2, TD_REGION_MALLOC = 3 };
+
+/* Allocates `bytes` on GPU `dev` (the current device), zeroed: cuMem when
+ * enabled and supported, else cudaMalloc. */
+ncclResult_t td_region_alloc(struct td_region* r, int dev, size_t bytes);
+/* An fd another process can import `r` with (cuMem regions); -1 and an
+ * error otherwise. The caller closes it. */
+ncclResult_t td_region_export(const struct td_region* r, int* fd);
+/* Maps a peer process's region from `fd` for GPU `dev` (read and write). */
+ncclResult_t td_region_import(struct td_region* r, int dev, int fd, size_t size);
+/* Opens a peer process's cudaMalloc region from its IPC handle. */
+ncclResult_t td_region_open_ipc(struct td_region* r, const cudaIpcMemHandle_t* h);
+/* Lets GPU `dev` of this process read and write a cuMem region of another
+ * GPU of this process (`ptr`, `size`: as its owner mapped it). */
+ncclResult_t td_region_grant(char* ptr, size_t size, int dev);
+/* Unmaps (and frees, for this process's own) a region; a no-op on NONE. */
+void td_region_free(struct td_region* r);
+
+/* The name of rank `rank`'s box (util/fdpass.h) for communicator `s`. */
+struct tutti_dev_setup;
+void td_region_box_name(char* out, size_t len, const struct tutti_dev_setup* s, int rank);
+/* Hands `myfd` to every rank p with sends[p] and collects an fd from every
+ * rank p with gets[p] into fds[p] (else -1), through `box`, this rank's box,
+ * already open (every peer's is open before any rank calls this). Fails
+ * with a sentence when a descriptor cannot be sent or does not arrive
+ * within the communicator's timeout. */
+struct tutti_fdbox;
+ncclResult_t td_region_swap(struct tutti_fdbox* box, const struct tutti_dev_setup* s,
+                            const unsigned char* sends, const unsigned char* gets, int myfd,
+                            int* fds);
+
+#endif
