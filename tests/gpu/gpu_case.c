@@ -209,6 +209,9 @@ void gcase_mode_env(const char* mode) {
   if (strcmp(mode, "ring") == 0) {
     setenv("TUTTI_DEVICE_DIRECT", "0", 1);
   }
+  if (strcmp(mode, "ipc") == 0) {
+    setenv("NCCL_CUMEM_ENABLE", "0", 1);
+  }
   if (strcmp(mode, "rounds") == 0 || strcmp(mode, "simple") == 0) {
     setenv("TUTTI_DEVICE_DIRECT_BYTES", "2097152", 1);
     setenv("TUTTI_DEVICE_DIRECT_ROUND_BYTES", "2048", 1);

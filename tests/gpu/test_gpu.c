@@ -1,6 +1,9 @@
 /* The GPU suite: every collective x datatype x reduction x in-place /
  * out-of-place x count on device buffers, checked bit for bit, in each mode:
- *   procs       N processes, rank r on GPU r % #GPUs (IPC between processes)
+ *   procs       N processes, rank r on GPU r % #GPUs (regions shared as cuMem
+ *               file descriptors between processes)
+ *   ipc         as procs, with NCCL_CUMEM_ENABLE=0: regions shared as CUDA
+ *               IPC handles
  *   shared      N processes on GPU 0 (ranks sharing one GPU)
  *   single      one process driving every GPU (ncclCommInitAll)
  *   graph       each collective captured in a CUDA graph, replayed three times
@@ -465,7 +468,7 @@ int main(int argc, char** argv) {
   int n = argc > 2 ? atoi(argv[2]) : (ngpu >= 2 ? ngpu : 2);
   const char* all[] = {"procs", "shared", "single", "graph", "concurrent", "p2p",
                        "big",   "nop2p",  "net",    "huge",  "netkill",    "hidden",
-                       "ring",  "rounds", "simple", "ce",    "ll128"};
+                       "ring",  "rounds", "simple", "ce",    "ll128",      "ipc"};
   for (size_t m = 0; m < sizeof all / sizeof all[0]; m++) {
     if (strcmp(mode, "all") != 0 && strcmp(mode, all[m]) != 0) {
       continue;
