@@ -26,16 +26,22 @@ __device__ __forceinline__ int td_hears_from(const td_direct& w, int me, int q) 
   return td_pushes_to(w, q, me);
 }
 
+/* The protocol of a loop, known when it is compiled: the simple rounds'
+ * code holds none of the LL and LL128 branches (fewer registers live, a
+ * smaller kernel). */
+enum { TD_P_SIMPLE, TD_P_LL, TD_P_LL128 };
+
 /* Lane `lane`'s inbox slot in rank `at`'s region for data from rank `from`. */
+template <int P>
 __device__ __forceinline__ char* td_inbox(const td_direct& w, td_devcomm* dc, int at, int from,
                                           uint64_t slot, int lane) {
   const td_layout& L = dc->lay;
   const uint64_t peer = (uint64_t)td_peer_slot(from, at);
-  if (w.ll128) {
+  if (P == TD_P_LL128) {
     return dc->base[at] + L.ll128_inbox_off + (peer * TD_DIRECT_LANES + lane) * L.ll128_lane_bytes +
            slot * w.slot_bytes;
   }
-  if (w.ll) {
+  if (P == TD_P_LL) {
     return dc->base[at] + L.ll_inbox_off +
            ((peer * 2 + slot) * TD_DIRECT_LL_LANES + lane) * (uint64_t)TD_DIRECT_LL_LANE_BYTES;
   }
@@ -51,12 +57,16 @@ __device__ __forceinline__ uint64_t* td_lane_ctr(td_devcomm* dc, int at, uint64_
 }
 
 /* Combines what arrived in round `s` (inbox slot `slot`) into the output,
- * as thread `tid` of `nth`. Returns 0 when an LL128 wait ended in an abort
- * or a timeout. Inlined into the simple rounds (the default path: a call
- * per round there cost 4-5% at 2-16 MB on 2 x H200); one shared copy
- * (td_combine_call) for LL and LL128. With its folds of every type
+ * as thread `tid` of `nth`, for protocol P. Returns 0 when an LL128 wait
+ * ended in an abort or a timeout. Inlined into the simple rounds (the
+ * default path: a call per round there cost 4-5% at 2-16 MB on 2 x H200);
+ * called (td_combine_call) from LL and LL128. With its folds of every type
  * inlined into all three loops, ptxas needed 17 GB and ten minutes for
- * this file; so, 11.5 GB and under seven. */
+ * this file. With the protocol a run-time test, the simple rounds also
+ * held the LL and LL128 branches: a 7864-byte stack frame per thread,
+ * which the driver reserves for every thread the GPU can hold (1.7 GiB
+ * on an H200); 4088 bytes with P known at compile time. */
+template <int P>
 __device__ __forceinline__ int td_combine(const td_direct& w, const td_op& op, uint64_t scalar,
                                           td_devcomm* dc, uint64_t s, uint64_t slot, uint64_t off,
                                           uint64_t len, int tid, int nth) {
@@ -67,10 +77,10 @@ __device__ __forceinline__ int td_combine(const td_direct& w, const td_op& op, u
     const char* self = w.in + off + (w.coll == TD_D_REDUCESCATTER ? (uint64_t)me * w.bytes : 0);
     const int e_mid = td_binary_eop(op, 0, 0), e_last = td_binary_eop(op, 0, 1);
     const int premul = op.kind == TUTTI_RED_PREMULSUM;
-    if (w.ll128) {
+    if (P == TD_P_LL128) {
       td_ll128fold f;
       for (int q = 0; q < n; q++) {
-        f.lines[q] = q == me ? NULL : (const uint64_t*)td_inbox(w, dc, me, q, slot, lane);
+        f.lines[q] = q == me ? NULL : (const uint64_t*)td_inbox<P>(w, dc, me, q, slot, lane);
       }
       f.self = self;
       f.self_idx = me;
@@ -84,10 +94,10 @@ __device__ __forceinline__ int td_combine(const td_direct& w, const td_op& op, u
       f.dc = dc;
       return td_ll128fold_typed(&op, scalar, &f);
     }
-    if (w.ll) {
+    if (P == TD_P_LL) {
       td_llfold f;
       for (int q = 0; q < n; q++) {
-        f.lines[q] = q == me ? NULL : (const uint4*)td_inbox(w, dc, me, q, slot, lane);
+        f.lines[q] = q == me ? NULL : (const uint4*)td_inbox<P>(w, dc, me, q, slot, lane);
       }
       f.self = self;
       f.self_idx = me;
@@ -103,7 +113,7 @@ __device__ __forceinline__ int td_combine(const td_direct& w, const td_op& op, u
     } else {
       td_fold f;
       for (int q = 0; q < n; q++) {
-        f.src[q] = q == me ? self : td_inbox(w, dc, me, q, slot, lane);
+        f.src[q] = q == me ? self : td_inbox<P>(w, dc, me, q, slot, lane);
       }
       f.nsrc = n;
       f.scaled = premul ? me : -1;
@@ -133,12 +143,12 @@ __device__ __forceinline__ int td_combine(const td_direct& w, const td_op& op, u
       }
       continue;
     }
-    const char* box = td_inbox(w, dc, me, q, slot, lane);
-    if (w.ll128) {
+    const char* box = td_inbox<P>(w, dc, me, q, slot, lane);
+    if (P == TD_P_LL128) {
       if (!td_ll128_copy((const uint64_t*)box, s, dst, len, dc)) {
         return 0;
       }
-    } else if (w.ll) {
+    } else if (P == TD_P_LL) {
       td_llpass lp = {(const uint4*)box, (uint32_t)s, 0, NULL, dst, NULL, len, dc};
       td_ll_typed(&op, scalar, TD_COPY, &lp);
     } else {
@@ -149,13 +159,15 @@ __device__ __forceinline__ int td_combine(const td_direct& w, const td_op& op, u
   return 1;
 }
 
+template <int P>
 __device__ __noinline__ int td_combine_call(const td_direct& w, const td_op& op, uint64_t scalar,
                                             td_devcomm* dc, uint64_t s, uint64_t slot, uint64_t off,
                                             uint64_t len, int tid, int nth) {
-  return td_combine(w, op, scalar, dc, s, slot, off, len, tid, nth);
+  return td_combine<P>(w, op, scalar, dc, s, slot, off, len, tid, nth);
 }
 
 /* Pushes round s's data (inbox slot `slot`) to every peer this rank sends to. */
+template <int P>
 __device__ __forceinline__ void td_push(const td_direct& w, const td_op& op, uint64_t scalar,
                                         td_devcomm* dc, uint64_t s, uint64_t slot, uint64_t off,
                                         uint64_t len, int tid, int nth) {
@@ -166,10 +178,10 @@ __device__ __forceinline__ void td_push(const td_direct& w, const td_op& op, uin
       continue;
     }
     const char* src = w.in + off + (w.coll == TD_D_REDUCESCATTER ? (uint64_t)q * w.bytes : 0);
-    char* box = td_inbox(w, dc, q, me, slot, blockIdx.x);
-    if (w.ll128) {
+    char* box = td_inbox<P>(w, dc, q, me, slot, blockIdx.x);
+    if (P == TD_P_LL128) {
       td_ll128_push_typed(&op, scalar, eop == TD_SCALE, src, (uint64_t*)box, len, s);
-    } else if (w.ll) {
+    } else if (P == TD_P_LL) {
       td_llpass lp = {NULL, 0, (uint32_t)s, src, NULL, (uint4*)box, len, dc};
       td_ll_typed(&op, scalar, eop, &lp);
     } else {
@@ -205,8 +217,8 @@ __device__ void td_run_ll(const td_direct& w, const td_op& op, uint64_t scalar, 
     if (*stop) {
       return;
     }
-    td_push(w, op, scalar, dc, s, s & 1, off, len, tid, blockDim.x);
-    td_combine_call(w, op, scalar, dc, s, s & 1, off, len, tid, blockDim.x);
+    td_push<TD_P_LL>(w, op, scalar, dc, s, s & 1, off, len, tid, blockDim.x);
+    td_combine_call<TD_P_LL>(w, op, scalar, dc, s, s & 1, off, len, tid, blockDim.x);
     /* Acknowledging needs no fence: the barrier waited for every load of the
      * inbox. Every peer hears that this rank finished the round, whether it
      * sent anything or not: the next sender into this slot (of any
@@ -247,12 +259,13 @@ __device__ void td_run_simple(const td_direct& w, const td_op& op, uint64_t scal
     }
     if (push) {
       const uint64_t len = lr.blen - off + lr.b0 < w.round ? lr.blen - off + lr.b0 : w.round;
-      td_push(w, op, scalar, dc, s, s % w.slots, off, len, tid, blockDim.x);
+      td_push<TD_P_SIMPLE>(w, op, scalar, dc, s, s % w.slots, off, len, tid, blockDim.x);
     }
     if (r > 0) {
       const uint64_t po = off - w.round;
       const uint64_t plen = lr.blen - po + lr.b0 < w.round ? lr.blen - po + lr.b0 : w.round;
-      td_combine(w, op, scalar, dc, s - 1, (s - 1) % w.slots, po, plen, tid, blockDim.x);
+      td_combine<TD_P_SIMPLE>(w, op, scalar, dc, s - 1, (s - 1) % w.slots, po, plen, tid,
+                              blockDim.x);
     }
     __syncthreads();
     if (tid == 0 && push) {
@@ -287,13 +300,13 @@ __device__ void td_run_ll128(const td_direct& w, const td_op& op, uint64_t scala
     }
     if (push) {
       const uint64_t len = lr.blen - off + lr.b0 < w.round ? lr.blen - off + lr.b0 : w.round;
-      td_push(w, op, scalar, dc, s, s % w.slots, off, len, tid, blockDim.x);
+      td_push<TD_P_LL128>(w, op, scalar, dc, s, s % w.slots, off, len, tid, blockDim.x);
     }
     if (r > 0) {
       const uint64_t po = off - w.round;
       const uint64_t plen = lr.blen - po + lr.b0 < w.round ? lr.blen - po + lr.b0 : w.round;
-      if (!td_combine_call(w, op, scalar, dc, s - 1, (s - 1) % w.slots, po, plen, tid,
-                           blockDim.x)) {
+      if (!td_combine_call<TD_P_LL128>(w, op, scalar, dc, s - 1, (s - 1) % w.slots, po, plen, tid,
+                                       blockDim.x)) {
         *stop = 1;
       }
     }

@@ -153,17 +153,22 @@ __device__ __noinline__ void td_run_fold_any(const td_op* op, uint64_t scalar, c
   td_run_fold<R, TD_ANY>(op, scalar, f);
 }
 
+/* The other operations: one call from the kernel, whatever the type (each
+ * call site costs the kernel's frame the registers it saves around it). */
+static __device__ __noinline__ void td_fold_any_typed(const td_op* op, uint64_t scalar,
+                                                      const td_fold* f) {
+  td_by_type(op->type,
+             [&](auto tag) { td_run_fold_any<typename decltype(tag)::type>(op, scalar, f); });
+}
+
 static __device__ __forceinline__ void td_fold_typed(const td_op* op, uint64_t scalar,
                                                      const td_fold* f) {
-  const int sum = f->e_mid == TD_SUM && f->e_last == TD_SUM;
-  td_by_type(op->type, [&](auto tag) {
-    typedef typename decltype(tag)::type R;
-    if (sum) {
-      td_run_fold<R, TD_SUM>(op, scalar, f);
-    } else {
-      td_run_fold_any<R>(op, scalar, f);
-    }
-  });
+  if (f->e_mid != TD_SUM || f->e_last != TD_SUM) {
+    td_fold_any_typed(op, scalar, f);
+    return;
+  }
+  td_by_type(op->type,
+             [&](auto tag) { td_run_fold<typename decltype(tag)::type, TD_SUM>(op, scalar, f); });
 }
 
 static __device__ __noinline__ void td_llfold_typed(const td_op* op, uint64_t scalar,
