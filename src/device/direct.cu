@@ -65,7 +65,8 @@ __device__ __forceinline__ uint64_t* td_lane_ctr(td_devcomm* dc, int at, uint64_
  * this file. With the protocol a run-time test, the simple rounds also
  * held the LL and LL128 branches: a 7864-byte stack frame per thread,
  * which the driver reserves for every thread the GPU can hold (1.7 GiB
- * on an H200); 4088 bytes with P known at compile time. */
+ * on an H200); 3064 bytes with P known at compile time and the PreMulSum push a
+ * loop of its own. */
 template <int P>
 __device__ __forceinline__ int td_combine(const td_direct& w, const td_op& op, uint64_t scalar,
                                           td_devcomm* dc, uint64_t s, uint64_t slot, uint64_t off,
@@ -166,6 +167,16 @@ __device__ __noinline__ int td_combine_call(const td_direct& w, const td_op& op,
   return td_combine<P>(w, op, scalar, dc, s, slot, off, len, tid, nth);
 }
 
+/* A PreMulSum contribution scaled on its way out: only this loop per type
+ * (the generic pass's every loop would cost the kernel's frame its
+ * register saves). */
+static __device__ __noinline__ void td_scale_typed(const td_op* op, uint64_t scalar,
+                                                   const td_pass* p) {
+  td_by_type(op->type, [&](auto tag) {
+    td_run_pass<typename decltype(tag)::type, TD_SCALE>(op, scalar, TD_SCALE, p);
+  });
+}
+
 /* Pushes round s's data (inbox slot `slot`) to every peer this rank sends to. */
 template <int P>
 __device__ __forceinline__ void td_push(const td_direct& w, const td_op& op, uint64_t scalar,
@@ -189,7 +200,7 @@ __device__ __forceinline__ void td_push(const td_direct& w, const td_op& op, uin
       if (eop == TD_COPY) {
         td_copy_pass(&op, &p);
       } else {
-        td_pass_typed(&op, scalar, eop, &p);
+        td_scale_typed(&op, scalar, &p);
       }
     }
   }
