@@ -120,7 +120,7 @@ static ncclResult_t map_peers(struct tutti_dev_comm* dc, const struct tutti_dev_
 
 /* Between processes of this host, cuMem regions travel as file descriptors
  * (region.h): this rank's to every peer process that maps it, theirs here.
- * fds[p] is p's descriptor, or -1. */
+ * fds[p] (all -1 on entry) becomes p's descriptor where one arrives. */
 static ncclResult_t swap_fds(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s,
                              struct tutti_fdbox* box, const struct td_export* ex, int* fds) {
   const int n = s->nranks;
@@ -131,7 +131,6 @@ static ncclResult_t swap_fds(struct tutti_dev_comm* dc, const struct tutti_dev_s
   unsigned char* gets = sends + n;
   int any = 0;
   for (int p = 0; p < n; p++) {
-    fds[p] = -1;
     const int other = p != s->rank && !dc->remote[p] && ex[p].pid != (int32_t)getpid();
     sends[p] = other && dc->own.kind == TD_REGION_CUMEM;
     gets[p] = other && ex[p].kind == TD_REGION_CUMEM;

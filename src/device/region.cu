@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "device/device.h"
@@ -17,6 +16,7 @@ extern "C" {
 #include "util/check.h"
 #include "util/fdpass.h"
 #include "util/param.h"
+#include "util/socket.h"
 }
 
 /* NCCL_CUMEM_ENABLE=0: regions from cudaMalloc, shared with CUDA IPC handles. */
@@ -117,16 +117,22 @@ static CUmemAllocationProp region_prop(int dev) {
   return p;
 }
 
-/* Reserves addresses for `h` (of `size` bytes), maps it and lets `dev` read
- * and write it. */
-static ncclResult_t map_handle(struct td_region* r, CUmemGenericAllocationHandle h, size_t size,
-                               int dev) {
-  CUdeviceptr va = 0;
+/* Read and write access for GPU `dev`. */
+static CUmemAccessDesc rw_access(int dev) {
   CUmemAccessDesc a;
   memset(&a, 0, sizeof a);
   a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   a.location.id = dev;
   a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return a;
+}
+
+/* Reserves addresses for `h` (of `size` bytes), maps it and lets `dev` read
+ * and write it. */
+static ncclResult_t map_handle(struct td_region* r, CUmemGenericAllocationHandle h, size_t size,
+                               int dev) {
+  CUdeviceptr va = 0;
+  const CUmemAccessDesc a = rw_access(dev);
   CUresult e = cu.reserve(&va, size, 0, 0, 0);
   if (e != CUDA_SUCCESS) {
     return cu_fail(e, "cuMemAddressReserve", dev);
@@ -233,11 +239,7 @@ ncclResult_t td_region_open_ipc(struct td_region* r, const cudaIpcMemHandle_t* h
 
 ncclResult_t td_region_grant(char* ptr, size_t size, int dev) {
   pthread_once(&cu_once, cu_load);
-  CUmemAccessDesc a;
-  memset(&a, 0, sizeof a);
-  a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  a.location.id = dev;
-  a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  const CUmemAccessDesc a = rw_access(dev);
   CUCHECK(
       cu.ok ? cu.set_access((CUdeviceptr)(uintptr_t)ptr, size, &a, 1) : CUDA_ERROR_NOT_SUPPORTED,
       "cuMemSetAccess for a peer GPU", dev);
@@ -269,12 +271,6 @@ void td_region_box_name(char* out, size_t len, const struct tutti_dev_setup* s, 
            k[5], (unsigned long long)s->comm_hash, rank);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* A message's tag: the sender's rank under bits of the secret that no name
  * shows, so that a stranger's descriptor is told apart and dropped. */
 static uint64_t tag_base(const struct tutti_dev_setup* s) {
@@ -293,7 +289,7 @@ static ncclResult_t swap_loop(struct tutti_fdbox* box, const struct tutti_dev_se
     left_send += sends[p] != 0;
     left_get += gets[p] != 0;
   }
-  const double deadline = now_s() + s->timeout_s;
+  const double deadline = tutti_socket_now() + s->timeout_s;
   while (left_send > 0 || left_get > 0) {
     for (int p = 0; p < n && left_send > 0; p++) {
       if (!sends[p] || sent[p]) {
@@ -331,7 +327,7 @@ static ncclResult_t swap_loop(struct tutti_fdbox* box, const struct tutti_dev_se
     } else if (left_send > 0) {
       usleep(1000); /* a receiver's queue is full */
     }
-    if ((left_send > 0 || left_get > 0) && now_s() > deadline) {
+    if ((left_send > 0 || left_get > 0) && tutti_socket_now() > deadline) {
       int p = 0;
       while (p < n && !(gets[p] && fds[p] < 0) && !(sends[p] && !sent[p])) {
         p++;
