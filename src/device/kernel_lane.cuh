@@ -134,7 +134,7 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
             } else if (ok) {
               const uint64_t* tail = (const uint64_t*)(b.mine + td_ctr(L.tail_off, b.ch, rk, b.n));
               ok = td_wait_ge(tail, s_pos[k] + 1, dc);
-              s_in = b.mine + L.queue_off + q * L.queue_bytes + sl * slot;
+              s_in = b.mine + td_queue_off(&L, b.ch, rk, b.me, b.n) + sl * slot;
             }
           }
           if (ok && sk >= 0) {
@@ -143,7 +143,7 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
             ok = k >= 0 && (s_pos[k] < TD_SLOTS || td_wait_ge(head, s_pos[k] + 1 - TD_SLOTS, dc));
             const uint64_t q = (uint64_t)b.ch * b.n + b.me, sl = s_pos[k] % TD_SLOTS;
             s_out = op.ll ? dc->base[sk] + L.ll_off + (q * TD_SLOTS + sl) * TD_LL_LINES * 16
-                          : dc->base[sk] + L.queue_off + q * L.queue_bytes + sl * slot;
+                          : dc->base[sk] + td_queue_off(&L, b.ch, b.me, sk, b.n) + sl * slot;
             s_out_flag = (uint32_t)(s_pos[k] + 1);
           }
           s_stop = !ok;

@@ -95,6 +95,8 @@ static int op_channels(const struct tutti_dev_comm* dc, const struct tutti_coll_
   size_t cap = TD_OP_CTAS / 2; /* ring lanes: at most two on any rank */
   if (a->coll == TUTTI_COLL_SEND || a->coll == TUTTI_COLL_RECV) {
     cap = budget / (2 * (size_t)a->nranks);
+    /* A rank's sends to itself go through its loopback queues (work.h). */
+    cap = a->root == a->rank && cap > TD_LOOP_CHANNELS ? TD_LOOP_CHANNELS : cap;
   } else if (algo != TUTTI_ALGO_RING) {
     cap = TD_OP_CTAS / (2 * (size_t)a->nranks);
   }
@@ -328,6 +330,13 @@ extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct
       c.tickets += k * nch[i];
     }
     scratch = s->scratch_bytes > scratch ? s->scratch_bytes : scratch;
+    for (int j = 0; j < s->nsteps && nch[i] > TD_LOOP_CHANNELS; j++) {
+      if (s->steps[j].send_peer == dc->rank || s->steps[j].recv_peer == dc->rank) {
+        return tutti_error(ncclInternalError,
+                           "%s sends to its own rank on %d channels; loopback queues exist on %d",
+                           tutti_coll_name(ops[i].args->coll), nch[i], TD_LOOP_CHANNELS);
+      }
+    }
   }
   const int large = !fits<td_work_small>(c);
   if ((large && !fits<td_work_large>(c)) || (size_t)c.ctas > launch_budget(dc)) {

@@ -67,7 +67,9 @@ void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int
   o = (o + 4095) & ~(uint64_t)4095;
   l->queue_off = o;
   l->queue_bytes = queue_bytes;
-  o += lines * queue_bytes;
+  o += (uint64_t)nch * (uint64_t)(n - 1) * queue_bytes;
+  l->loop_off = o;
+  o += (uint64_t)(nch < TD_LOOP_CHANNELS ? nch : TD_LOOP_CHANNELS) * queue_bytes;
   l->ll_off = o;
   o += lines * (uint64_t)TD_SLOTS * TD_LL_LINES * 16;
   const uint64_t dlanes = lane_bytes > 0 ? (uint64_t)(n - 1) * TD_DIRECT_LANES : 0;

@@ -68,8 +68,7 @@ static int next_message(struct tutti_dev_comm* dc, struct td_link* k) {
       const uint32_t len =
           *(volatile uint32_t*)(k->sh_host + td_ctr(L.len_off, ch, me, n) + sl * sizeof(uint32_t));
       k->s_msg = {TD_MSG_SLOT, (uint32_t)ch, len, 0, pos};
-      k->s_pay =
-          k->sh_host + L.queue_off + ((uint64_t)ch * n + me) * L.queue_bytes + sl * dc->slot_bytes;
+      k->s_pay = k->sh_host + td_queue_off(&L, ch, me, k->peer, n) + sl * dc->slot_bytes;
     } else {
       continue;
     }
@@ -146,7 +145,7 @@ static int take_header(struct tutti_dev_comm* dc, struct td_link* k) {
                      __ATOMIC_RELEASE);
     return 1;
   }
-  k->r_pay = mine + L.queue_off + ((uint64_t)m.ch * n + k->peer) * L.queue_bytes +
+  k->r_pay = mine + td_queue_off(&L, (int)m.ch, k->peer, dc->rank, n) +
              (m.value % TD_SLOTS) * dc->slot_bytes;
   return 1;
 }

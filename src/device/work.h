@@ -16,6 +16,7 @@
 #define TD_LINE 128        /* bytes between counters, so peers never share a line */
 #define TD_MAX_CHANNELS 64 /* channels any operation may use */
 #define TD_CE_SLOTS 4      /* inbox slots per peer of the copy-engine path (ce.h) */
+#define TD_LOOP_CHANNELS 8 /* channels a rank's sends to itself may use (loopback queues) */
 /* The low-latency protocol: a slot is TD_LL_LINES lines of 16 bytes, each
  * carrying 8 bytes of data and the slot's flag twice, written by one store;
  * the receiver polls the lines themselves, so no fence and no tail. */
@@ -107,7 +108,9 @@ typedef td_work<320, 32, 160, 128, 896> td_work_large;
  *   head[ch][dst]   slots `dst` has freed of my sends to it (written by dst)
  *   len[ch][src]    bytes of each slot (written by src with the tail; read
  *                   only by the proxy that forwards slots across hosts)
- *   queue[ch][src]  TD_SLOTS slots each
+ *   queue[ch][src]  TD_SLOTS slots each, for the n - 1 peers
+ *   loop[ch]        the same for this rank's sends to itself, on the first
+ *                   TD_LOOP_CHANNELS channels only (td_queue_off)
  *   ll[ch][src]     TD_SLOTS LL slots each (positions shared with the queue)
  *   dflag[src][lane], dack[dst][lane], inbox[src][parity][lane],
  *   ll_inbox[src][parity][lane] and ll128_inbox[src][lane][slot]: the
@@ -118,7 +121,7 @@ typedef td_work<320, 32, 160, 128, 896> td_work_large;
  *   finished, mirrored to host memory for the watchdog; dseq[lane], the
  *   direct path's rounds per lane. */
 struct td_layout {
-  uint64_t tail_off, head_off, len_off, queue_off, queue_bytes, ll_off;
+  uint64_t tail_off, head_off, len_off, queue_off, queue_bytes, loop_off, ll_off;
   uint64_t dflag_off, dack_off, inbox_off, lane_bytes, ll_inbox_off, ll128_inbox_off,
       ll128_lane_bytes;
   uint64_t ce_flag_off, ce_inbox_off, ce_slot_bytes, total;
@@ -143,6 +146,17 @@ struct td_devcomm {
 /* Byte offset of counter [ch][idx] of an array at `off` with `width` entries per channel. */
 __host__ __device__ static inline uint64_t td_ctr(uint64_t off, int ch, int idx, int width) {
   return off + ((uint64_t)ch * (uint64_t)width + (uint64_t)idx) * TD_LINE;
+}
+
+/* Byte offset of the queue rank `from` fills on channel `ch` in rank `at`'s
+ * region (`n` ranks): a peer's queue[ch][from], or at's own loopback queue. */
+__host__ __device__ static inline uint64_t td_queue_off(const struct td_layout* l, int ch, int from,
+                                                        int at, int n) {
+  if (from == at) {
+    return l->loop_off + (uint64_t)ch * l->queue_bytes;
+  }
+  const uint64_t peer = (uint64_t)(from - (from > at));
+  return l->queue_off + ((uint64_t)ch * (uint64_t)(n - 1) + peer) * l->queue_bytes;
 }
 
 #endif
