@@ -107,6 +107,10 @@ __global__ void __launch_bounds__(TD_MAX_THREADS, 1) td_ce_kernel(const __grid_c
   }
 }
 
+extern "C" int td_ce_attributes(struct cudaFuncAttributes* a) {
+  return (int)cudaFuncGetAttributes(a, td_ce_kernel);
+}
+
 extern "C" int td_ce_launch(const struct td_ce* w, int nblocks, int nthreads, cudaStream_t stream) {
   td_ce_kernel<<<nblocks, nthreads, 0, stream>>>(*w);
   return (int)cudaGetLastError();

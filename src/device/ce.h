@@ -52,6 +52,8 @@ extern "C" {
 #endif
 /* Launches the combining kernel of one piece; returns the cudaError_t. */
 int td_ce_launch(const struct td_ce* w, int nblocks, int nthreads, cudaStream_t stream);
+/* The kernel's attributes (kernel.h: td_kernel_frames). */
+int td_ce_attributes(struct cudaFuncAttributes* a);
 struct tutti_dev_comm;
 struct tutti_dev_op;
 /* Runs `ops` on the copy-engine path when it takes them: returns 1 with the

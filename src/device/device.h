@@ -68,6 +68,13 @@ struct tutti_dev_op {
  * launch of `dc`. Returns at once; nothing waits for the device. */
 ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops);
 
+/* The per-thread stack frame (local memory) of every kernel of the device
+ * executor, which the driver reserves beyond the context's 1 KB for every
+ * thread the GPU can hold (docs/design.md): names[i] and bytes[i] for up to
+ * `max` kernels; returns how many (0 without CUDA), or -1 on a CUDA error. */
+#define TUTTI_DEV_NKERNELS 6
+int tutti_dev_kernel_frames(const char** names, size_t* bytes, int max);
+
 /* ncclMemAlloc / ncclMemFree on the current GPU. */
 ncclResult_t tutti_dev_mem_alloc(void** ptr, size_t size);
 ncclResult_t tutti_dev_mem_free(void* ptr);

@@ -58,15 +58,14 @@ __device__ __forceinline__ uint64_t* td_lane_ctr(td_devcomm* dc, int at, uint64_
 
 /* Combines what arrived in round `s` (inbox slot `slot`) into the output,
  * as thread `tid` of `nth`, for protocol P. Returns 0 when an LL128 wait
- * ended in an abort or a timeout. Inlined into the simple rounds (the
- * default path: a call per round there cost 4-5% at 2-16 MB on 2 x H200);
- * called (td_combine_call) from LL and LL128. With its folds of every type
- * inlined into all three loops, ptxas needed 17 GB and ten minutes for
- * this file. With the protocol a run-time test, the simple rounds also
- * held the LL and LL128 branches: a 7864-byte stack frame per thread,
- * which the driver reserves for every thread the GPU can hold (1.7 GiB
- * on an H200); 3064 bytes with P known at compile time and the PreMulSum push a
- * loop of its own. */
+ * ended in an abort or a timeout. Inlined into each protocol's kernel (a
+ * call per round cost 4-5% at 2-16 MB on 2 x H200). What a kernel calls
+ * costs it stack: each call saves the caller's registers in every thread's
+ * frame, and the driver reserves the largest frame beyond 1 KB for every
+ * thread the GPU can hold (264 MiB per KB on an H200, bench/RESULTS.md).
+ * One kernel for all three protocols, with calls for the rare paths, had a
+ * 3064-byte frame (7864 with the protocol a run-time test); one kernel per
+ * protocol, with the simple and LL paths inlined, 184 and 328 bytes. */
 template <int P>
 __device__ __forceinline__ int td_combine(const td_direct& w, const td_op& op, uint64_t scalar,
                                           td_devcomm* dc, uint64_t s, uint64_t slot, uint64_t off,
@@ -160,18 +159,10 @@ __device__ __forceinline__ int td_combine(const td_direct& w, const td_op& op, u
   return 1;
 }
 
-template <int P>
-__device__ __noinline__ int td_combine_call(const td_direct& w, const td_op& op, uint64_t scalar,
-                                            td_devcomm* dc, uint64_t s, uint64_t slot, uint64_t off,
-                                            uint64_t len, int tid, int nth) {
-  return td_combine<P>(w, op, scalar, dc, s, slot, off, len, tid, nth);
-}
-
-/* A PreMulSum contribution scaled on its way out: only this loop per type
- * (the generic pass's every loop would cost the kernel's frame its
- * register saves). */
-static __device__ __noinline__ void td_scale_typed(const td_op* op, uint64_t scalar,
-                                                   const td_pass* p) {
+/* A PreMulSum contribution scaled on its way out: only this loop per type,
+ * not the generic pass's every loop. */
+static __device__ __forceinline__ void td_scale_typed(const td_op* op, uint64_t scalar,
+                                                      const td_pass* p) {
   td_by_type(op->type, [&](auto tag) {
     td_run_pass<typename decltype(tag)::type, TD_SCALE>(op, scalar, TD_SCALE, p);
   });
@@ -229,7 +220,7 @@ __device__ void td_run_ll(const td_direct& w, const td_op& op, uint64_t scalar, 
       return;
     }
     td_push<TD_P_LL>(w, op, scalar, dc, s, s & 1, off, len, tid, blockDim.x);
-    td_combine_call<TD_P_LL>(w, op, scalar, dc, s, s & 1, off, len, tid, blockDim.x);
+    td_combine<TD_P_LL>(w, op, scalar, dc, s, s & 1, off, len, tid, blockDim.x);
     /* Acknowledging needs no fence: the barrier waited for every load of the
      * inbox. Every peer hears that this rank finished the round, whether it
      * sent anything or not: the next sender into this slot (of any
@@ -316,8 +307,8 @@ __device__ void td_run_ll128(const td_direct& w, const td_op& op, uint64_t scala
     if (r > 0) {
       const uint64_t po = off - w.round;
       const uint64_t plen = lr.blen - po + lr.b0 < w.round ? lr.blen - po + lr.b0 : w.round;
-      if (!td_combine_call<TD_P_LL128>(w, op, scalar, dc, s - 1, (s - 1) % w.slots, po, plen, tid,
-                                       blockDim.x)) {
+      if (!td_combine<TD_P_LL128>(w, op, scalar, dc, s - 1, (s - 1) % w.slots, po, plen, tid,
+                                  blockDim.x)) {
         *stop = 1;
       }
     }
@@ -332,6 +323,7 @@ __device__ void td_run_ll128(const td_direct& w, const td_op& op, uint64_t scala
   }
 }
 
+template <int P>
 __global__ void __launch_bounds__(TD_MAX_THREADS, 1)
     td_direct_kernel(const __grid_constant__ td_direct w) {
   td_devcomm* dc = w.comm;
@@ -359,9 +351,9 @@ __global__ void __launch_bounds__(TD_MAX_THREADS, 1)
   lr.seq0 = s_seq;
   td_chan_slice(w.bytes, (int)w.nb, lane, &lr.b0, &lr.blen);
   lr.rounds = (lr.blen + w.round - 1) / w.round;
-  if (w.ll128) {
+  if (P == TD_P_LL128) {
     td_run_ll128(w, op, s_scalar, dc, lr, &s_stop);
-  } else if (w.ll) {
+  } else if (P == TD_P_LL) {
     td_run_ll(w, op, s_scalar, dc, lr, &s_stop);
   } else {
     td_run_simple(w, op, s_scalar, dc, lr, &s_stop);
@@ -374,10 +366,23 @@ __global__ void __launch_bounds__(TD_MAX_THREADS, 1)
 }
 
 extern "C" int td_direct_launch(const struct td_direct* w, int nthreads, cudaStream_t stream) {
-  td_direct_kernel<<<w->nb, nthreads, 0, stream>>>(*w);
+  if (w->ll128) {
+    td_direct_kernel<TD_P_LL128><<<w->nb, nthreads, 0, stream>>>(*w);
+  } else if (w->ll) {
+    td_direct_kernel<TD_P_LL><<<w->nb, nthreads, 0, stream>>>(*w);
+  } else {
+    td_direct_kernel<TD_P_SIMPLE><<<w->nb, nthreads, 0, stream>>>(*w);
+  }
   return (int)cudaGetLastError();
 }
 
+extern "C" int td_direct_attributes(int p, struct cudaFuncAttributes* a) {
+  return (int)(p == TD_P_LL128 ? cudaFuncGetAttributes(a, td_direct_kernel<TD_P_LL128>)
+               : p == TD_P_LL  ? cudaFuncGetAttributes(a, td_direct_kernel<TD_P_LL>)
+                               : cudaFuncGetAttributes(a, td_direct_kernel<TD_P_SIMPLE>));
+}
+
 extern "C" int td_direct_occupancy(int nthreads, int* per_sm) {
-  return (int)cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, td_direct_kernel, nthreads, 0);
+  return (int)cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, td_direct_kernel<TD_P_SIMPLE>,
+                                                            nthreads, 0);
 }

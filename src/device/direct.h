@@ -78,6 +78,8 @@ int td_dcoll(int coll);
 int td_direct_launch(const struct td_direct* w, int nthreads, cudaStream_t stream);
 /* How many direct kernels of `nthreads` threads one SM holds at once. */
 int td_direct_occupancy(int nthreads, int* per_sm);
+/* The attributes of the direct kernel of protocol `p` (0 simple, 1 LL, 2 LL128). */
+int td_direct_attributes(int p, struct cudaFuncAttributes* a);
 /* NCCL_PROTO as a mask: bit 0 LL, bit 1 simple, bit 2 LL128 (the
  * schedules' kernel runs LL where LL128 is asked). */
 int td_protocols(void);

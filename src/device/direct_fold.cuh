@@ -146,19 +146,13 @@ __device__ __noinline__ void td_run_llfold(const td_op* op, uint64_t scalar, con
   }
 }
 
-/* The rare operations (all but sum) through a call: their loops, for
- * every type, would make the kernels' code (and build) twice as large. */
-template <class R>
-__device__ __noinline__ void td_run_fold_any(const td_op* op, uint64_t scalar, const td_fold* f) {
-  td_run_fold<R, TD_ANY>(op, scalar, f);
-}
-
-/* The other operations: one call from the kernel, whatever the type (each
- * call site costs the kernel's frame the registers it saves around it). */
-static __device__ __noinline__ void td_fold_any_typed(const td_op* op, uint64_t scalar,
-                                                      const td_fold* f) {
+/* The rare operations (all but sum): one loop per type taking the
+ * operation at run time, inlined like the sums (as calls they cost the
+ * kernel's frame the registers saved around them). */
+static __device__ __forceinline__ void td_fold_any_typed(const td_op* op, uint64_t scalar,
+                                                         const td_fold* f) {
   td_by_type(op->type,
-             [&](auto tag) { td_run_fold_any<typename decltype(tag)::type>(op, scalar, f); });
+             [&](auto tag) { td_run_fold<typename decltype(tag)::type, TD_ANY>(op, scalar, f); });
 }
 
 static __device__ __forceinline__ void td_fold_typed(const td_op* op, uint64_t scalar,

@@ -250,23 +250,24 @@ __device__ __forceinline__ int td_ll128_copy(const uint64_t* box, uint64_t flag,
   return 1;
 }
 
-/* One call per type and round: inlined into every caller, the folds of
- * every type made the direct kernels too large for ptxas (over 20 GB). */
+/* The folds, inlined into the LL128 kernel alone: inlined into all three
+ * protocols' loops of one kernel they made it too large for ptxas (over
+ * 20 GB); as calls they cost that kernel a 2.3 KB stack frame. */
 template <class R>
-__device__ __noinline__ int td_ll128fold_sum(const td_op* op, uint64_t scalar,
-                                             const td_ll128fold* f) {
+__device__ __forceinline__ int td_ll128fold_sum(const td_op* op, uint64_t scalar,
+                                                const td_ll128fold* f) {
   return td_run_ll128fold<R, TD_SUM>(op, scalar, *f);
 }
 
 template <class R>
-__device__ __noinline__ int td_ll128fold_any(const td_op* op, uint64_t scalar,
-                                             const td_ll128fold* f) {
+__device__ __forceinline__ int td_ll128fold_any(const td_op* op, uint64_t scalar,
+                                                const td_ll128fold* f) {
   return td_run_ll128fold<R, TD_ANY>(op, scalar, *f);
 }
 
 /* The fold for the call's type. */
-static __device__ __noinline__ int td_ll128fold_typed(const td_op* op, uint64_t scalar,
-                                                      const td_ll128fold* f) {
+static __device__ __forceinline__ int td_ll128fold_typed(const td_op* op, uint64_t scalar,
+                                                         const td_ll128fold* f) {
   const int sum = f->e_mid == TD_SUM && f->e_last == TD_SUM;
   int ok = 1;
   td_by_type(op->type, [&](auto tag) {
@@ -277,9 +278,10 @@ static __device__ __noinline__ int td_ll128fold_typed(const td_op* op, uint64_t 
 }
 
 /* The push for the call's type: a plain copy unless PreMulSum scales it. */
-static __device__ __noinline__ void td_ll128_push_typed(const td_op* op, uint64_t scalar, int scale,
-                                                        const char* src, uint64_t* box, size_t len,
-                                                        uint64_t flag) {
+static __device__ __forceinline__ void td_ll128_push_typed(const td_op* op, uint64_t scalar,
+                                                           int scale, const char* src,
+                                                           uint64_t* box, size_t len,
+                                                           uint64_t flag) {
   if (!scale) {
     return td_ll128_push<td_int<uint64_t, uint64_t>, false>(0, 1, src, box, len, flag);
   }

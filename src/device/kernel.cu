@@ -7,6 +7,9 @@
  * the slot back through the sender's head. See work.h for the layout. */
 #include <stdint.h>
 
+#include "device/ce.h"
+#include "device/device.h"
+#include "device/direct.h"
 #include "device/kernel.h"
 #include "device/pass.cuh"
 #include "device/sync.cuh"
@@ -30,6 +33,26 @@ extern "C" int td_kernel_launch(const void* work, int large, int nthreads, cudaS
   }
   err = cudaGetLastError();
   return (int)err;
+}
+
+extern "C" int tutti_dev_kernel_frames(const char** names, size_t* bytes, int max) {
+  static const char* const all[TUTTI_DEV_NKERNELS] = {"schedules (small)", "schedules (large)",
+                                                      "direct (simple)",   "direct (LL)",
+                                                      "direct (LL128)",    "copy engine"};
+  int i = 0;
+  for (; i < max && i < TUTTI_DEV_NKERNELS; i++) {
+    struct cudaFuncAttributes a;
+    int e = i == 0   ? (int)cudaFuncGetAttributes(&a, td_kernel<td_work_small>)
+            : i == 1 ? (int)cudaFuncGetAttributes(&a, td_kernel<td_work_large>)
+            : i < 5  ? td_direct_attributes(i - 2, &a)
+                     : td_ce_attributes(&a);
+    if (e != 0) {
+      return -1;
+    }
+    names[i] = all[i];
+    bytes[i] = a.localSizeBytes;
+  }
+  return i;
 }
 
 extern "C" cudaError_t td_occupancy(int nthreads, int* per_sm) {

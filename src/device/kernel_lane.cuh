@@ -104,25 +104,14 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
       const int final = (st.flags & TUTTI_STEP_FINAL) != 0;
       char* src = st.src_buf ? (char*)op.bufs[st.src_buf] + st.src_off + off : NULL;
       char* dst = st.dst_buf ? (char*)op.bufs[st.dst_buf] + st.dst_off + off : NULL;
-      if (st.kind == TUTTI_STEP_COPY || st.kind == TUTTI_STEP_REDUCE) {
-        td_pass p = {src, NULL, dst, NULL, rl};
-        int eop = td_unary_eop(op, scale, final);
-        if (st.kind == TUTTI_STEP_REDUCE) {
-          p.a = dst;
-          p.b = src;
-          eop = td_binary_eop(op, scale, final);
-        }
-        if (eop != TD_COPY || p.a != p.w1) {
-          td_pass_typed(&op, scalar, eop, &p);
-        }
-        __syncthreads();
-        continue;
-      }
       const int sk = st.send_peer >= 0 ? st.send_peer : -1;
       const int rk = st.recv_peer >= 0 ? st.recv_peer : -1;
-      for (uint64_t pc = 0; pc < rl; pc += slot) {
-        const uint64_t len = rl - pc < slot ? rl - pc : slot;
-        if (tid == 0) {
+      /* A local step (copy, reduce) runs in one piece; the others slot by slot. */
+      const int local = sk < 0 && rk < 0;
+      const uint64_t piece = local ? rl : slot;
+      for (uint64_t pc = 0; pc < rl; pc += piece) {
+        const uint64_t len = rl - pc < piece ? rl - pc : piece;
+        if (tid == 0 && !local) {
           int ok = 1;
           if (rk >= 0) {
             int k = td_take_turn(b, b.n + rk, s_held, s_pos);
@@ -148,9 +137,11 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
           }
           s_stop = !ok;
         }
-        __syncthreads();
-        if (s_stop) {
-          return;
+        if (!local) {
+          __syncthreads();
+          if (s_stop) {
+            return;
+          }
         }
         const char* in = rk >= 0 ? s_in : NULL;
         char* out = sk >= 0 ? s_out : NULL;
@@ -163,6 +154,15 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
         char* w2 = NULL;
         int eop = TD_COPY;
         switch (st.kind) {
+          case TUTTI_STEP_COPY:
+            x = psrc;
+            eop = td_unary_eop(op, scale, final);
+            break;
+          case TUTTI_STEP_REDUCE:
+            x = pdst;
+            y = psrc;
+            eop = td_binary_eop(op, scale, final);
+            break;
           case TUTTI_STEP_SEND:
             x = psrc;
             w1 = out;
@@ -191,7 +191,7 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
           default:
             break;
         }
-        if (op.ll) {
+        if (op.ll && !local) {
           td_llpass lp;
           lp.in = (const uint4*)in;
           lp.in_flag = s_in_flag;
@@ -202,7 +202,7 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
           lp.len = len;
           lp.dc = dc;
           td_ll_typed(&op, scalar, eop, &lp);
-        } else {
+        } else if (eop != TD_COPY || x != w1) { /* an in-place copy has nothing to do */
           td_pass p = {x, y, w1, w2, len};
           td_pass_typed(&op, scalar, eop, &p);
         }

@@ -24,6 +24,9 @@
  *   simple      as rounds, every size in simple rounds (no LL lines)
  *   ce          as procs, every size on the copy-engine path, in pieces of
  *               inboxes of 512 KB (two ranks)
+ *   frames      no communicator: every kernel's per-thread stack frame fits the
+ *               stack every context has (1 KB), so launching reserves no more
+ *               device memory (docs/design.md, "A kernel's stack ...")
  *   netkill     as net; rank 1 exits without a word after a few allreduces:
  *               rank 0's pending allreduce must fail with ncclRemoteError
  *               naming rank 1 within 5 s (the proxy sees the connection close)
@@ -37,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "device/device.h"
 #include "gpu_case.h"
 #include "procs.h"
 #include "reduce/reduce.h"
@@ -439,6 +443,42 @@ static void single_child(int r, void* arg, long* p, long* f) {
   *f = failed;
 }
 
+/* Every kernel's frame within the stack a context starts with: a larger
+ * one makes the driver reserve (frame - limit) for every thread the GPU
+ * holds (264 MiB per KB on an H200), for the context's life. */
+static void frames_child(int r, void* arg, long* p, long* f) {
+  (void)r;
+  (void)arg;
+  passed = failed = 0;
+  size_t limit = 0;
+  const char* names[TUTTI_DEV_NKERNELS];
+  size_t bytes[TUTTI_DEV_NKERNELS];
+  if (!cuda_ok(cudaFree(NULL), "cudaFree") ||
+      !cuda_ok(cudaDeviceGetLimit(&limit, cudaLimitStackSize), "cudaDeviceGetLimit")) {
+    *p = passed;
+    *f = failed;
+    return;
+  }
+  const int k = tutti_dev_kernel_frames(names, bytes, TUTTI_DEV_NKERNELS);
+  if (k != TUTTI_DEV_NKERNELS) {
+    FAILF("tutti_dev_kernel_frames returned %d", k);
+  }
+  for (int i = 0; i < k; i++) {
+    printf("kernel %-18s %5zu bytes of stack per thread (the context has %zu)\n", names[i],
+           bytes[i], limit);
+    if (bytes[i] <= limit) {
+      passed++;
+    } else {
+      FAILF(
+          "kernel %s needs %zu bytes of stack per thread, more than the %zu every context "
+          "has: the driver would reserve %zu MiB more of an H200 for it",
+          names[i], bytes[i], limit, (bytes[i] - limit) * 2048 * 132 >> 20);
+    }
+  }
+  *p = passed;
+  *f = failed;
+}
+
 static int gpu_count(void) {
   /* In a child: CUDA must not be initialized in a process that forks ranks. */
   fflush(NULL);
@@ -466,9 +506,9 @@ int main(int argc, char** argv) {
   }
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   int n = argc > 2 ? atoi(argv[2]) : (ngpu >= 2 ? ngpu : 2);
-  const char* all[] = {"procs", "shared", "single", "graph", "concurrent", "p2p",
-                       "big",   "nop2p",  "net",    "huge",  "netkill",    "hidden",
-                       "ring",  "rounds", "simple", "ce",    "ll128",      "ipc"};
+  const char* all[] = {"procs",  "shared", "single", "graph",   "concurrent", "p2p",  "big",
+                       "nop2p",  "net",    "huge",   "netkill", "hidden",     "ring", "rounds",
+                       "simple", "ce",     "ll128",  "ipc",     "frames"};
   for (size_t m = 0; m < sizeof all / sizeof all[0]; m++) {
     if (strcmp(mode, "all") != 0 && strcmp(mode, all[m]) != 0) {
       continue;
@@ -477,11 +517,14 @@ int main(int argc, char** argv) {
     if (strcmp(all[m], "single") == 0) {
       /* In a child: this process stays free of CUDA for the modes that fork. */
       procs_run(1, single_child, &ngpu, &passed, &failed);
+    } else if (strcmp(all[m], "frames") == 0) {
+      procs_run(1, frames_child, NULL, &passed, &failed);
     } else {
       run_procs(all[m], strcmp(all[m], "netkill") == 0 ? 2 : n, ngpu);
     }
     printf("mode %-10s nranks %d on %d GPU(s): %ld passed, %ld failed\n", all[m],
-           strcmp(all[m], "single") == 0    ? ngpu
+           strcmp(all[m], "frames") == 0    ? 0
+           : strcmp(all[m], "single") == 0  ? ngpu
            : strcmp(all[m], "netkill") == 0 ? 2
                                             : n,
            ngpu, passed - p0, failed - f0);
