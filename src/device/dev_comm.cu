@@ -172,6 +172,13 @@ static void release(struct tutti_dev_comm* dc) {
   }
   cudaFree(dc->d_comm);
   cudaFree(dc->scratch);
+  for (int i = 0; i < dc->nretired; i++) {
+    cudaFree(dc->retired[i]);
+  }
+  free(dc->retired);
+  if (dc->scratch_ev != NULL) {
+    cudaEventDestroy(dc->scratch_ev);
+  }
   if (dc->host_flags != NULL) {
     cudaFreeHost(dc->host_flags);
   }
@@ -193,6 +200,25 @@ static void release(struct tutti_dev_comm* dc) {
   free(dc->launch_bufs);
   free(dc->turns);
   free(dc);
+}
+
+/* The most ranks any one process drives on one GPU. Their kernels run at
+ * once, and a block waiting for a peer's kernel holds its SM: all of them
+ * must fit on the GPU together, or a launch that fills it waits forever for
+ * a peer that cannot start. Computed alike on every rank (from the peers'
+ * table), since the blocks a launch may have decide its channels. Ranks of
+ * different processes on one GPU take turns on it instead (time slices). */
+static int gpu_sharers(const struct tutti_dev_setup* s) {
+  int most = 1;
+  for (int p = 0; p < s->nranks; p++) {
+    int k = 0;
+    for (int q = p; q < s->nranks; q++) {
+      k += s->host_of[q] == s->host_of[p] && s->peers[q].pid == s->peers[p].pid &&
+           s->peers[q].cuda_dev == s->peers[p].cuda_dev;
+    }
+    most = k > most ? k : most;
+  }
+  return most;
 }
 
 /* This rank's own resources: regions, flags, event, occupancy. */
@@ -236,11 +262,14 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
                 "cudaEventCreate");
     }
   }
+  const int sharers = gpu_sharers(s);
   CUDACHECK(td_occupancy(dc->nthreads, &per_sm), "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  dc->max_ctas = nsm * (per_sm > 0 ? per_sm : 1);
+  dc->max_ctas = nsm * (per_sm > 0 ? per_sm : 1) / sharers;
   CUDACHECK((cudaError_t)td_direct_occupancy(dc->nthreads, &per_sm),
             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  dc->direct_ctas = nsm * (per_sm > 0 ? per_sm : 1);
+  dc->direct_ctas = nsm * (per_sm > 0 ? per_sm : 1) / sharers;
+  dc->max_ctas = dc->max_ctas < 1 ? 1 : dc->max_ctas;
+  dc->direct_ctas = dc->direct_ctas < 1 ? 1 : dc->direct_ctas;
   CUDACHECK(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   return ncclSuccess;
 }

@@ -49,6 +49,10 @@ struct tutti_dev_comm {
   cudaEvent_t ce_start, ce_copied, ce_done[TD_CE_SLOTS];
   void* scratch;
   size_t scratch_cap;
+  cudaEvent_t scratch_ev; /* recorded after each launch that used the scratch */
+  int scratch_in_graph;   /* a captured graph holds the scratch's address */
+  void** retired;         /* scratch buffers graphs may still use: freed at destroy */
+  int nretired;
   uint64_t launches;
   void* launch_bufs; /* the kernel parameters being filled (struct td_launch_bufs) */
   uint16_t* turns;   /* [TD_MAX_CHANNELS][2 * nranks]: turns handed out while filling */

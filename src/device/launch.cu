@@ -251,12 +251,36 @@ static ncclResult_t ensure_scratch(struct tutti_dev_comm* dc, size_t bytes, cuda
                        "allocated while the stream is captured: run it once before capturing",
                        bytes);
   }
-  cudaFree(dc->scratch); /* waits for kernels still using it */
+  /* Stream-ordered, after the last launch that used the old buffer: a
+   * device-wide wait (cudaFree) would stall on the kernels of other ranks
+   * of this process on the same GPU, which wait for the launch being made. */
+  cudaError_t e = dc->scratch_ev == NULL
+                      ? cudaEventCreateWithFlags(&dc->scratch_ev, cudaEventDisableTiming)
+                      : cudaSuccess;
+  if (e == cudaSuccess && dc->scratch != NULL && dc->scratch_in_graph) {
+    /* A captured graph replays with this address: keep it to the end. */
+    void** r = (void**)realloc(dc->retired, (size_t)(dc->nretired + 1) * sizeof *r);
+    if (r == NULL) {
+      return tutti_error(ncclSystemError, "out of host memory");
+    }
+    dc->retired = r;
+    dc->retired[dc->nretired++] = dc->scratch;
+  } else if (e == cudaSuccess && dc->scratch != NULL) {
+    e = cudaStreamWaitEvent(stream, dc->scratch_ev, 0);
+    e = e == cudaSuccess ? cudaFreeAsync(dc->scratch, stream) : e;
+    if (e == cudaErrorNotSupported) {
+      e = cudaFree(dc->scratch); /* no memory pools on this device */
+    }
+  }
   dc->scratch = NULL;
   dc->scratch_cap = 0;
-  cudaError_t e = cudaMalloc(&dc->scratch, bytes);
+  dc->scratch_in_graph = 0;
+  if (e == cudaSuccess) {
+    e = cudaMallocAsync(&dc->scratch, bytes, stream);
+    e = e == cudaErrorNotSupported ? cudaMalloc(&dc->scratch, bytes) : e;
+  }
   if (e != cudaSuccess) {
-    return cuda_fail(e, "cudaMalloc of device scratch");
+    return cuda_fail(e, "allocating device scratch");
   }
   dc->scratch_cap = bytes;
   return ncclSuccess;
@@ -379,6 +403,16 @@ extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct
     }
     int e = td_kernel_launch(work, large, nt, ops[0].stream);
     res = e == 0 ? ncclSuccess : cuda_fail((cudaError_t)e, "launching the collective kernel");
+  }
+  if (res == ncclSuccess && scratch > 0) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaStreamIsCapturing(ops[0].stream, &cs);
+    if (e == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
+      dc->scratch_in_graph = 1;
+    } else if (e == cudaSuccess) {
+      e = cudaEventRecord(dc->scratch_ev, ops[0].stream);
+    }
+    res = e == cudaSuccess ? ncclSuccess : cuda_fail(e, "recording the scratch's last use");
   }
   if (res == ncclSuccess) {
     res = join_streams(dc, ops, nops, 1);

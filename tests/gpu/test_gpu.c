@@ -24,6 +24,9 @@
  *   simple      as rounds, every size in simple rounds (no LL lines)
  *   ce          as procs, every size on the copy-engine path, in pieces of
  *               inboxes of 512 KB (two ranks)
+ *   samegpu     one process, N ranks on GPU 0 (one thread per ncclCommInitRank),
+ *               driven as a group, with counts of hundreds of MB: kernels
+ *               that run at the same time on one GPU must fit it together
  *   frames      no communicator: every kernel's per-thread stack frame fits the
  *               stack every context has (1 KB), so launching reserves no more
  *               device memory (docs/design.md, "A kernel's stack ...")
@@ -33,6 +36,7 @@
  * Usage: test_gpu MODE|all [nranks]. Without a CUDA device it prints
  * "SKIPPED: ..." and exits 77. Ends with "N passed, N failed". */
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -435,6 +439,79 @@ static void run_single(int ngpu) {
   }
 }
 
+/* One process, N ranks on GPU 0, each created by a thread of its own
+ * (ncclCommInitRank; ncclCommInitAll refuses a device listed twice), then
+ * driven as a group from one thread: their kernels run at the same time,
+ * so together they must fit the GPU, or a launch that fills it waits
+ * forever for its peers'. */
+struct samegpu_rank {
+  ncclUniqueId id;
+  int n, r;
+  ncclComm_t comm;
+  ncclResult_t res;
+};
+
+static void* samegpu_init(void* arg) {
+  struct samegpu_rank* sr = arg;
+  sr->res = cudaSetDevice(0) == cudaSuccess ? ncclCommInitRank(&sr->comm, sr->n, sr->id, sr->r)
+                                            : ncclUnhandledCudaError;
+  return NULL;
+}
+
+static void run_samegpu(int n) {
+  struct samegpu_rank sr[8];
+  struct grank gs[8];
+  pthread_t th[8];
+  ncclUniqueId id;
+  n = n > 8 ? 8 : n;
+  if (ncclGetUniqueId(&id) != ncclSuccess) {
+    FAILF("ncclGetUniqueId: %s", ncclGetLastError(NULL));
+    return;
+  }
+  int started = 0;
+  for (; started < n; started++) {
+    sr[started] = (struct samegpu_rank){id, n, started, NULL, ncclInternalError};
+    if (pthread_create(&th[started], NULL, samegpu_init, &sr[started]) != 0) {
+      break;
+    }
+  }
+  int ready = 0, ok = started == n;
+  for (int i = 0; i < started; i++) {
+    pthread_join(th[i], NULL);
+    if (sr[i].res != ncclSuccess) {
+      FAILF("rank %d of %d on GPU 0: ncclCommInitRank: %s", i, n, ncclGetLastError(NULL));
+      ok = 0;
+    }
+  }
+  cudaSetDevice(0);
+  while (ok && ready < n &&
+         rank_setup(&gs[ready], sr[ready].comm, ready, n, 0, cap_for("big", n))) {
+    ready++;
+  }
+  if (ok && ready == n) {
+    run_matrix(gs, n, n, 0);
+    run_big(gs, n, n);
+  } else if (ok) {
+    FAILF("rank %d: allocating buffers failed", ready);
+  }
+  for (int i = 0; i < started; i++) {
+    if (i < ready) {
+      grank_free(&gs[i]);
+    }
+    if (sr[i].res == ncclSuccess) {
+      ncclCommDestroy(sr[i].comm);
+    }
+  }
+}
+
+static void samegpu_child(int r, void* arg, long* p, long* f) {
+  (void)r;
+  passed = failed = 0;
+  run_samegpu(*(const int*)arg);
+  *p = passed;
+  *f = failed;
+}
+
 static void single_child(int r, void* arg, long* p, long* f) {
   (void)r;
   passed = failed = 0;
@@ -506,9 +583,9 @@ int main(int argc, char** argv) {
   }
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   int n = argc > 2 ? atoi(argv[2]) : (ngpu >= 2 ? ngpu : 2);
-  const char* all[] = {"procs",  "shared", "single", "graph",   "concurrent", "p2p",  "big",
-                       "nop2p",  "net",    "huge",   "netkill", "hidden",     "ring", "rounds",
-                       "simple", "ce",     "ll128",  "ipc",     "frames"};
+  const char* all[] = {"procs",  "shared", "single", "graph",   "concurrent", "p2p",    "big",
+                       "nop2p",  "net",    "huge",   "netkill", "hidden",     "ring",   "rounds",
+                       "simple", "ce",     "ll128",  "ipc",     "frames",     "samegpu"};
   for (size_t m = 0; m < sizeof all / sizeof all[0]; m++) {
     if (strcmp(mode, "all") != 0 && strcmp(mode, all[m]) != 0) {
       continue;
@@ -517,6 +594,8 @@ int main(int argc, char** argv) {
     if (strcmp(all[m], "single") == 0) {
       /* In a child: this process stays free of CUDA for the modes that fork. */
       procs_run(1, single_child, &ngpu, &passed, &failed);
+    } else if (strcmp(all[m], "samegpu") == 0) {
+      procs_run(1, samegpu_child, &n, &passed, &failed);
     } else if (strcmp(all[m], "frames") == 0) {
       procs_run(1, frames_child, NULL, &passed, &failed);
     } else {
