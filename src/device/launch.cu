@@ -24,8 +24,6 @@ static TUTTI_PARAM(min_nchannels, "NCCL_MIN_NCHANNELS", 1);
 static TUTTI_PARAM(channel_bytes, "TUTTI_DEVICE_CHANNEL_BYTES", 64 * 1024);
 /* Operations up to this many bytes use the low-latency protocol. */
 static TUTTI_PARAM(ll_max_bytes, "TUTTI_DEVICE_LL_MAX_BYTES", 8 * 1024);
-/* Blocks one operation may use (channels x lanes). */
-#define TD_OP_CTAS 128
 
 /* NCCL_PROTO: which protocols may run (bit 0 LL, bit 1 simple, bit 2
  * LL128; direct.h). "^LL" excludes. Unset: all. */
@@ -93,12 +91,16 @@ static int op_channels(const struct tutti_dev_comm* dc, const struct tutti_coll_
   c = c > (size_t)dc->nch ? (size_t)dc->nch : c;
   const size_t budget = launch_budget(dc);
   size_t cap = TD_OP_CTAS / 2; /* ring lanes: at most two on any rank */
+  /* Beyond td_all_peer_channels, a rank's queues hear only from the ring's
+   * previous rank (work.h): every other operation stays below. */
+  const size_t all = (size_t)td_all_peer_channels(a->nranks);
   if (a->coll == TUTTI_COLL_SEND || a->coll == TUTTI_COLL_RECV) {
     cap = budget / (2 * (size_t)a->nranks);
-    /* A rank's sends to itself go through its loopback queues (work.h). */
+    cap = cap > all ? all : cap;
+    /* A rank's sends to itself go through its loopback queues. */
     cap = a->root == a->rank && cap > TD_LOOP_CHANNELS ? TD_LOOP_CHANNELS : cap;
   } else if (algo != TUTTI_ALGO_RING) {
-    cap = TD_OP_CTAS / (2 * (size_t)a->nranks);
+    cap = all;
   }
   c = c > cap ? cap : c;
   return c < 1 ? 1 : (int)c;
@@ -309,6 +311,34 @@ static ncclResult_t join_streams(struct tutti_dev_comm* dc, const struct tutti_d
   return ncclSuccess;
 }
 
+/* Whether every connection of `op` on `nch` channels has a queue (work.h):
+ * to itself on the first TD_LOOP_CHANNELS channels, with any peer on the
+ * first all_nch, beyond them with the ring's neighbours only. The caps of
+ * op_channels keep every schedule within this; one that is not is a bug. */
+static ncclResult_t check_queues(const struct tutti_dev_comm* dc, const struct tutti_dev_op* op,
+                                 int nch) {
+  const int n = dc->nranks, me = dc->rank;
+  if (nch <= TD_LOOP_CHANNELS && (uint64_t)nch <= dc->lay.all_nch) {
+    return ncclSuccess;
+  }
+  const struct tutti_schedule* s = op->sched;
+  for (int j = 0; j < s->nsteps; j++) {
+    const int sp = s->steps[j].send_peer, rp = s->steps[j].recv_peer;
+    const int self = sp == me || rp == me;
+    const int off_ring = (sp >= 0 && sp != me && sp != (me + 1) % n) ||
+                         (rp >= 0 && rp != me && rp != (me + n - 1) % n);
+    if ((self && nch > TD_LOOP_CHANNELS) || (off_ring && (uint64_t)nch > dc->lay.all_nch)) {
+      return tutti_error(ncclInternalError,
+                         "%s (%s) on %d channels: rank %d sends to %d or hears from %d where "
+                         "no queue exists (loopback queues on %d channels, any peer's on %d)",
+                         tutti_coll_name((enum tutti_coll)op->args->coll),
+                         tutti_algo_get((enum tutti_algo_id)s->algo)->name, nch, me, sp, rp,
+                         TD_LOOP_CHANNELS, (int)dc->lay.all_nch);
+    }
+  }
+  return ncclSuccess;
+}
+
 extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops,
                                          int nops) {
   NCCLCHECK(tutti_dev_comm_error(dc));
@@ -354,13 +384,7 @@ extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct
       c.tickets += k * nch[i];
     }
     scratch = s->scratch_bytes > scratch ? s->scratch_bytes : scratch;
-    for (int j = 0; j < s->nsteps && nch[i] > TD_LOOP_CHANNELS; j++) {
-      if (s->steps[j].send_peer == dc->rank || s->steps[j].recv_peer == dc->rank) {
-        return tutti_error(ncclInternalError,
-                           "%s sends to its own rank on %d channels; loopback queues exist on %d",
-                           tutti_coll_name(ops[i].args->coll), nch[i], TD_LOOP_CHANNELS);
-      }
-    }
+    NCCLCHECK(check_queues(dc, &ops[i], nch[i]));
   }
   const int large = !fits<td_work_small>(c);
   if ((large && !fits<td_work_large>(c)) || (size_t)c.ctas > launch_budget(dc)) {

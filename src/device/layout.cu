@@ -65,9 +65,13 @@ void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int
   l->len_off = o;
   o += lines * TD_LINE;
   o = (o + 4095) & ~(uint64_t)4095;
+  const int all = td_all_peer_channels(n) < nch ? td_all_peer_channels(n) : nch;
   l->queue_off = o;
   l->queue_bytes = queue_bytes;
-  o += (uint64_t)nch * (uint64_t)(n - 1) * queue_bytes;
+  l->all_nch = (uint64_t)all;
+  o += (uint64_t)all * (uint64_t)(n - 1) * queue_bytes;
+  l->ring_off = o;
+  o += n > 1 ? (uint64_t)(nch - all) * queue_bytes : 0;
   l->loop_off = o;
   o += (uint64_t)(nch < TD_LOOP_CHANNELS ? nch : TD_LOOP_CHANNELS) * queue_bytes;
   l->ll_off = o;

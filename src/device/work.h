@@ -17,6 +17,7 @@
 #define TD_MAX_CHANNELS 64 /* channels any operation may use */
 #define TD_CE_SLOTS 4      /* inbox slots per peer of the copy-engine path (ce.h) */
 #define TD_LOOP_CHANNELS 8 /* channels a rank's sends to itself may use (loopback queues) */
+#define TD_OP_CTAS 128     /* blocks one operation may use (channels x lanes) */
 /* The low-latency protocol: a slot is TD_LL_LINES lines of 16 bytes, each
  * carrying 8 bytes of data and the slot's flag twice, written by one store;
  * the receiver polls the lines themselves, so no fence and no tail. */
@@ -108,7 +109,11 @@ typedef td_work<320, 32, 160, 128, 896> td_work_large;
  *   head[ch][dst]   slots `dst` has freed of my sends to it (written by dst)
  *   len[ch][src]    bytes of each slot (written by src with the tail; read
  *                   only by the proxy that forwards slots across hosts)
- *   queue[ch][src]  TD_SLOTS slots each, for the n - 1 peers
+ *   queue[ch][src]  TD_SLOTS slots each, for the n - 1 peers, on the first
+ *                   td_all_peer_channels(n) channels (every operation but a
+ *                   ring runs on no more: launch.cu)
+ *   ring[ch]        the same from the ring's previous rank only, on the
+ *                   channels beyond those (a ring's lanes hear from it alone)
  *   loop[ch]        the same for this rank's sends to itself, on the first
  *                   TD_LOOP_CHANNELS channels only (td_queue_off)
  *   ll[ch][src]     TD_SLOTS LL slots each (positions shared with the queue)
@@ -121,7 +126,7 @@ typedef td_work<320, 32, 160, 128, 896> td_work_large;
  *   finished, mirrored to host memory for the watchdog; dseq[lane], the
  *   direct path's rounds per lane. */
 struct td_layout {
-  uint64_t tail_off, head_off, len_off, queue_off, queue_bytes, loop_off, ll_off;
+  uint64_t tail_off, head_off, len_off, queue_off, queue_bytes, all_nch, ring_off, loop_off, ll_off;
   uint64_t dflag_off, dack_off, inbox_off, lane_bytes, ll_inbox_off, ll128_inbox_off,
       ll128_lane_bytes;
   uint64_t ce_flag_off, ce_inbox_off, ce_slot_bytes, total;
@@ -148,12 +153,23 @@ __host__ __device__ static inline uint64_t td_ctr(uint64_t off, int ch, int idx,
   return off + ((uint64_t)ch * (uint64_t)width + (uint64_t)idx) * TD_LINE;
 }
 
+/* Channels on which every peer may send to a rank of `n`: the most any
+ * operation but a ring may use (launch.cu). */
+__host__ __device__ static inline int td_all_peer_channels(int n) {
+  const int k = TD_OP_CTAS / (2 * n);
+  return k < 1 ? 1 : k;
+}
+
 /* Byte offset of the queue rank `from` fills on channel `ch` in rank `at`'s
- * region (`n` ranks): a peer's queue[ch][from], or at's own loopback queue. */
+ * region (`n` ranks): a peer's queue[ch][from], the ring's previous rank's
+ * ring[ch], or at's own loopback queue. */
 __host__ __device__ static inline uint64_t td_queue_off(const struct td_layout* l, int ch, int from,
                                                         int at, int n) {
   if (from == at) {
     return l->loop_off + (uint64_t)ch * l->queue_bytes;
+  }
+  if ((uint64_t)ch >= l->all_nch) {
+    return l->ring_off + ((uint64_t)ch - l->all_nch) * l->queue_bytes;
   }
   const uint64_t peer = (uint64_t)(from - (from > at));
   return l->queue_off + ((uint64_t)ch * (uint64_t)(n - 1) + peer) * l->queue_bytes;
