@@ -11,3 +11,14 @@ if(TUTTI_HAVE_CUDA)
   set_tests_properties(gpu.suite PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
     ENVIRONMENT "TUTTI_TIMEOUT=60;NCCL_NVLS_ENABLE=0")
 endif()
+
+# The device region's layout, checked on the host (no GPU needed).
+if(TUTTI_HAVE_CUDA)
+  add_executable(test_dev_layout ${CMAKE_CURRENT_LIST_DIR}/test_layout.cu
+    ${CMAKE_SOURCE_DIR}/tests/common/harness.c)
+  target_include_directories(test_dev_layout PRIVATE ${CMAKE_SOURCE_DIR}/src
+    ${CMAKE_SOURCE_DIR}/tests/common)
+  target_link_libraries(test_dev_layout PRIVATE tutti_static CUDA::cudart_static)
+  add_test(NAME unit.dev_layout COMMAND test_dev_layout)
+  set_tests_properties(unit.dev_layout PROPERTIES TIMEOUT 60)
+endif()
