@@ -221,6 +221,13 @@ static int gpu_sharers(const struct tutti_dev_setup* s) {
   return most;
 }
 
+/* This rank's share of the blocks the GPU holds at once (`per_sm` per
+ * multiprocessor), with `sharers` ranks of this process on it. */
+static int block_share(int nsm, int per_sm, int sharers) {
+  const int b = nsm * (per_sm > 0 ? per_sm : 1) / sharers;
+  return b < 1 ? 1 : b;
+}
+
 /* This rank's own resources: regions, flags, event, occupancy. */
 static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s) {
   const int n = s->nranks;
@@ -264,12 +271,10 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
   }
   const int sharers = gpu_sharers(s);
   CUDACHECK(td_occupancy(dc->nthreads, &per_sm), "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  dc->max_ctas = nsm * (per_sm > 0 ? per_sm : 1) / sharers;
+  dc->max_ctas = block_share(nsm, per_sm, sharers);
   CUDACHECK((cudaError_t)td_direct_occupancy(dc->nthreads, &per_sm),
             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  dc->direct_ctas = nsm * (per_sm > 0 ? per_sm : 1) / sharers;
-  dc->max_ctas = dc->max_ctas < 1 ? 1 : dc->max_ctas;
-  dc->direct_ctas = dc->direct_ctas < 1 ? 1 : dc->direct_ctas;
+  dc->direct_ctas = block_share(nsm, per_sm, sharers);
   CUDACHECK(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   return ncclSuccess;
 }

@@ -57,11 +57,6 @@ struct td_direct {
   int32_t root;
 };
 
-/* Index of rank `src` among the peers of rank `dst` (itself left out). */
-__host__ __device__ static inline int td_peer_slot(int src, int dst) {
-  return src - (src > dst);
-}
-
 #ifdef __cplusplus
 extern "C" {
 #endif

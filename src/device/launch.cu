@@ -14,6 +14,7 @@
 #include "device/kernel.h"
 
 extern "C" {
+#include "algo/pattern.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -325,8 +326,8 @@ static ncclResult_t check_queues(const struct tutti_dev_comm* dc, const struct t
   for (int j = 0; j < s->nsteps; j++) {
     const int sp = s->steps[j].send_peer, rp = s->steps[j].recv_peer;
     const int self = sp == me || rp == me;
-    const int off_ring = (sp >= 0 && sp != me && sp != (me + 1) % n) ||
-                         (rp >= 0 && rp != me && rp != (me + n - 1) % n);
+    const int off_ring = (sp >= 0 && sp != me && sp != tutti_ring_next(me, n)) ||
+                         (rp >= 0 && rp != me && rp != tutti_ring_prev(me, n));
     if ((self && nch > TD_LOOP_CHANNELS) || (off_ring && (uint64_t)nch > dc->lay.all_nch)) {
       return tutti_error(ncclInternalError,
                          "%s (%s) on %d channels: rank %d sends to %d or hears from %d where "

@@ -153,6 +153,11 @@ __host__ __device__ static inline uint64_t td_ctr(uint64_t off, int ch, int idx,
   return off + ((uint64_t)ch * (uint64_t)width + (uint64_t)idx) * TD_LINE;
 }
 
+/* Index of rank `src` among the peers of rank `dst` (itself left out). */
+__host__ __device__ static inline int td_peer_slot(int src, int dst) {
+  return src - (src > dst);
+}
+
 /* Channels on which every peer may send to a rank of `n`: the most any
  * operation but a ring may use (launch.cu). */
 __host__ __device__ static inline int td_all_peer_channels(int n) {
@@ -171,8 +176,8 @@ __host__ __device__ static inline uint64_t td_queue_off(const struct td_layout* 
   if ((uint64_t)ch >= l->all_nch) {
     return l->ring_off + ((uint64_t)ch - l->all_nch) * l->queue_bytes;
   }
-  const uint64_t peer = (uint64_t)(from - (from > at));
-  return l->queue_off + ((uint64_t)ch * (uint64_t)(n - 1) + peer) * l->queue_bytes;
+  return l->queue_off +
+         ((uint64_t)ch * (uint64_t)(n - 1) + (uint64_t)td_peer_slot(from, at)) * l->queue_bytes;
 }
 
 #endif

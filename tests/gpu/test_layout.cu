@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 extern "C" {
+#include "algo/pattern.h"
 #include "harness.h"
 }
 #include "device/dev_comm.h"
@@ -20,7 +21,7 @@ static int cmp_u64(const void* a, const void* b) {
 /* The queues rank `at` of `n` may be sent into, on `nch` channels. */
 static size_t used_queues(const td_layout* l, int nch, int n, int at, uint64_t* offs) {
   size_t k = 0;
-  const int prev = (at + n - 1) % n;
+  const int prev = tutti_ring_prev(at, n);
   for (int ch = 0; ch < nch; ch++) {
     if (ch < TD_LOOP_CHANNELS) {
       offs[k++] = td_queue_off(l, ch, at, at, n);
