@@ -24,7 +24,7 @@
 #define RED_CALL(FN, ARGS)  \
   do {                      \
     int isa_ = red_isa();   \
-    if (isa_ == 2) {        \
+    if (isa_ >= 2) {        \
       FN##_v4 ARGS;         \
     } else if (isa_ == 1) { \
       FN##_v3 ARGS;         \
@@ -33,11 +33,13 @@
     }                       \
   } while (0)
 
-/* Caps the instruction set of the loops (2: AVX-512, 1: AVX2 and F16C, 0:
- * baseline), to rule a path out when debugging and for the test to cover all. */
-static inline TUTTI_PARAM(reduce_isa, "TUTTI_REDUCE_ISA", 2);
+/* Caps the instruction set of the loops (3: AVX512-FP16, 2: AVX-512, 1: AVX2
+ * and F16C, 0: baseline), to rule a path out when debugging and for the test
+ * to cover all. */
+static inline TUTTI_PARAM(reduce_isa, "TUTTI_REDUCE_ISA", 3);
 
-/* 2: AVX-512 F/BW/VL/DQ, 1: AVX2, 0: neither; cached, as the checks are not free. */
+/* 3: AVX-512 F/BW/VL/DQ and FP16, 2: AVX-512 F/BW/VL/DQ, 1: AVX2, 0: none of
+ * them; cached, as the checks are not free. */
 static inline int red_isa(void) {
   static int level = -1;
   int v = __atomic_load_n(&level, __ATOMIC_RELAXED);
@@ -45,7 +47,7 @@ static inline int red_isa(void) {
     __builtin_cpu_init(); /* we may run before the constructor that does it */
     v = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
-            ? 2
+            ? (__builtin_cpu_supports("avx512fp16") ? 3 : 2)
         : __builtin_cpu_supports("avx2") ? 1
                                          : 0;
     int64_t cap = tutti_param_reduce_isa();
@@ -81,6 +83,22 @@ __attribute__((visibility("hidden"))) void tutti_reduce_narrow(void* dst, const 
                                                                const void* b, size_t n,
                                                                const struct tutti_redop* op,
                                                                enum tutti_red_eop eop);
+
+#if TUTTI_RED_X86
+/* The AVX-512 loops of the narrow floats (reduce_narrow_avx512.c): whole
+ * groups of 16 elements; returns how many it did, the caller does the rest. */
+__attribute__((visibility("hidden"))) size_t tutti_reduce_narrow_avx512(
+    unsigned char* d, const unsigned char* a, const unsigned char* b, size_t n, ncclDataType_t type,
+    enum tutti_red_eop eop, float s, float dv);
+
+/* The same in half precision (reduce_narrow_fp16.c), 32 at a time, for the
+ * ops where that gives the float loops' bits; 0 for the others. */
+__attribute__((visibility("hidden"))) size_t tutti_reduce_narrow_fp16(unsigned char* d,
+                                                                      const unsigned char* a,
+                                                                      const unsigned char* b,
+                                                                      size_t n, ncclDataType_t type,
+                                                                      enum tutti_red_eop eop);
+#endif
 
 /* Element access through memcpy: any alignment, and no aliasing assumptions. */
 #define LDST(NAME, T)                                          \

@@ -1,5 +1,7 @@
 /* Reductions of half, bfloat16 and fp8: each element is widened to float,
- * combined and rounded back in one vectorized loop; half uses F16C when present. */
+ * combined and rounded back in one vectorized loop. Hand-written loops take
+ * the whole groups first where the CPU has them: AVX512-FP16
+ * (reduce_narrow_fp16.c), AVX-512 (reduce_narrow_avx512.c), F16C for half. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -157,6 +159,23 @@ static int use_f16c(void) {
   }
   return v;
 }
+
+/* The hand-written loops this CPU runs, widest first: each does whole
+ * groups and returns how many elements it did; the portable loops do the rest. */
+static size_t red_vector(unsigned char* d, const unsigned char* a, const unsigned char* b, size_t n,
+                         ncclDataType_t type, const struct nparams* p) {
+  size_t w = tutti_type_size(type), done = 0;
+  int isa = red_isa();
+  if (isa >= 3 && b != NULL) {
+    done = tutti_reduce_narrow_fp16(d, a, b, n, type, p->eop);
+  }
+  if (isa >= 2) {
+    return done + tutti_reduce_narrow_avx512(d + w * done, a + w * done,
+                                             b != NULL ? b + w * done : NULL, n - done, type,
+                                             p->eop, p->s, p->dv);
+  }
+  return type == ncclFloat16 && use_f16c() ? red_half_f16c(d, a, b, n, p) : 0;
+}
 #endif
 
 void tutti_reduce_narrow(void* dst, const void* a, const void* b, size_t n,
@@ -165,28 +184,30 @@ void tutti_reduce_narrow(void* dst, const void* a, const void* b, size_t n,
   unsigned char* d = dst;
   const unsigned char* pa = a;
   const unsigned char* pb = b;
-  switch (op->type) {
-    case ncclFloat16: {
-      p.s = red_half_to_float(op->scalar.u16);
-      size_t done = 0;
+  size_t w = tutti_type_size(op->type);
+  p.s = op->type == ncclFloat16      ? red_half_to_float(op->scalar.u16)
+        : op->type == ncclBfloat16   ? red_bf16_to_float(op->scalar.u16)
+        : op->type == ncclFloat8e4m3 ? red_e4m3_to_float(op->scalar.u8)
+                                     : red_e5m2_to_float(op->scalar.u8);
+  size_t done = 0;
 #if TUTTI_RED_X86
-      if (use_f16c()) {
-        done = red_half_f16c(d, pa, pb, n, &p);
-      }
+  done = red_vector(d, pa, pb, n, op->type, &p);
 #endif
-      red_half_sw_v0(d + 2 * done, pa + 2 * done, pb != NULL ? pb + 2 * done : NULL, n - done, &p);
+  d += w * done;
+  pa += w * done;
+  pb = pb != NULL ? pb + w * done : NULL;
+  n -= done;
+  switch (op->type) {
+    case ncclFloat16:
+      red_half_sw_v0(d, pa, pb, n, &p);
       return;
-    }
     case ncclBfloat16:
-      p.s = red_bf16_to_float(op->scalar.u16);
       RED_CALL(red_bf16, (d, pa, pb, n, &p));
       return;
     case ncclFloat8e4m3:
-      p.s = red_e4m3_to_float(op->scalar.u8);
       RED_CALL(red_e4m3, (d, pa, pb, n, &p));
       return;
     case ncclFloat8e5m2:
-      p.s = red_e5m2_to_float(op->scalar.u8);
       RED_CALL(red_e5m2, (d, pa, pb, n, &p));
       return;
     default:

@@ -283,6 +283,39 @@ static void test_loop_roundtrip(int f) {
   free(b);
 }
 
+/* fp8: every pair of codes, every op, through the vector loops (the half
+ * arithmetic of AVX512-FP16 included), against the reference. */
+static void test_fp8_pairs(int f) {
+  ncclDataType_t t = f_type[f];
+  if (f_w[f] != 8) {
+    return;
+  }
+  static unsigned char x[1 << 16], y[1 << 16], d[1 << 16];
+  for (unsigned i = 0; i < (1u << 16); i++) {
+    x[i] = (unsigned char)(i >> 8);
+    y[i] = (unsigned char)i;
+  }
+  for (int kind = 0; kind <= TUTTI_RED_SUMPOSTDIV; kind++) {
+    struct tutti_redop op;
+    random_op(&op, t, kind);
+    int flags = kind >= TUTTI_RED_PREMULSUM ? TUTTI_RED_SCALE_B | TUTTI_RED_FINAL : 0;
+    int e = kind == TUTTI_RED_PREMULSUM    ? E_SUMSCALE
+            : kind == TUTTI_RED_SUMPOSTDIV ? E_SUMDIV
+                                           : kind;
+    tutti_reduce(d, x, y, 1u << 16, &op, flags);
+    unsigned bad = 0, first = 0;
+    for (unsigned i = 0; i < (1u << 16); i++) {
+      unsigned char r;
+      int isn = ref_elem(t, e, &op, &x[i], &y[i], &r);
+      int wrong = isn ? !nan_code(f, d[i]) : d[i] != r;
+      first = bad == 0 && wrong ? i : first;
+      bad += (unsigned)wrong;
+    }
+    CHECK(bad == 0, "%s %s: %u of 65536 pairs wrong, first %#04x op %#04x", tutti_type_name(t),
+          tutti_red_name((enum tutti_red_kind)kind), bad, x[first], y[first]);
+  }
+}
+
 static void test_explicit(void) {
   struct tutti_redop op = {.type = ncclInt32, .kind = TUTTI_RED_SUMPOSTDIV, .divisor = 2};
   int32_t a[4] = {-7, 7, -8, INT32_MAX}, b[4] = {0, 0, 1, 1}, d[4];
@@ -341,8 +374,9 @@ static void bench(void) {
   memset(a, 0x3c, bytes); /* 1.0 in half; small in bf16 and float */
   memset(b, 0x3c, bytes);
   memset(d, 0, bytes);
-  ncclDataType_t types[3] = {ncclFloat32, ncclBfloat16, ncclFloat16};
-  for (int k = -1; k < 3; k++) {
+  ncclDataType_t types[5] = {ncclFloat32, ncclBfloat16, ncclFloat16, ncclFloat8e4m3,
+                             ncclFloat8e5m2};
+  for (int k = -1; k < 5; k++) {
     double best = 1e9;
     struct tutti_redop op = {.type = k < 0 ? ncclFloat32 : types[k], .kind = TUTTI_RED_SUM};
     for (int rep = 0; rep < 5; rep++) {
@@ -365,8 +399,9 @@ static void bench(void) {
 #endif
 }
 
-/* Runs this test again with the loops capped at AVX2 (and F16C), then at the
- * baseline, so every version of them is covered on an AVX-512 machine. */
+/* Runs this test again with the loops capped at AVX-512 without FP16, at
+ * AVX2 (and F16C), then at the baseline, so every version of them is covered
+ * on a machine with them all. */
 static void run_capped(const char* self, const char* isa) {
   pid_t pid = fork();
   if (pid == 0) {
@@ -384,6 +419,7 @@ int main(int argc, char** argv) {
   setup_formats();
   for (int f = 0; f < NFMT; f++) {
     test_loop_roundtrip(f);
+    test_fp8_pairs(f);
   }
   for (size_t i = 0; i < sizeof(all_types) / sizeof(all_types[0]); i++) {
     test_matrix(all_types[i]);
@@ -393,6 +429,7 @@ int main(int argc, char** argv) {
     return test_summary("reduce");
   }
   test_explicit();
+  run_capped(argv[0], "2");
   run_capped(argv[0], "1");
   run_capped(argv[0], "0");
   bench();
