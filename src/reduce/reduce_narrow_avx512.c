@@ -72,6 +72,8 @@ V4_INL void bf_store(unsigned char* p, size_t i, __m512 lo, __m512 hi) {
 
 #define V4_BIN_bf16(EXPR)                           \
   for (; i + 32 <= n; i += 32) {                    \
+    RED_PREFETCH(a, 2 * i);                         \
+    RED_PREFETCH(b, 2 * i);                         \
     __m512i wa = bf_load(a, i), wb = bf_load(b, i); \
     __m512 x = bf_lo(wa), y = bf_lo(wb);            \
     __m512 lo = (EXPR);                             \
@@ -82,6 +84,7 @@ V4_INL void bf_store(unsigned char* p, size_t i, __m512 lo, __m512 hi) {
 
 #define V4_UN_bf16(EXPR)         \
   for (; i + 32 <= n; i += 32) { \
+    RED_PREFETCH(a, 2 * i);      \
     __m512i wa = bf_load(a, i);  \
     __m512 x = bf_lo(wa);        \
     __m512 lo = (EXPR);          \
@@ -146,14 +149,17 @@ V4_INL __m512 v4_pick(__m512 x, __m512 y, __mmask16 y_wins) {
 
 #define V4_BINARY(T, EXPR)                     \
   for (; i + 16 <= n; i += 16) {               \
+    RED_PREFETCH(a, RED_W_##T* i);             \
+    RED_PREFETCH(b, RED_W_##T* i);             \
     __m512 x = ld_##T(a, i), y = ld_##T(b, i); \
     st_##T(d, i, (EXPR));                      \
   }
 
-#define V4_UNARY(T, EXPR)        \
-  for (; i + 16 <= n; i += 16) { \
-    __m512 x = ld_##T(a, i);     \
-    st_##T(d, i, (EXPR));        \
+#define V4_UNARY(T, EXPR)          \
+  for (; i + 16 <= n; i += 16) {   \
+    RED_PREFETCH(a, RED_W_##T* i); \
+    __m512 x = ld_##T(a, i);       \
+    st_##T(d, i, (EXPR));          \
   }
 
 #define V4_BIN_half(EXPR) V4_BINARY(half, EXPR)

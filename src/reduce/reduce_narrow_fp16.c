@@ -93,6 +93,8 @@ PH_INL __m512h ph_pick(__m512h x, __m512h y, __mmask32 y_wins) {
 
 #define PH_BINARY(T, EXPR)                      \
   for (; i + 32 <= n; i += 32) {                \
+    RED_PREFETCH(a, RED_W_##T* i);              \
+    RED_PREFETCH(b, RED_W_##T* i);              \
     __m512h x = ld_##T(a, i), y = ld_##T(b, i); \
     st_##T(d, i, (EXPR));                       \
   }
