@@ -33,12 +33,12 @@
     }                       \
   } while (0)
 
-/* Caps the instruction set of the loops (3: AVX512-FP16, 2: AVX-512, 1: AVX2
+/* Caps the instruction set of the loops (3: AVX512-FP16 and VBMI, 2: AVX-512, 1: AVX2
  * and F16C, 0: baseline), to rule a path out when debugging and for the test
  * to cover all. */
 static inline TUTTI_PARAM(reduce_isa, "TUTTI_REDUCE_ISA", 3);
 
-/* 3: AVX-512 F/BW/VL/DQ and FP16, 2: AVX-512 F/BW/VL/DQ, 1: AVX2, 0: none of
+/* 3: AVX-512 F/BW/VL/DQ, FP16 and VBMI, 2: AVX-512 F/BW/VL/DQ, 1: AVX2, 0: none of
  * them; cached, as the checks are not free. */
 static inline int red_isa(void) {
   static int level = -1;
@@ -47,7 +47,7 @@ static inline int red_isa(void) {
     __builtin_cpu_init(); /* we may run before the constructor that does it */
     v = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
-            ? (__builtin_cpu_supports("avx512fp16") ? 3 : 2)
+            ? (__builtin_cpu_supports("avx512fp16") && __builtin_cpu_supports("avx512vbmi") ? 3 : 2)
         : __builtin_cpu_supports("avx2") ? 1
                                          : 0;
     int64_t cap = tutti_param_reduce_isa();

@@ -20,7 +20,7 @@
 #if TUTTI_RED_X86
 #include <immintrin.h>
 
-#define PH_TARGET target("avx512fp16,avx512f,avx512bw,avx512vl,avx512dq")
+#define PH_TARGET target("avx512fp16,avx512vbmi,avx512f,avx512bw,avx512vl,avx512dq")
 #define PH_INL static inline __attribute__((always_inline, PH_TARGET))
 
 /* ---- half: as is; a NaN picked by max / min is quieted, as the float
@@ -33,15 +33,50 @@ PH_INL void st_half(unsigned char* p, size_t i, __m512h v) {
   _mm512_storeu_ph(p + 2 * i, v);
 }
 
-/* ---- fp8: 32 codes widened to 16-bit lanes. ---- */
-PH_INL __m512i ld_codes(const unsigned char* p, size_t i) {
-  return _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i*)(const void*)(p + i)));
+/* ---- fp8: 64 codes per step, widened to two vectors of 32 half bits by
+ * interleaving bytes (the in-lane order of unpack, which the final pack
+ * restores). ---- */
+
+/* e4m3's byte tables: the half's low byte by the code's low 6 bits, its high
+ * byte by the low 7 (EEEE.MMM -> 0EEEE.MMM0000000; the NaN 1111.111 ->
+ * 11111.1110000000, the quiet half NaN). */
+struct e4m3_tabs {
+  __m512i lo, hi0, hi1;
+};
+
+PH_INL struct e4m3_tabs e4m3_tabs(void) {
+  static const unsigned char iota[64] = {
+      0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+      22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43,
+      44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
+  __m512i i = _mm512_loadu_si512((const void*)iota);
+  struct e4m3_tabs t;
+  t.lo = _mm512_and_si512(_mm512_slli_epi16(i, 7), _mm512_set1_epi8((char)0x80));
+  t.hi0 = _mm512_and_si512(_mm512_srli_epi16(i, 1), _mm512_set1_epi8(0x7f));
+  t.hi1 = _mm512_mask_mov_epi8(_mm512_add_epi8(t.hi0, _mm512_set1_epi8(32)), (__mmask64)1 << 63,
+                               _mm512_set1_epi8(0x7f));
+  return t;
 }
 
-/* Rounds the half bits u to nearest-even at bit `shift` (the fp8 grid),
+PH_INL void dec_e4m3(__m512i q, const struct e4m3_tabs* t, __m512h* lo, __m512h* hi) {
+  __m512i l = _mm512_permutexvar_epi8(q, t->lo);
+  __m512i h = _mm512_permutex2var_epi8(t->hi0, q, t->hi1);
+  h = _mm512_ternarylogic_epi32(h, q, _mm512_set1_epi8((char)0x80), 0xf8); /* h | (q & 0x80) */
+  *lo = _mm512_castsi512_ph(_mm512_unpacklo_epi8(l, h));
+  *hi = _mm512_castsi512_ph(_mm512_unpackhi_epi8(l, h));
+}
+
+/* e5m2 is the high byte. */
+PH_INL void dec_e5m2(__m512i q, const struct e4m3_tabs* t, __m512h* lo, __m512h* hi) {
+  (void)t;
+  *lo = _mm512_castsi512_ph(_mm512_unpacklo_epi8(_mm512_setzero_si512(), q));
+  *hi = _mm512_castsi512_ph(_mm512_unpackhi_epi8(_mm512_setzero_si512(), q));
+}
+
+/* Rounds the half bits to nearest-even at bit `shift` (the fp8 grid),
  * saturates at `max` (a finite code; inf included) and turns NaN into
- * S.1111111. */
-PH_INL void st_codes(unsigned char* p, size_t i, __m512h v, int shift, short max) {
+ * S.1111111: the code in each 16-bit lane's low byte. */
+PH_INL __m512i enc_codes(__m512h v, int shift, short max) {
   __m512i u = _mm512_castph_si512(v);
   __m512i a = _mm512_and_si512(u, _mm512_set1_epi16(0x7fff));
   __mmask32 nan = _mm512_cmpgt_epu16_mask(a, _mm512_set1_epi16(0x7c00));
@@ -51,32 +86,16 @@ PH_INL void st_codes(unsigned char* p, size_t i, __m512h v, int shift, short max
       _mm512_srli_epi16(_mm512_add_epi16(_mm512_add_epi16(a, half_ulp), odd), (unsigned)shift);
   r = _mm512_min_epu16(r, _mm512_set1_epi16(max));
   r = _mm512_mask_mov_epi16(r, nan, _mm512_set1_epi16(0x7f));
-  r = _mm512_or_si512(r, _mm512_and_si512(_mm512_srli_epi16(u, 8), _mm512_set1_epi16(0x80)));
-  _mm256_storeu_si256((__m256i*)(void*)(p + i), _mm512_cvtepi16_epi8(r));
+  /* r | ((u >> 8) & 0x80) */
+  return _mm512_ternarylogic_epi32(r, _mm512_srli_epi16(u, 8), _mm512_set1_epi16(0x80), 0xf8);
 }
 
-PH_INL __m512h ld_e5m2(const unsigned char* p, size_t i) {
-  return _mm512_castsi512_ph(_mm512_slli_epi16(ld_codes(p, i), 8));
+PH_INL __m512i enc_e5m2(__m512h v) {
+  return enc_codes(v, 8, 0x7b);
 }
 
-PH_INL void st_e5m2(unsigned char* p, size_t i, __m512h v) {
-  st_codes(p, i, v, 8, 0x7b);
-}
-
-/* w << 7 puts EEEE.MMM at bits 7-13 and the sign at bit 14; adding bit 14
- * to itself moves the sign to bit 15. The NaN S.1111.111 becomes the half
- * NaN S.11111.1110000000. */
-PH_INL __m512h ld_e4m3(const unsigned char* p, size_t i) {
-  __m512i h = _mm512_slli_epi16(ld_codes(p, i), 7);
-  h = _mm512_add_epi16(h, _mm512_and_si512(h, _mm512_set1_epi16(0x4000)));
-  __mmask32 nan = _mm512_cmpeq_epi16_mask(_mm512_and_si512(h, _mm512_set1_epi16(0x7fff)),
-                                          _mm512_set1_epi16(0x3f80));
-  h = _mm512_mask_add_epi16(h, nan, h, _mm512_set1_epi16(0x4000));
-  return _mm512_castsi512_ph(h);
-}
-
-PH_INL void st_e4m3(unsigned char* p, size_t i, __m512h v) {
-  st_codes(p, i, v, 7, 0x7e);
+PH_INL __m512i enc_e4m3(__m512h v) {
+  return enc_codes(v, 7, 0x7e);
 }
 
 /* Max / min with the FMAX / FMIN rules (a NaN wins, a's first; ties keep
@@ -91,13 +110,30 @@ PH_INL __m512h ph_pick(__m512h x, __m512h y, __mmask32 y_wins) {
   return _mm512_castsi512_ph(r);
 }
 
-#define PH_BINARY(T, EXPR)                      \
-  for (; i + 32 <= n; i += 32) {                \
-    RED_PREFETCH(a, RED_W_##T* i);              \
-    RED_PREFETCH(b, RED_W_##T* i);              \
-    __m512h x = ld_##T(a, i), y = ld_##T(b, i); \
-    st_##T(d, i, (EXPR));                       \
+#define PH_BIN_half(EXPR)                         \
+  for (; i + 32 <= n; i += 32) {                  \
+    RED_PREFETCH(a, 2 * i);                       \
+    RED_PREFETCH(b, 2 * i);                       \
+    __m512h x = ld_half(a, i), y = ld_half(b, i); \
+    st_half(d, i, (EXPR));                        \
   }
+
+#define PH_BIN8(T, EXPR)                                                \
+  for (; i + 64 <= n; i += 64) {                                        \
+    RED_PREFETCH(a, i);                                                 \
+    RED_PREFETCH(b, i);                                                 \
+    __m512h xl, xh, yl, yh;                                             \
+    dec_##T(_mm512_loadu_si512((const void*)(a + i)), &tabs, &xl, &xh); \
+    dec_##T(_mm512_loadu_si512((const void*)(b + i)), &tabs, &yl, &yh); \
+    __m512h x = xl, y = yl;                                             \
+    __m512i rl = enc_##T(EXPR);                                         \
+    x = xh;                                                             \
+    y = yh;                                                             \
+    __m512i rh = enc_##T(EXPR);                                         \
+    _mm512_storeu_si512((void*)(d + i), _mm512_packus_epi16(rl, rh));   \
+  }
+#define PH_BIN_e4m3(EXPR) PH_BIN8(e4m3, EXPR)
+#define PH_BIN_e5m2(EXPR) PH_BIN8(e5m2, EXPR)
 
 /* Returns how many elements it did: 0 for an op it leaves to the float loops. */
 #define PH_KERNEL(T, PROD_TOO)                                                              \
@@ -105,20 +141,22 @@ PH_INL __m512h ph_pick(__m512h x, __m512h y, __mmask32 y_wins) {
                                                   const unsigned char* b, size_t n,         \
                                                   enum tutti_red_eop eop) {                 \
     size_t i = 0;                                                                           \
+    struct e4m3_tabs tabs = e4m3_tabs();                                                    \
+    (void)tabs;                                                                             \
     switch (eop) {                                                                          \
       case TUTTI_EOP_SUM:                                                                   \
-        PH_BINARY(T, _mm512_add_ph(x, y));                                                  \
+        PH_BIN_##T(_mm512_add_ph(x, y));                                                    \
         break;                                                                              \
       case TUTTI_EOP_PROD:                                                                  \
         if (PROD_TOO) {                                                                     \
-          PH_BINARY(T, _mm512_mul_ph(x, y));                                                \
+          PH_BIN_##T(_mm512_mul_ph(x, y));                                                  \
         }                                                                                   \
         break;                                                                              \
       case TUTTI_EOP_MAX:                                                                   \
-        PH_BINARY(T, ph_pick(x, y, _mm512_cmp_ph_mask(y, x, _CMP_GT_OQ)));                  \
+        PH_BIN_##T(ph_pick(x, y, _mm512_cmp_ph_mask(y, x, _CMP_GT_OQ)));                    \
         break;                                                                              \
       case TUTTI_EOP_MIN:                                                                   \
-        PH_BINARY(T, ph_pick(x, y, _mm512_cmp_ph_mask(y, x, _CMP_LT_OQ)));                  \
+        PH_BIN_##T(ph_pick(x, y, _mm512_cmp_ph_mask(y, x, _CMP_LT_OQ)));                    \
         break;                                                                              \
       default:                                                                              \
         break;                                                                              \
