@@ -24,7 +24,7 @@ struct tutti_dev_comm {
   char* region;                 /* this rank's shared region, as kernels address it */
   char* priv;                   /* this rank's private counters (GPU memory) */
   int host_mode;                /* shared regions in host memory (NCCL_P2P_DISABLE, network) */
-  int ll128;                    /* every pair of GPUs on NVLink (or one GPU): LL128 lines */
+  int ll128;                    /* LL128 inboxes: all on NVLink (or one GPU), some rank asks */
   int net;                      /* some peers are reached through the proxy (net.cu) */
   unsigned char* remote;        /* [nranks]: peers reached over the network */
   struct td_net* netp;          /* the proxy and its connections */

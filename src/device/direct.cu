@@ -365,21 +365,23 @@ __global__ void __launch_bounds__(TD_MAX_THREADS, 1)
   }
 }
 
+/* The kernel of protocol p (enum above). */
+typedef void (*td_direct_fn)(struct td_direct);
+static td_direct_fn td_direct_kernel_of(int p) {
+  return p == TD_P_LL128 ? td_direct_kernel<TD_P_LL128>
+         : p == TD_P_LL  ? td_direct_kernel<TD_P_LL>
+                         : td_direct_kernel<TD_P_SIMPLE>;
+}
+
 extern "C" int td_direct_launch(const struct td_direct* w, int nthreads, cudaStream_t stream) {
-  if (w->ll128) {
-    td_direct_kernel<TD_P_LL128><<<w->nb, nthreads, 0, stream>>>(*w);
-  } else if (w->ll) {
-    td_direct_kernel<TD_P_LL><<<w->nb, nthreads, 0, stream>>>(*w);
-  } else {
-    td_direct_kernel<TD_P_SIMPLE><<<w->nb, nthreads, 0, stream>>>(*w);
-  }
-  return (int)cudaGetLastError();
+  const int p = w->ll128 ? TD_P_LL128 : w->ll ? TD_P_LL : TD_P_SIMPLE;
+  void* args[] = {(void*)w};
+  return (int)cudaLaunchKernel((const void*)td_direct_kernel_of(p), dim3(w->nb), dim3(nthreads),
+                               args, 0, stream);
 }
 
 extern "C" int td_direct_attributes(int p, struct cudaFuncAttributes* a) {
-  return (int)(p == TD_P_LL128 ? cudaFuncGetAttributes(a, td_direct_kernel<TD_P_LL128>)
-               : p == TD_P_LL  ? cudaFuncGetAttributes(a, td_direct_kernel<TD_P_LL>)
-                               : cudaFuncGetAttributes(a, td_direct_kernel<TD_P_SIMPLE>));
+  return (int)cudaFuncGetAttributes(a, (const void*)td_direct_kernel_of(p));
 }
 
 extern "C" int td_direct_occupancy(int nthreads, int* per_sm) {

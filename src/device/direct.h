@@ -75,6 +75,9 @@ int td_direct_launch(const struct td_direct* w, int nthreads, cudaStream_t strea
 int td_direct_occupancy(int nthreads, int* per_sm);
 /* The attributes of the direct kernel of protocol `p` (0 simple, 1 LL, 2 LL128). */
 int td_direct_attributes(int p, struct cudaFuncAttributes* a);
+/* Whether NCCL_PROTO and TUTTI_DEVICE_DIRECT_LL128_MAX_BYTES let the direct
+ * path use LL128 lines at some size. */
+int td_direct_wants_ll128(void);
 /* NCCL_PROTO as a mask: bit 0 LL, bit 1 simple, bit 2 LL128 (the
  * schedules' kernel runs LL where LL128 is asked). */
 int td_protocols(void);

@@ -2,13 +2,15 @@
  * any queue is allocated: when some pair of local GPUs has no peer access
  * (no NVLink or PCIe peer path, or a peer's GPU hidden from this process by
  * CUDA_VISIBLE_DEVICES), every region goes to host memory, as NCCL falls
- * back from P2P to SHM. Also agreed: whether every pair is on NVLink (or
- * one GPU), which the direct path's LL128 lines need. */
+ * back from P2P to SHM. Also agreed: whether the direct path's LL128 lines
+ * get inboxes: every pair on NVLink (or one GPU), which they need, and some
+ * rank's settings asking for them (the layout must be the same on all). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "device/dev_comm.h"
+#include "device/direct.h"
 
 extern "C" {
 #include "bootstrap/bootstrap.h"
@@ -60,19 +62,21 @@ ncclResult_t td_agree_host_mode(struct tutti_dev_comm* dc, const struct tutti_de
     }
     no_nvlink |= !atomics;
   }
-  need[me] = (why[0] != '\0') | (no_nvlink << 1);
+  need[me] = (why[0] != '\0') | (no_nvlink << 1) | (td_direct_wants_ll128() << 2);
   if (res == ncclSuccess) {
     res = tutti_bootstrap_allgather(s->boot, need, sizeof *need);
   }
-  dc->ll128 = res == ncclSuccess;
+  int nvlink = res == ncclSuccess, wanted = 0;
   for (int p = 0; p < n && res == ncclSuccess; p++) {
-    dc->ll128 &= !(need[p] & 2);
+    nvlink &= !(need[p] & 2);
+    wanted |= (need[p] & 4) != 0;
     if ((need[p] & 1) && !dc->host_mode) {
       dc->host_mode = 1;
       INFO(TUTTI_INIT | TUTTI_P2P, "rank %d: %s: device queues in host memory", p == me ? me : p,
            why[0] != '\0' ? why : "a peer's GPU cannot reach another's directly");
     }
   }
+  dc->ll128 = nvlink && wanted;
   free(recs);
   free(need);
   return res;
