@@ -91,6 +91,11 @@ __attribute__((visibility("hidden"))) size_t tutti_reduce_narrow_avx512(
     unsigned char* d, const unsigned char* a, const unsigned char* b, size_t n, ncclDataType_t type,
     enum tutti_red_eop eop, float s, float dv);
 
+/* The same with AVX2 and F16C, 8 at a time. */
+__attribute__((visibility("hidden"))) size_t tutti_reduce_narrow_avx2(
+    unsigned char* d, const unsigned char* a, const unsigned char* b, size_t n, ncclDataType_t type,
+    enum tutti_red_eop eop, float s, float dv);
+
 /* The same in half precision (reduce_narrow_fp16.c), 32 at a time, for the
  * ops where that gives the float loops' bits; 0 for the others. */
 __attribute__((visibility("hidden"))) size_t tutti_reduce_narrow_fp16(unsigned char* d,
