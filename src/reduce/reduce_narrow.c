@@ -11,7 +11,6 @@
 
 #if TUTTI_RED_X86
 #include <cpuid.h>
-#include <immintrin.h>
 #endif
 
 struct nparams {
