@@ -1,5 +1,5 @@
 /* AVX2 (and F16C) loops for the narrow floats, for CPUs without AVX-512:
- * 8 elements widened to float per step, combined, and encoded back with
+ * 8 elements (bfloat16 16) widened to float per step, combined, and encoded back with
  * the same rules (and the same bits) as the portable conversions of
  * reduce_impl.h. fp8 decodes through half (vcvtph2ps), as the AVX-512 loops
  * do; encoding rounds on the float grid as red_encode does. */
@@ -58,13 +58,11 @@ V3_INL __m128i enc_half(__m256 v) {
   return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
 }
 
-/* ---- bfloat16: a float's top half; rounded to nearest-even on the bits,
- * a NaN kept quiet (as red_float_to_bf16). ---- */
-V3_INL __m256 dec_bf16(__m128i h) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-V3_INL __m128i enc_bf16(__m256 v) {
+/* ---- bfloat16, 16 at a time: a float's top half, so widening interleaves
+ * with zeros (the lanes in unpack order, which the pack restores), and
+ * rounding is to nearest-even on the bits, a NaN kept quiet (as
+ * red_float_to_bf16). ---- */
+V3_INL __m256i enc32_bf16(__m256 v) {
   __m256i u = _mm256_castps_si256(v);
   __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
   __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff)));
@@ -73,8 +71,51 @@ V3_INL __m128i enc_bf16(__m256 v) {
   __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
                                    _mm256_set1_epi32(0x7f800000));
   __m256i q = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
-  return pack16(_mm256_blendv_epi8(r, q, nan));
+  return _mm256_blendv_epi8(r, q, nan);
 }
+
+V3_INL __m256 round_bf16(__m256 v) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(enc32_bf16(v), 16));
+}
+
+V3_INL __m256 bf_lo(__m256i w) {
+  return _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), w));
+}
+
+V3_INL __m256 bf_hi(__m256i w) {
+  return _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), w));
+}
+
+V3_INL __m256i bf_load(const unsigned char* p, size_t i) {
+  return _mm256_loadu_si256((const __m256i*)(const void*)(p + 2 * i));
+}
+
+V3_INL void bf_store(unsigned char* p, size_t i, __m256 lo, __m256 hi) {
+  _mm256_storeu_si256((__m256i*)(void*)(p + 2 * i),
+                      _mm256_packus_epi32(enc32_bf16(lo), enc32_bf16(hi)));
+}
+
+#define V3_BIN_bf16(EXPR)                           \
+  for (; i + 16 <= n; i += 16) {                    \
+    RED_PREFETCH(a, 2 * i);                         \
+    RED_PREFETCH(b, 2 * i);                         \
+    __m256i wa = bf_load(a, i), wb = bf_load(b, i); \
+    __m256 x = bf_lo(wa), y = bf_lo(wb);            \
+    __m256 lo = (EXPR);                             \
+    x = bf_hi(wa);                                  \
+    y = bf_hi(wb);                                  \
+    bf_store(d, i, lo, (EXPR));                     \
+  }
+
+#define V3_UN_bf16(EXPR)         \
+  for (; i + 16 <= n; i += 16) { \
+    RED_PREFETCH(a, 2 * i);      \
+    __m256i wa = bf_load(a, i);  \
+    __m256 x = bf_lo(wa);        \
+    __m256 lo = (EXPR);          \
+    x = bf_hi(wa);               \
+    bf_store(d, i, lo, (EXPR));  \
+  }
 
 /* ---- fp8: |f| clamped to the saturation value, rounded with red_encode's
  * formula, NaN as S.1111111, the sign put back; the codes in the low 64
@@ -122,7 +163,6 @@ V3_INL __m128i enc_e4m3(__m256 v) {
 }
 
 V3_LDST(half, ld128, st128, 2)
-V3_LDST(bf16, ld128, st128, 2)
 V3_LDST(e5m2, ld64, st64, 1)
 V3_LDST(e4m3, ld64, st64, 1)
 
@@ -148,6 +188,13 @@ V3_INL __m256 v3_pick(__m256 x, __m256 y, __m256 y_wins) {
     st_##T(d, i, (EXPR));          \
   }
 
+#define V3_BIN_half(EXPR) V3_BINARY(half, EXPR)
+#define V3_UN_half(EXPR) V3_UNARY(half, EXPR)
+#define V3_BIN_e4m3(EXPR) V3_BINARY(e4m3, EXPR)
+#define V3_UN_e4m3(EXPR) V3_UNARY(e4m3, EXPR)
+#define V3_BIN_e5m2(EXPR) V3_BINARY(e5m2, EXPR)
+#define V3_UN_e5m2(EXPR) V3_UNARY(e5m2, EXPR)
+
 /* round_T: the intermediate roundings of SUMSCALE and SUMDIV, as the
  * portable loops do them. */
 #define V3_KERNEL(T)                                                                             \
@@ -158,28 +205,28 @@ V3_INL __m256 v3_pick(__m256 x, __m256 y, __m256 y_wins) {
     size_t i = 0;                                                                                \
     switch (eop) {                                                                               \
       case TUTTI_EOP_SUM:                                                                        \
-        V3_BINARY(T, _mm256_add_ps(x, y));                                                       \
+        V3_BIN_##T(_mm256_add_ps(x, y));                                                         \
         break;                                                                                   \
       case TUTTI_EOP_PROD:                                                                       \
-        V3_BINARY(T, _mm256_mul_ps(x, y));                                                       \
+        V3_BIN_##T(_mm256_mul_ps(x, y));                                                         \
         break;                                                                                   \
       case TUTTI_EOP_MAX:                                                                        \
-        V3_BINARY(T, v3_pick(x, y, _mm256_cmp_ps(y, x, _CMP_GT_OQ)));                            \
+        V3_BIN_##T(v3_pick(x, y, _mm256_cmp_ps(y, x, _CMP_GT_OQ)));                              \
         break;                                                                                   \
       case TUTTI_EOP_MIN:                                                                        \
-        V3_BINARY(T, v3_pick(x, y, _mm256_cmp_ps(y, x, _CMP_LT_OQ)));                            \
+        V3_BIN_##T(v3_pick(x, y, _mm256_cmp_ps(y, x, _CMP_LT_OQ)));                              \
         break;                                                                                   \
       case TUTTI_EOP_SUMSCALE:                                                                   \
-        V3_BINARY(T, _mm256_add_ps(x, round_##T(_mm256_mul_ps(y, s))));                          \
+        V3_BIN_##T(_mm256_add_ps(x, round_##T(_mm256_mul_ps(y, s))));                            \
         break;                                                                                   \
       case TUTTI_EOP_SUMDIV:                                                                     \
-        V3_BINARY(T, _mm256_div_ps(round_##T(_mm256_add_ps(x, y)), dv));                         \
+        V3_BIN_##T(_mm256_div_ps(round_##T(_mm256_add_ps(x, y)), dv));                           \
         break;                                                                                   \
       case TUTTI_EOP_SCALE:                                                                      \
-        V3_UNARY(T, _mm256_mul_ps(x, s));                                                        \
+        V3_UN_##T(_mm256_mul_ps(x, s));                                                          \
         break;                                                                                   \
       case TUTTI_EOP_DIV:                                                                        \
-        V3_UNARY(T, _mm256_div_ps(x, dv));                                                       \
+        V3_UN_##T(_mm256_div_ps(x, dv));                                                         \
         break;                                                                                   \
     }                                                                                            \
     return i;                                                                                    \
