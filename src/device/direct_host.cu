@@ -43,13 +43,6 @@ static TUTTI_PARAM(ll_threads, "TUTTI_DEVICE_DIRECT_LL_THREADS", 256);
  * 2026-12-01): NCCL_PROTO=LL128, or this limit, turns them on. */
 static TUTTI_PARAM(ll128_max, "TUTTI_DEVICE_DIRECT_LL128_MAX_BYTES", 0);
 static TUTTI_PARAM(ll128_block_bytes, "TUTTI_DEVICE_DIRECT_LL128_BLOCK_BYTES", 32 * 1024);
-
-/* Whether this rank's settings let the direct path choose LL128 for some
- * size: only then are its inboxes worth their memory (16 MB per rank). */
-extern "C" int td_direct_wants_ll128(void) {
-  const int proto = td_protocols();
-  return (proto & 4) && (tutti_param_ll128_max() > 0 || !(proto & 2));
-}
 /* Bytes of lines per LL128 round (a slot of the lane's inbox). */
 static TUTTI_PARAM(ll128_round_bytes, "TUTTI_DEVICE_DIRECT_LL128_ROUND_BYTES", 32 * 1024);
 /* Bytes per simple round: a block's part moves in rounds this size, each
@@ -57,6 +50,13 @@ static TUTTI_PARAM(ll128_round_bytes, "TUTTI_DEVICE_DIRECT_LL128_ROUND_BYTES", 3
  * 32 KB moves in one round (16 KB rounds took 31.9 against 25.0 us at 2 MB,
  * bench/RESULTS.md). */
 static TUTTI_PARAM(round_bytes, "TUTTI_DEVICE_DIRECT_ROUND_BYTES", 64 * 1024);
+
+/* Whether this rank's settings let the direct path choose LL128 for some
+ * size: only then are its inboxes worth their memory (16 MB per rank). */
+extern "C" int td_direct_wants_ll128(void) {
+  const int proto = td_protocols();
+  return (proto & 4) && (tutti_param_ll128_max() > 0 || !(proto & 2));
+}
 
 extern "C" int td_dcoll(int c) {
   switch (c) {

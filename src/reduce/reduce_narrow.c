@@ -38,44 +38,44 @@ RED_INLINE uint32_t red_take_min(float x, float y) {
  * the narrow type gives the correctly rounded narrow result. For PREMULSUM the
  * product is rounded to the type before the add, as NCCL computes it in the
  * narrow type. */
-#define NARROW_KERNEL(SUF, ATTR, NAME, LD, ELT, TO_F, FROM_F)                                   \
-  ATTR static void red_##NAME##SUF(unsigned char* d, const unsigned char* a,                    \
-                                   const unsigned char* b, size_t n, const struct nparams* p) { \
-    float s = p->s, dv = p->dv;                                                                 \
-    switch (p->eop) {                                                                           \
-      case TUTTI_EOP_SUM:                                                                       \
-        BINARY(LD, ELT, FROM_F(TO_F(x) + TO_F(y)));                                             \
-        break;                                                                                  \
-      case TUTTI_EOP_PROD:                                                                      \
-        BINARY(LD, ELT, FROM_F(TO_F(x) * TO_F(y)));                                             \
-        break;                                                                                  \
-      case TUTTI_EOP_MAX:                                                                       \
-        BINARY(LD, ELT, FROM_F(TO_F(red_take_max(TO_F(x), TO_F(y)) ? y : x)));                  \
-        break;                                                                                  \
-      case TUTTI_EOP_MIN:                                                                       \
-        BINARY(LD, ELT, FROM_F(TO_F(red_take_min(TO_F(x), TO_F(y)) ? y : x)));                  \
-        break;                                                                                  \
-      case TUTTI_EOP_SUMSCALE:                                                                  \
-        BINARY(LD, ELT, FROM_F(TO_F(x) + TO_F(FROM_F(TO_F(y) * s))));                           \
-        break;                                                                                  \
-      case TUTTI_EOP_SUMDIV:                                                                    \
-        BINARY(LD, ELT, FROM_F(TO_F(FROM_F(TO_F(x) + TO_F(y))) / dv));                          \
-        break;                                                                                  \
-      case TUTTI_EOP_SCALE:                                                                     \
-        UNARY(LD, ELT, FROM_F(TO_F(x) * s));                                                    \
-        break;                                                                                  \
-      case TUTTI_EOP_DIV:                                                                       \
-        UNARY(LD, ELT, FROM_F(TO_F(x) / dv));                                                   \
-        break;                                                                                  \
-    }                                                                                           \
+#define NARROW_KERNEL(NAME, LD, ELT, TO_F, FROM_F)                                         \
+  static void red_##NAME(unsigned char* d, const unsigned char* a, const unsigned char* b, \
+                         size_t n, const struct nparams* p) {                              \
+    float s = p->s, dv = p->dv;                                                            \
+    switch (p->eop) {                                                                      \
+      case TUTTI_EOP_SUM:                                                                  \
+        BINARY(LD, ELT, FROM_F(TO_F(x) + TO_F(y)));                                        \
+        break;                                                                             \
+      case TUTTI_EOP_PROD:                                                                 \
+        BINARY(LD, ELT, FROM_F(TO_F(x) * TO_F(y)));                                        \
+        break;                                                                             \
+      case TUTTI_EOP_MAX:                                                                  \
+        BINARY(LD, ELT, FROM_F(TO_F(red_take_max(TO_F(x), TO_F(y)) ? y : x)));             \
+        break;                                                                             \
+      case TUTTI_EOP_MIN:                                                                  \
+        BINARY(LD, ELT, FROM_F(TO_F(red_take_min(TO_F(x), TO_F(y)) ? y : x)));             \
+        break;                                                                             \
+      case TUTTI_EOP_SUMSCALE:                                                             \
+        BINARY(LD, ELT, FROM_F(TO_F(x) + TO_F(FROM_F(TO_F(y) * s))));                      \
+        break;                                                                             \
+      case TUTTI_EOP_SUMDIV:                                                               \
+        BINARY(LD, ELT, FROM_F(TO_F(FROM_F(TO_F(x) + TO_F(y))) / dv));                     \
+        break;                                                                             \
+      case TUTTI_EOP_SCALE:                                                                \
+        UNARY(LD, ELT, FROM_F(TO_F(x) * s));                                               \
+        break;                                                                             \
+      case TUTTI_EOP_DIV:                                                                  \
+        UNARY(LD, ELT, FROM_F(TO_F(x) / dv));                                              \
+        break;                                                                             \
+    }                                                                                      \
   }
 
-/* One version each: the hand-written loops (AVX2 and F16C and up) leave
- * them the tails, or everything on a CPU without those. */
-NARROW_KERNEL(_v0, , half, c16, uint16_t, red_half_to_float, red_float_to_half)
-NARROW_KERNEL(_v0, , bf16, c16, uint16_t, red_bf16_to_float, red_float_to_bf16)
-NARROW_KERNEL(_v0, , e4m3, c8, uint8_t, red_e4m3_to_float, red_float_to_e4m3)
-NARROW_KERNEL(_v0, , e5m2, c8, uint8_t, red_e5m2_to_float, red_float_to_e5m2)
+/* One (baseline) version each: the hand-written loops (AVX2 and F16C and
+ * up) leave them the tails, or everything on a CPU without those. */
+NARROW_KERNEL(half, c16, uint16_t, red_half_to_float, red_float_to_half)
+NARROW_KERNEL(bf16, c16, uint16_t, red_bf16_to_float, red_float_to_bf16)
+NARROW_KERNEL(e4m3, c8, uint8_t, red_e4m3_to_float, red_float_to_e4m3)
+NARROW_KERNEL(e5m2, c8, uint8_t, red_e5m2_to_float, red_float_to_e5m2)
 
 #if TUTTI_RED_X86
 /* cpuid is slow (it traps in VMs), so the answer is cached: -1 unknown, 0 or 1. */
@@ -105,8 +105,7 @@ static size_t red_vector(unsigned char* d, const unsigned char* a, const unsigne
                                              b != NULL ? b + w * done : NULL, n - done, type,
                                              p->eop, p->s, p->dv);
   }
-  return isa >= 1 && use_f16c() ? tutti_reduce_narrow_avx2(d, a, b, n, type, p->eop, p->s, p->dv)
-                                : 0;
+  return use_f16c() ? tutti_reduce_narrow_avx2(d, a, b, n, type, p->eop, p->s, p->dv) : 0;
 }
 #endif
 
@@ -131,16 +130,16 @@ void tutti_reduce_narrow(void* dst, const void* a, const void* b, size_t n,
   n -= done;
   switch (op->type) {
     case ncclFloat16:
-      red_half_v0(d, pa, pb, n, &p);
+      red_half(d, pa, pb, n, &p);
       return;
     case ncclBfloat16:
-      red_bf16_v0(d, pa, pb, n, &p);
+      red_bf16(d, pa, pb, n, &p);
       return;
     case ncclFloat8e4m3:
-      red_e4m3_v0(d, pa, pb, n, &p);
+      red_e4m3(d, pa, pb, n, &p);
       return;
     case ncclFloat8e5m2:
-      red_e5m2_v0(d, pa, pb, n, &p);
+      red_e5m2(d, pa, pb, n, &p);
       return;
     default:
       return;

@@ -10,10 +10,8 @@ if(TUTTI_HAVE_CUDA)
   add_test(NAME gpu.suite COMMAND test_gpu all)
   set_tests_properties(gpu.suite PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
     ENVIRONMENT "TUTTI_TIMEOUT=60;NCCL_NVLS_ENABLE=0")
-endif()
 
-# The device region's layout, checked on the host (no GPU needed).
-if(TUTTI_HAVE_CUDA)
+  # The device region's layout, checked on the host (no GPU needed).
   add_executable(test_dev_layout ${CMAKE_CURRENT_LIST_DIR}/test_layout.cu
     ${CMAKE_SOURCE_DIR}/tests/common/harness.c)
   target_include_directories(test_dev_layout PRIVATE ${CMAKE_SOURCE_DIR}/src
