@@ -4,6 +4,9 @@
 # the table is the median over REPS pairs. Ranks as processes, 2 and 4
 # (with 2 cores, 4 ranks means every hand-over is a context switch).
 # Writes every run's output and a markdown table (medians) under OUT.
+# COLL picks another collective (allgather, reducescatter, broadcast) and
+# MIN/MAX/FACTOR the sizes; PREV_LIB=path/libtutti.so adds a third run per
+# pair, tutti-perf on that library (a previous build), for an A/B.
 # Needs: openmpi-bin libopenmpi-dev (installed here if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +21,7 @@ mpicc -O2 -o "$build/mpi_bench" bench/mpi_bench.c
 # 2000 warm-up calls per size, both libraries: with 500, the first sizes of
 # a run (8-32 B) still landed while the scheduler settled, 10-30% slower.
 MIN=${MIN:-8} MAX=${MAX:-64K} ITERS=${ITERS:-5000} WARM=${WARM:-2000} REPS=${REPS:-8}
+COLL=${COLL:-allreduce} FACTOR=${FACTOR:-2}
 perf=$build/tools/tutti-perf/tutti-perf
 run=$build/tools/tuttirun/tuttirun
 mpirun_flags="--allow-run-as-root --oversubscribe --mca btl self,vader"
@@ -26,10 +30,13 @@ echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  host: $(hostname)  cpus: $(nproc)  k
 for rep in $(seq 1 "$REPS"); do
   for n in 2 4; do
     echo "load $(cut -d' ' -f1 /proc/loadavg) before pair $rep, $n ranks" >>"$out/machine.txt"
-    "$run" -n $n --no_prefix "$perf" allreduce -b $MIN -e $MAX -f 2 -n $ITERS -w $WARM -c 1 \
-      >"$out/tutti_np${n}_r$rep.txt"
-    mpirun $mpirun_flags -np $n "$build/mpi_bench" allreduce -b $MIN -e $MAX -f 2 -n $ITERS \
-      -w $WARM >"$out/mpi_np${n}_r$rep.txt"
+    sizes="-b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARM"
+    "$run" -n $n --no_prefix "$perf" $COLL $sizes -c 1 >"$out/tutti_np${n}_r$rep.txt"
+    if [ -n "${PREV_LIB:-}" ]; then
+      "$run" -n $n --no_prefix "$perf" $COLL $sizes -c 1 --lib "$PREV_LIB" \
+        >"$out/prev_np${n}_r$rep.txt"
+    fi
+    mpirun $mpirun_flags -np $n "$build/mpi_bench" $COLL $sizes >"$out/mpi_np${n}_r$rep.txt"
   done
 done
-/usr/bin/python3 bench/small_table.py "$out" | tee "$out/compare_small.md"
+/usr/bin/python3 bench/small_table.py "$out" "$COLL" | tee "$out/compare_small.md"

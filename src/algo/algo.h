@@ -64,14 +64,16 @@ enum tutti_step_kind {
   TUTTI_STEP_PUSH,        /* what recv_peer exposed (of its output) = src */
   /* The board (TUTTI_ALGO_BOARD): every rank of one host posts its
    * contribution into its own slot of the shared board, then reads all. */
-  TUTTI_STEP_BOARD_POST, /* this rank's slot = src (once its previous generation is read) */
-  TUTTI_STEP_BOARD_FOLD, /* dst = slot 0 OP slot 1 OP ... in rank order, once all are posted */
+  TUTTI_STEP_BOARD_POST,   /* this rank's slot = src (once its previous generation is read) */
+  TUTTI_STEP_BOARD_FOLD,   /* dst = slot 0 OP slot 1 OP ... in rank order, once all are posted */
+  TUTTI_STEP_BOARD_GATHER, /* block p of dst = slot p, for every peer p, once all are posted */
   TUTTI_STEP_KIND_COUNT
 };
 
 #define TUTTI_STEP_FINAL 0x1 /* this step produces final results (apply avg division) */
 #define TUTTI_STEP_PEER_INPUT \
   0x2 /* PULL*: the peer exposes its user input (scaled as it is read, as SEND steps do) */
+#define TUTTI_STEP_OWN 0x4 /* BOARD_GATHER: this rank's own slot too (out of place) */
 
 struct tutti_step {
   uint8_t kind;
@@ -80,7 +82,10 @@ struct tutti_step {
   uint8_t dst_buf;
   int32_t send_peer; /* -1 when the step sends nothing */
   int32_t recv_peer; /* -1 when the step receives nothing */
-  int32_t wait_lane;
+  union {
+    int32_t wait_lane;   /* WAIT_LANE */
+    int32_t board_round; /* BOARD_*: which of the operation's board generations, from 0 */
+  };
   size_t src_off; /* bytes */
   size_t dst_off; /* bytes */
   size_t bytes;
@@ -100,6 +105,7 @@ struct tutti_schedule {
   struct tutti_lane* lanes;
   struct tutti_step* steps;
   size_t scratch_bytes;
+  int board_gens; /* board generations the schedule uses (rounds 0 .. board_gens - 1) */
 };
 
 /* What a schedule is built from. Counts are in elements of `elem_size` bytes:

@@ -71,5 +71,6 @@ const struct tutti_algo tutti_algo_board = {
     .build =
         {
             [TUTTI_COLL_ALLREDUCE] = tutti_build_allreduce_board,
+            [TUTTI_COLL_ALLGATHER] = tutti_build_allgather_board,
         },
 };

@@ -16,7 +16,7 @@ TUTTI_BUILDER(allreduce_board) {
   }
   NCCLCHECK(tutti_sched_lane(s));
   NCCLCHECK(
-      tutti_add(s, TUTTI_STEP_BOARD_POST, 0, TUTTI_BUF_SEND, 0, TUTTI_BUF_NONE, 0, bytes, -1, -1));
-  return tutti_add(s, TUTTI_STEP_BOARD_FOLD, TUTTI_STEP_FINAL, TUTTI_BUF_NONE, 0, TUTTI_BUF_RECV, 0,
-                   bytes, -1, -1);
+      tutti_add_board(s, TUTTI_STEP_BOARD_POST, 0, TUTTI_BUF_SEND, 0, TUTTI_BUF_NONE, 0, bytes, 0));
+  return tutti_add_board(s, TUTTI_STEP_BOARD_FOLD, TUTTI_STEP_FINAL, TUTTI_BUF_NONE, 0,
+                         TUTTI_BUF_RECV, 0, bytes, 0);
 }

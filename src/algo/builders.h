@@ -28,6 +28,7 @@ TUTTI_BUILDER(allgather_pull);
 TUTTI_BUILDER(reducescatter_pull);
 TUTTI_BUILDER(allreduce_pull);
 TUTTI_BUILDER(allreduce_board);
+TUTTI_BUILDER(allgather_board);
 TUTTI_BUILDER(send);
 TUTTI_BUILDER(recv);
 

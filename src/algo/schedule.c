@@ -63,6 +63,7 @@ ncclResult_t tutti_schedule_build(enum tutti_algo_id id, const struct tutti_coll
   s->nlanes = 0;
   s->nsteps = 0;
   s->scratch_bytes = 0;
+  s->board_gens = 0;
   s->algo = id;
   const struct tutti_algo* algo = tutti_algo_get(id);
   if (algo == NULL || algo->build[a->coll] == NULL) {

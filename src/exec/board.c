@@ -1,19 +1,30 @@
 /* The board steps (TUTTI_ALGO_BOARD; struct tutti_board). Generation g of
- * the board's collectives uses slot set g & 1. POST writes this rank's
- * contribution and then, with a release store, the generation number into
- * its slot's header; FOLD waits until every slot's header holds g and
- * reduces the slots in rank order into the output.
+ * the board's collectives uses slot set g & 1; an operation uses one
+ * generation per round (op->board_gen + the step's board_round). POST
+ * writes this rank's piece and then, with a release store, the generation
+ * number into its slot's header; FOLD waits until every slot's header
+ * holds g and reduces the slots in rank order into the output; GATHER
+ * waits the same way and copies slot p into block p of the output.
  *
  * Why two slot sets suffice, with no acknowledgement: a rank posts
- * generation g + 2 only after finishing its fold of g + 1, which needed
- * every peer's post of g + 1, which every peer made only after finishing
- * its own fold of g. So no slot is rewritten while anyone still reads it.
- * Inside one group a rank may hold several board operations: POST of g
- * waits (without blocking the executor) until this rank has finished g - 1. */
+ * generation g + 2 only after finishing its fold (or gather) of g + 1, which
+ * needed every peer's post of g + 1, which every peer made only after
+ * finishing its own read of g. So no slot is rewritten while anyone still
+ * reads it. Inside one group a rank may hold several board operations, and
+ * an operation several rounds: POST of g waits (without blocking the
+ * executor) until this rank has finished g - 1. */
 #include <string.h>
 
 #include "exec/step.h"
+#include "reduce/reduce.h"
 #include "util/check.h"
+#include "util/param.h"
+
+/* Gathers whose output is at least this large copy out of the board with
+ * streaming stores: 4 ranks on 2 cores, 1-4 MB, 1.4-1.5x faster than plain
+ * copies, whose lines the ranks sharing a core evict from each other
+ * anyway; below 1 MB plain copies were up to 2x faster (bench/RESULTS.md). */
+static TUTTI_PARAM(board_stream_min_bytes, "TUTTI_BOARD_STREAM_MIN_BYTES", 1 << 20);
 
 struct board_header {
   uint64_t gen;   /* the generation the slot holds (0: none yet) */
@@ -32,13 +43,19 @@ static inline void* data_of(struct board_header* h) {
   return (char*)h + TUTTI_BOARD_HEADER;
 }
 
+static inline uint64_t gen_of(const struct tutti_op* op, const struct tutti_step* st) {
+  return op->board_gen + (uint64_t)st->board_round;
+}
+
 int tutti_board_missing(const struct tutti_op* op, const struct tutti_step* st, int from) {
   const struct tutti_exec_rank* er = op->er;
-  if (st->kind != TUTTI_STEP_BOARD_FOLD || er->board.base == NULL) {
+  if ((st->kind != TUTTI_STEP_BOARD_FOLD && st->kind != TUTTI_STEP_BOARD_GATHER) ||
+      er->board.base == NULL) {
     return -1;
   }
+  const uint64_t gen = gen_of(op, st);
   for (int p = from < 0 ? 0 : from; p < er->nranks; p++) {
-    if (__atomic_load_n(&slot_of(er, op->board_gen, p)->gen, __ATOMIC_ACQUIRE) != op->board_gen) {
+    if (__atomic_load_n(&slot_of(er, gen, p)->gen, __ATOMIC_ACQUIRE) != gen) {
       return p;
     }
   }
@@ -55,17 +72,18 @@ static ncclResult_t post(struct tutti_op* op, const struct tutti_step* st, int* 
                        "communicator (ncclCommAbort) and create a new one",
                        tutti_coll_name(op->args.coll), (unsigned long long)op->seq, er->rank);
   }
-  if (er->board_finished + 1 < op->board_gen) {
-    return ncclSuccess; /* an earlier board operation of this group still reads set g & 1 */
+  const uint64_t gen = gen_of(op, st);
+  if (er->board_finished + 1 < gen) {
+    return ncclSuccess; /* an earlier round or operation of this group still reads set g & 1 */
   }
-  struct board_header* h = slot_of(er, op->board_gen, er->rank);
+  struct board_header* h = slot_of(er, gen, er->rank);
   const char* src = (const char*)op->bufs[st->src_buf] + st->src_off;
   tutti_copy(data_of(h), src, st->bytes / op->args.elem_size, &op->redop,
              st->src_buf == TUTTI_BUF_SEND ? TUTTI_RED_SCALE_B : 0);
   h->bytes = st->bytes;
   /* Sequentially consistent, then the doorbells' loads of `sleeping`: a
    * peer about to sleep either sees this generation or is woken. */
-  __atomic_store_n(&h->gen, op->board_gen, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&h->gen, gen, __ATOMIC_SEQ_CST);
   for (int p = 0; p < er->nranks; p++) {
     if (p != er->rank && er->peer_bells != NULL) {
       tutti_doorbell_ring(er->peer_bells[p]);
@@ -76,18 +94,20 @@ static ncclResult_t post(struct tutti_op* op, const struct tutti_step* st, int* 
   return ncclSuccess;
 }
 
-static ncclResult_t fold(struct tutti_op* op, const struct tutti_step* st, size_t* done, int* moved,
-                         int* step_done) {
+/* Whether every slot holds this step's generation, with the size it
+ * expects: 1 yes, 0 not yet (*done: the peers before it have been seen
+ * posted), or an error. */
+static ncclResult_t all_posted(struct tutti_op* op, const struct tutti_step* st, size_t* done,
+                               int* ready) {
   struct tutti_exec_rank* er = op->er;
-  const int n = er->nranks;
-  /* *done: the peers before it have been seen posted. */
+  *ready = 0;
   int p = tutti_board_missing(op, st, (int)*done);
   if (p >= 0) {
     *done = (size_t)p;
     return ncclSuccess;
   }
-  for (int q = 0; q < n; q++) {
-    const uint64_t got = slot_of(er, op->board_gen, q)->bytes;
+  for (int q = 0; q < er->nranks; q++) {
+    const uint64_t got = slot_of(er, gen_of(op, st), q)->bytes;
     if (got != st->bytes) {
       return tutti_error(ncclInvalidUsage,
                          "%s #%llu on rank %d: rank %d contributed %llu bytes where %zu were "
@@ -96,20 +116,63 @@ static ncclResult_t fold(struct tutti_op* op, const struct tutti_step* st, size_
                          (unsigned long long)got, st->bytes);
     }
   }
+  *ready = 1;
+  return ncclSuccess;
+}
+
+static ncclResult_t fold(struct tutti_op* op, const struct tutti_step* st, size_t* done, int* moved,
+                         int* step_done) {
+  struct tutti_exec_rank* er = op->er;
+  const int n = er->nranks;
+  const uint64_t gen = gen_of(op, st);
+  int ready;
+  NCCLCHECK(all_posted(op, st, done, &ready));
+  if (!ready) {
+    return ncclSuccess;
+  }
   char* dst = (char*)op->bufs[st->dst_buf] + st->dst_off;
   const size_t count = st->bytes / op->args.elem_size;
   const int final = (st->flags & TUTTI_STEP_FINAL) ? TUTTI_RED_FINAL : 0;
   if (n == 1) {
-    tutti_copy(dst, data_of(slot_of(er, op->board_gen, 0)), count, &op->redop, final);
+    tutti_copy(dst, data_of(slot_of(er, gen, 0)), count, &op->redop, final);
   } else {
-    const void* acc = data_of(slot_of(er, op->board_gen, 0));
+    const void* acc = data_of(slot_of(er, gen, 0));
     for (int q = 1; q < n; q++) {
-      tutti_reduce(dst, acc, data_of(slot_of(er, op->board_gen, q)), count, &op->redop,
+      tutti_reduce(dst, acc, data_of(slot_of(er, gen, q)), count, &op->redop,
                    q == n - 1 ? final : 0);
       acc = dst;
     }
   }
-  er->board_finished = op->board_gen;
+  er->board_finished = gen;
+  *moved = 1;
+  *step_done = 1;
+  return ncclSuccess;
+}
+
+static ncclResult_t gather(struct tutti_op* op, const struct tutti_step* st, size_t* done,
+                           int* moved, int* step_done) {
+  struct tutti_exec_rank* er = op->er;
+  const int n = er->nranks;
+  const uint64_t gen = gen_of(op, st);
+  int ready;
+  NCCLCHECK(all_posted(op, st, done, &ready));
+  if (!ready) {
+    return ncclSuccess;
+  }
+  const size_t bb = op->args.count * op->args.elem_size;
+  const int stream = bb * (size_t)n >= (size_t)tutti_param_board_stream_min_bytes();
+  char* dst = (char*)op->bufs[st->dst_buf] + st->dst_off;
+  /* Peer r + 1 first: the ranks do not all read one slot at once. */
+  for (int k = (st->flags & TUTTI_STEP_OWN) ? 0 : 1; k < n; k++) {
+    const int q = (er->rank + k) % n;
+    const void* src = data_of(slot_of(er, gen, q));
+    if (stream) {
+      tutti_copy_stream(dst + (size_t)q * bb, src, st->bytes);
+    } else {
+      memcpy(dst + (size_t)q * bb, src, st->bytes);
+    }
+  }
+  er->board_finished = gen;
   *moved = 1;
   *step_done = 1;
   return ncclSuccess;
@@ -122,6 +185,12 @@ ncclResult_t tutti_step_board(struct tutti_op* op, const struct tutti_step* st, 
                        tutti_coll_name(op->args.coll), (unsigned long long)op->seq, op->er->rank,
                        st->bytes);
   }
-  return st->kind == TUTTI_STEP_BOARD_POST ? post(op, st, moved, step_done)
-                                           : fold(op, st, done, moved, step_done);
+  switch (st->kind) {
+    case TUTTI_STEP_BOARD_POST:
+      return post(op, st, moved, step_done);
+    case TUTTI_STEP_BOARD_FOLD:
+      return fold(op, st, done, moved, step_done);
+    default:
+      return gather(op, st, done, moved, step_done);
+  }
 }

@@ -56,7 +56,7 @@ struct tutti_op {
   struct tutti_redop redop;
   void* bufs[4];      /* indexed by enum tutti_buf */
   uint64_t seq;       /* 1-based number of this operation on its communicator */
-  uint64_t board_gen; /* board collectives: this operation's generation */
+  uint64_t board_gen; /* board collectives: this operation's first generation (round 0) */
   int device;         /* device buffers: the device executor runs it on `stream` */
   cudaStream_t stream;
   const void* scalar_dev; /* device: a PreMulSum scalar the kernel reads */

@@ -146,7 +146,7 @@ static int stuck_peer(const struct tutti_op* op, const struct tutti_step* st) {
   if (st == NULL) {
     return -1;
   }
-  if (st->kind == TUTTI_STEP_BOARD_FOLD) {
+  if (st->kind == TUTTI_STEP_BOARD_FOLD || st->kind == TUTTI_STEP_BOARD_GATHER) {
     return tutti_board_missing(op, st, 0);
   }
   return st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
@@ -166,7 +166,7 @@ static void describe_stall(const struct tutti_op* op, char* buf, size_t len) {
       snprintf(buf, len, "waiting for this rank's previous board collective of the group");
       return;
     }
-    if (st->kind == TUTTI_STEP_BOARD_FOLD) {
+    if (st->kind == TUTTI_STEP_BOARD_FOLD || st->kind == TUTTI_STEP_BOARD_GATHER) {
       snprintf(buf, len, "waiting on the board for rank %d's contribution (%zu bytes)", peer,
                st->bytes);
       return;
@@ -279,9 +279,9 @@ static int find_gone_peer(struct tutti_op* op) {
     if (st == NULL) {
       continue;
     }
-    /* The step's two peers; for a board fold, every rank it still misses. */
+    /* The step's two peers; for a board read, every rank it still misses. */
     for (int p = 0; p < er->nranks; p++) {
-      const int waits = st->kind == TUTTI_STEP_BOARD_FOLD
+      const int waits = st->kind == TUTTI_STEP_BOARD_FOLD || st->kind == TUTTI_STEP_BOARD_GATHER
                             ? tutti_board_missing(op, st, p) == p
                             : p == st->recv_peer || p == st->send_peer;
       if (!waits || er->peer_bells == NULL || er->peer_bells[p] == NULL) {

@@ -130,7 +130,8 @@ ncclResult_t tutti_step_progress(struct tutti_op* op, const struct tutti_lane_st
       st->kind == TUTTI_STEP_PULL_REDUCE || st->kind == TUTTI_STEP_PUSH) {
     return tutti_step_pull(op, l, st, done, moved, step_done);
   }
-  if (st->kind == TUTTI_STEP_BOARD_POST || st->kind == TUTTI_STEP_BOARD_FOLD) {
+  if (st->kind == TUTTI_STEP_BOARD_POST || st->kind == TUTTI_STEP_BOARD_FOLD ||
+      st->kind == TUTTI_STEP_BOARD_GATHER) {
     return tutti_step_board(op, st, done, moved, step_done);
   }
   if (st->kind == TUTTI_STEP_COPY || st->kind == TUTTI_STEP_REDUCE) {

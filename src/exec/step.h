@@ -17,12 +17,12 @@ ncclResult_t tutti_step_progress(struct tutti_op* op, const struct tutti_lane_st
 ncclResult_t tutti_step_pull(struct tutti_op* op, const struct tutti_lane_state* l,
                              const struct tutti_step* st, size_t* done, int* moved, int* step_done);
 
-/* The same for the board steps (BOARD_POST, BOARD_FOLD; exec/board.c). */
+/* The same for the board steps (BOARD_POST, BOARD_FOLD, BOARD_GATHER; exec/board.c). */
 ncclResult_t tutti_step_board(struct tutti_op* op, const struct tutti_step* st, size_t* done,
                               int* moved, int* step_done);
 
-/* The first rank from `from` on whose contribution a BOARD_FOLD step still
- * waits for, or -1 (none, or not a board step). */
+/* The first rank from `from` on whose contribution a BOARD_FOLD or
+ * BOARD_GATHER step still waits, or -1 (none, or not such a step). */
 int tutti_board_missing(const struct tutti_op* op, const struct tutti_step* st, int from);
 
 /* Whether lane `l` holds the current ticket of connection `c`. */

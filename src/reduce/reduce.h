@@ -55,6 +55,10 @@ void tutti_reduce(void* dst, const void* a, const void* b, size_t n, const struc
 /* dst[i] = src'[i]: a memcpy unless a flag asks for scaling or the final division. */
 void tutti_copy(void* dst, const void* src, size_t n, const struct tutti_redop* op, int flags);
 
+/* memcpy with streaming stores where the CPU has them: for copies into
+ * outputs larger than the caches (src/reduce/copy_stream.c). No overlap. */
+void tutti_copy_stream(void* dst, const void* src, size_t bytes);
+
 /* Conversions used by the reductions and by tests' references. */
 float tutti_half_to_float(uint16_t h);
 uint16_t tutti_float_to_half(float f);

@@ -21,9 +21,10 @@
 
 static TUTTI_PARAM(shm_disable, "NCCL_SHM_DISABLE", 0);
 /* Data bytes of one board slot (struct tutti_board): the largest
- * contribution a board collective carries (tune picks the board below
- * TUTTI_BOARD_MAX_BYTES, at most this). 0: no board. */
-static TUTTI_PARAM(board_bytes, "TUTTI_BOARD_BYTES", 64 * 1024);
+ * contribution a board allreduce carries (tune picks it below
+ * TUTTI_BOARD_MAX_BYTES, at most this) and a board all-gather's round.
+ * 0: no board. */
+static TUTTI_PARAM(board_bytes, "TUTTI_BOARD_BYTES", 1 << 20);
 
 #define SHM_BELL_STRIDE 128
 _Static_assert(sizeof(struct tutti_doorbell) <= SHM_BELL_STRIDE, "a doorbell fits its stride");

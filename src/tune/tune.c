@@ -162,10 +162,23 @@ static TUTTI_PARAM(pull_min_bytes_oversub, "TUTTI_PULL_MIN_BYTES_OVERSUBSCRIBED"
  * every rank of the communicator shares one host's board (and its slots
  * hold them: TUTTI_BOARD_BYTES). */
 static TUTTI_PARAM(board_max_bytes, "TUTTI_BOARD_MAX_BYTES", 64 * 1024);
+/* All-gathers go through the board at every size with 3 or more ranks, and
+ * from this much output with 2: below it the direct all-gather's one
+ * hand-over per queue is as fast or faster (16-64 KB: 0.75-0.85x the
+ * board's time; from 256 KB the board is 1.3-1.5x faster than Pull, from
+ * 16 KB with 4 ranks 1.3-1.6x faster than direct; bench/RESULTS.md). */
+static TUTTI_PARAM(board_allgather_min_bytes_2, "TUTTI_BOARD_ALLGATHER_MIN_BYTES_2", 256 * 1024);
 
 static int use_board(const struct tutti_coll_args* a) {
   const size_t bytes = a->count * a->elem_size;
-  return a->coll == TUTTI_COLL_ALLREDUCE && a->nranks > 1 && bytes <= a->board_bytes &&
+  if (a->board_bytes == 0 || a->nranks < 2) {
+    return 0;
+  }
+  if (a->coll == TUTTI_COLL_ALLGATHER) {
+    return a->nranks > 2 ||
+           bytes * (size_t)a->nranks >= (size_t)tutti_param_board_allgather_min_bytes_2();
+  }
+  return a->coll == TUTTI_COLL_ALLREDUCE && bytes <= a->board_bytes &&
          bytes <= (size_t)tutti_param_board_max_bytes();
 }
 
@@ -230,7 +243,8 @@ static enum tutti_algo_id pick_allowed(const struct tutti_coll_args* a, enum tut
   if (!a->can_pull) {
     allowed &= ~(1u << TUTTI_ALGO_PULL); /* peers' buffers cannot be read from here */
   }
-  if (a->count * a->elem_size > a->board_bytes) {
+  if (a->board_bytes == 0 ||
+      (a->coll == TUTTI_COLL_ALLREDUCE && a->count * a->elem_size > a->board_bytes)) {
     allowed &= ~(1u << TUTTI_ALGO_BOARD); /* no board here, or its slots are too small */
   }
   const struct tutti_algo* algo = tutti_algo_get(pick);

@@ -8,6 +8,10 @@ foreach(algo default Ring Direct Tree Pull Board)
   add_test(NAME coll.procs.${algo} COMMAND test_coll_procs 1,2,3,4,8 ${algo})
   set_tests_properties(coll.procs.${algo} PROPERTIES TIMEOUT 600 ENVIRONMENT "TUTTI_TIMEOUT=60")
 endforeach()
+# The board's all-gather in rounds of 4 KB slots (the default slot holds every count tested).
+add_test(NAME coll.procs.Board.rounds COMMAND test_coll_procs 2,3,4,8 Board)
+set_tests_properties(coll.procs.Board.rounds PROPERTIES TIMEOUT 600
+  ENVIRONMENT "TUTTI_TIMEOUT=60;TUTTI_BOARD_BYTES=4096")
 
 # ncclCommShrink: a healthy shrink, and survivors shrinking after a rank died.
 add_executable(test_shrink ${CMAKE_CURRENT_LIST_DIR}/test_shrink.c

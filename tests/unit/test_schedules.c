@@ -112,8 +112,10 @@ static void setup_buffers(struct rankbuf* b, enum tutti_coll c, int n, int r, in
 static const int32_t* host_layout; /* for the hierarchical algorithm; NULL: one host */
 static int inter_algo;             /* its exchange among hosts: ring or tree */
 
-/* The board of the simulated host: slots for the largest count tested. */
-#define BOARD_SLOT (80 * 1024)
+/* The board of the simulated host: 16 KB slots, so that the largest count
+ * tested takes an all-gather several rounds (and is too large for a board
+ * allreduce, which is then not built). */
+#define BOARD_SLOT (16 * 1024)
 static struct tutti_board board_for(int n) {
   struct tutti_board b = {calloc(2 * (size_t)n, TUTTI_BOARD_HEADER + BOARD_SLOT), BOARD_SLOT};
   return b;
@@ -221,36 +223,49 @@ static void free_run(struct tutti_exec_rank* er, struct tutti_op* ops, int nops,
   free(bufs);
 }
 
-/* Several board allreduces of one rank in one group (generations 1..k, run
- * together): each waits for the one before it to be read before reusing its
- * slot set, and every result is that generation's sum. */
+/* Several board collectives of one rank in one group, run together:
+ * allreduces (one generation each) between all-gathers of several rounds
+ * (one generation per round, in place, blocks of `count`; the allreduces
+ * have count / 5 elements, within a slot). Each generation
+ * waits for the one before it to be read before reusing its slot set;
+ * every allreduce result is its sum, every all-gather block its rank's. */
 static int run_board_group(int n, size_t count) {
   enum { K = 5 };
   struct tutti_board board = board_for(n);
   struct tutti_exec_rank* er = calloc((size_t)n, sizeof *er);
   struct tutti_op* ops = calloc((size_t)n * K, sizeof *ops);
   struct tutti_op** opp = calloc((size_t)n * K, sizeof *opp);
-  int32_t* bufs = calloc((size_t)n * K * count, sizeof(int32_t));
+  const size_t stride = (size_t)n * count; /* elements per operation and rank */
+  int32_t* bufs = calloc((size_t)n * K * stride, sizeof(int32_t));
   int ok = 1;
   for (int r = 0; r < n; r++) {
     er[r] = (struct tutti_exec_rank){.rank = r, .nranks = n, .timeout_s = 2, .board = board};
+    uint64_t issued = 0;
     for (int g = 0; g < K; g++) {
       struct tutti_op* op = &ops[r * K + g];
-      int32_t* buf = bufs + ((size_t)r * K + (size_t)g) * count;
-      for (size_t i = 0; i < count; i++)
-        buf[i] = input(r + 3 * g, i);
+      int32_t* buf = bufs + ((size_t)r * K + (size_t)g) * stride;
+      const int gather = g % 2 == 1;
+      int32_t* in = gather ? buf + (size_t)r * count : buf;
+      const size_t c = gather ? count : count / 5;
+      for (size_t i = 0; i < c; i++)
+        in[i] = input(r + 3 * g, i);
       op->er = &er[r];
-      op->args = (struct tutti_coll_args){TUTTI_COLL_ALLREDUCE, count, sizeof(int32_t), n, r};
+      op->args = (struct tutti_coll_args){gather ? TUTTI_COLL_ALLGATHER : TUTTI_COLL_ALLREDUCE, c,
+                                          sizeof(int32_t), n, r};
       op->args.in_place = 1;
       op->args.board_bytes = board.slot_bytes;
       op->redop.type = ncclInt32;
       op->redop.kind = TUTTI_RED_SUM;
-      op->board_gen = (uint64_t)g + 1;
       op->seq = (uint64_t)g + 1;
-      op->bufs[TUTTI_BUF_SEND] = op->bufs[TUTTI_BUF_RECV] = buf;
+      op->bufs[TUTTI_BUF_SEND] = in;
+      op->bufs[TUTTI_BUF_RECV] = buf;
       ok = ok && tutti_schedule_build(TUTTI_ALGO_BOARD, &op->args, &op->sched) == ncclSuccess;
+      op->board_gen = issued + 1; /* as the API numbers them */
+      issued += (uint64_t)op->sched.board_gens;
       opp[r * K + g] = op;
     }
+    /* Blocks larger than a slot: the all-gathers took several rounds. */
+    ok = ok && (count * sizeof(int32_t) <= BOARD_SLOT || issued > K);
   }
   if (ok && tutti_exec_run(opp, n * K) != ncclSuccess) {
     fprintf(stderr, "  board group run failed: %s\n", tutti_last_error());
@@ -258,20 +273,24 @@ static int run_board_group(int n, size_t count) {
   }
   for (int i = 0; i < n * K && ok; i++) {
     const int g = i % K;
-    const int32_t* buf = ops[i].bufs[TUTTI_BUF_RECV];
-    for (size_t e = 0; e < count && ok; e++) {
+    const int32_t* buf = bufs + (size_t)i * stride;
+    for (size_t e = 0; e < (g % 2 ? stride : count / 5) && ok; e++) {
       int32_t want = 0;
-      for (int q = 0; q < n; q++)
-        want += input(q + 3 * g, e);
+      if (g % 2) {
+        want = input((int)(e / count) + 3 * g, e % count);
+      } else {
+        for (int q = 0; q < n; q++)
+          want += input(q + 3 * g, e);
+      }
       if (buf[e] != want) {
-        fprintf(stderr, "  board group n=%d rank %d generation %d elem %zu: got %d want %d\n", n,
-                i / K, g + 1, e, buf[e], want);
+        fprintf(stderr, "  board group n=%d rank %d operation %d elem %zu: got %d want %d\n", n,
+                i / K, g, e, buf[e], want);
         ok = 0;
       }
     }
   }
   for (int r = 0; r < n && ok; r++)
-    ok = er[r].board_finished == K;
+    ok = er[r].board_finished == ops[r * K + K - 1].board_gen;
   free_run(er, ops, n * K, opp, bufs);
   free(board.base);
   return ok;
@@ -390,7 +409,7 @@ int main(void) {
       }
     }
     CHECK(run_p2p(n, 1000), "p2p group n=%d", n);
-    CHECK(run_board_group(n, 1000), "board group n=%d", n);
+    CHECK(run_board_group(n, n <= 8 ? 9000 : 1000), "board group n=%d", n);
     /* Hierarchical allreduce on several host layouts: blocks of 1, 2 and 3
      * ranks per host, ranks dealt round-robin over 3 hosts, and uneven hosts. */
     int32_t layout[64];
