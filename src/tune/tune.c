@@ -162,25 +162,14 @@ static TUTTI_PARAM(pull_min_bytes_oversub, "TUTTI_PULL_MIN_BYTES_OVERSUBSCRIBED"
  * every rank of the communicator shares one host's board (and its slots
  * hold them: TUTTI_BOARD_BYTES). */
 static TUTTI_PARAM(board_max_bytes, "TUTTI_BOARD_MAX_BYTES", 64 * 1024);
-/* All-gathers go through the board at every size with 3 or more ranks, and
- * from this much output with 2: below it the direct all-gather's one
- * hand-over per queue is as fast or faster (16-64 KB: 0.75-0.85x the
- * board's time; from 256 KB the board is 1.3-1.5x faster than Pull, from
- * 16 KB with 4 ranks 1.3-1.6x faster than direct; bench/RESULTS.md). */
-static TUTTI_PARAM(board_allgather_min_bytes_2, "TUTTI_BOARD_ALLGATHER_MIN_BYTES_2", 256 * 1024);
-
-static int use_board(const struct tutti_coll_args* a) {
-  const size_t bytes = a->count * a->elem_size;
-  if (a->board_bytes == 0 || a->nranks < 2) {
-    return 0;
-  }
-  if (a->coll == TUTTI_COLL_ALLGATHER) {
-    return a->nranks > 2 ||
-           bytes * (size_t)a->nranks >= (size_t)tutti_param_board_allgather_min_bytes_2();
-  }
-  return a->coll == TUTTI_COLL_ALLREDUCE && bytes <= a->board_bytes &&
-         bytes <= (size_t)tutti_param_board_max_bytes();
-}
+/* All-gathers go through the board from this much output, and at every
+ * size when the host has more ranks than cores. Below it, with a core per
+ * rank, Pull's reads straight from the peers' buffers were faster (2 ranks,
+ * one size per run: 1 MB 105 µs against 150-160, 4 MB 478 against 700);
+ * from 16 MB the board was (3.2 ms against 3.8-3.9), and with 4 ranks on
+ * 2 cores it was level with Pull at 1-4 MB, 1.9x faster at 16 MB and
+ * 1.3-1.6x faster than the queues below 1 MB (bench/RESULTS.md). */
+static TUTTI_PARAM(board_allgather_min_bytes, "TUTTI_BOARD_ALLGATHER_MIN_BYTES", 16 << 20);
 
 static int host_cpus;
 static pthread_once_t cpus_once = PTHREAD_ONCE_INIT;
@@ -204,6 +193,20 @@ static int use_pull(const struct tutti_coll_args* a) {
                                                        : tutti_param_pull_min_bytes());
   return a->can_pull && tutti_param_pull_enable() && a->nranks > 1 &&
          tutti_algo_pull.build[a->coll] != NULL && bytes >= min;
+}
+
+static int use_board(const struct tutti_coll_args* a) {
+  const size_t bytes = a->count * a->elem_size;
+  if (a->board_bytes == 0 || a->nranks < 2) {
+    return 0;
+  }
+  if (a->coll == TUTTI_COLL_ALLGATHER) {
+    pthread_once(&cpus_once, load_cpus);
+    return a->max_local > host_cpus ||
+           bytes * (size_t)a->nranks >= (size_t)tutti_param_board_allgather_min_bytes();
+  }
+  return a->coll == TUTTI_COLL_ALLREDUCE && bytes <= a->board_bytes &&
+         bytes <= (size_t)tutti_param_board_max_bytes();
 }
 
 enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a) {
