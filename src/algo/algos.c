@@ -71,6 +71,7 @@ const struct tutti_algo tutti_algo_board = {
     .build =
         {
             [TUTTI_COLL_ALLREDUCE] = tutti_build_allreduce_board,
+            [TUTTI_COLL_BROADCAST] = tutti_build_broadcast_board,
             [TUTTI_COLL_ALLGATHER] = tutti_build_allgather_board,
         },
 };

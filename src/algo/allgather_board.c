@@ -3,10 +3,10 @@
  * slot into its output. Each block is copied into shared memory once and
  * out of it by every reader, all in user space: with N ranks a rank copies
  * N + 1 pieces per round where the single-copy Pull makes the kernel copy
- * N - 1 (process_vm_readv, ~1.3x a memcpy) and copies its own, and the
- * piece a reader copies was just written, still in the shared cache. The
- * choice for all-gathers between processes of one host with 3 or more
- * ranks (bench/RESULTS.md). Rounds follow each other on every rank: round
+ * N - 1 (process_vm_readv, ~1.3x a memcpy's time) and copies its own, and
+ * the piece a reader copies was just written, still in the shared cache.
+ * Tune's choice from 16 MB, and at every size when ranks outnumber cores
+ * (bench/RESULTS.md). Rounds follow each other on every rank: round
  * k + 2 reuses the slots of round k, posted only after every rank finished
  * reading them (exec/board.c says why). */
 #include "algo/builders.h"
@@ -27,9 +27,9 @@ TUTTI_BUILDER(allgather_board) {
   for (size_t off = 0; off < bb; off += piece, round++) {
     const size_t len = bb - off < piece ? bb - off : piece;
     NCCLCHECK(tutti_add_board(s, TUTTI_STEP_BOARD_POST, 0, src, src_base + off, TUTTI_BUF_NONE, 0,
-                              len, round));
+                              len, round, -1));
     NCCLCHECK(tutti_add_board(s, TUTTI_STEP_BOARD_GATHER, flags, TUTTI_BUF_NONE, 0, TUTTI_BUF_RECV,
-                              off, len, round));
+                              off, len, round, -1));
   }
   return ncclSuccess;
 }

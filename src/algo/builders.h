@@ -29,6 +29,7 @@ TUTTI_BUILDER(reducescatter_pull);
 TUTTI_BUILDER(allreduce_pull);
 TUTTI_BUILDER(allreduce_board);
 TUTTI_BUILDER(allgather_board);
+TUTTI_BUILDER(broadcast_board);
 TUTTI_BUILDER(send);
 TUTTI_BUILDER(recv);
 

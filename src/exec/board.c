@@ -4,7 +4,8 @@
  * writes this rank's piece and then, with a release store, the generation
  * number into its slot's header; FOLD waits until every slot's header
  * holds g and reduces the slots in rank order into the output; GATHER
- * waits the same way and copies slot p into block p of the output.
+ * waits the same way and copies slot p into block p of the output (a
+ * broadcast: the root's slot into the output; the others post nothing).
  *
  * Why two slot sets suffice, with no acknowledgement: a rank posts
  * generation g + 2 only after finishing its fold (or gather) of g + 1, which
@@ -77,9 +78,11 @@ static ncclResult_t post(struct tutti_op* op, const struct tutti_step* st, int* 
     return ncclSuccess; /* an earlier round or operation of this group still reads set g & 1 */
   }
   struct board_header* h = slot_of(er, gen, er->rank);
-  const char* src = (const char*)op->bufs[st->src_buf] + st->src_off;
-  tutti_copy(data_of(h), src, st->bytes / op->args.elem_size, &op->redop,
-             st->src_buf == TUTTI_BUF_SEND ? TUTTI_RED_SCALE_B : 0);
+  if (st->bytes > 0) { /* a broadcast's other ranks post empty pieces */
+    const char* src = (const char*)op->bufs[st->src_buf] + st->src_off;
+    tutti_copy(data_of(h), src, st->bytes / op->args.elem_size, &op->redop,
+               st->src_buf == TUTTI_BUF_SEND ? TUTTI_RED_SCALE_B : 0);
+  }
   h->bytes = st->bytes;
   /* Sequentially consistent, then the doorbells' loads of `sleeping`: a
    * peer about to sleep either sees this generation or is woken. */
@@ -95,8 +98,9 @@ static ncclResult_t post(struct tutti_op* op, const struct tutti_step* st, int* 
 }
 
 /* Whether every slot holds this step's generation, with the size it
- * expects: 1 yes, 0 not yet (*done: the peers before it have been seen
- * posted), or an error. */
+ * expects (a broadcast's: the root's piece, nothing from the others): 1
+ * yes, 0 not yet (*done: the peers before it have been seen posted), or an
+ * error. */
 static ncclResult_t all_posted(struct tutti_op* op, const struct tutti_step* st, size_t* done,
                                int* ready) {
   struct tutti_exec_rank* er = op->er;
@@ -106,14 +110,17 @@ static ncclResult_t all_posted(struct tutti_op* op, const struct tutti_step* st,
     *done = (size_t)p;
     return ncclSuccess;
   }
+  const int root = st->kind == TUTTI_STEP_BOARD_GATHER ? st->recv_peer : -1;
   for (int q = 0; q < er->nranks; q++) {
     const uint64_t got = slot_of(er, gen_of(op, st), q)->bytes;
-    if (got != st->bytes) {
+    const size_t want = root < 0 || q == root ? st->bytes : 0;
+    if (got != want) {
       return tutti_error(ncclInvalidUsage,
                          "%s #%llu on rank %d: rank %d contributed %llu bytes where %zu were "
-                         "expected: the ranks called different collectives, counts or datatypes",
+                         "expected: the ranks called different collectives, counts, datatypes "
+                         "or roots",
                          tutti_coll_name(op->args.coll), (unsigned long long)op->seq, er->rank, q,
-                         (unsigned long long)got, st->bytes);
+                         (unsigned long long)got, want);
     }
   }
   *ready = 1;
@@ -159,17 +166,24 @@ static ncclResult_t gather(struct tutti_op* op, const struct tutti_step* st, siz
   if (!ready) {
     return ncclSuccess;
   }
+  /* An all-gather's block per rank, or a broadcast's whole buffer. */
+  const int root = st->recv_peer;
   const size_t bb = op->args.count * op->args.elem_size;
-  const int stream = bb * (size_t)n >= (size_t)tutti_param_board_stream_min_bytes();
+  const size_t out = root >= 0 ? bb : bb * (size_t)n;
+  const int stream = out >= (size_t)tutti_param_board_stream_min_bytes();
   char* dst = (char*)op->bufs[st->dst_buf] + st->dst_off;
   /* Peer r + 1 first: the ranks do not all read one slot at once. */
-  for (int k = (st->flags & TUTTI_STEP_OWN) ? 0 : 1; k < n; k++) {
+  for (int k = 0; k < n; k++) {
     const int q = (er->rank + k) % n;
+    if ((root >= 0 && q != root) || (q == er->rank && !(st->flags & TUTTI_STEP_OWN))) {
+      continue;
+    }
     const void* src = data_of(slot_of(er, gen, q));
+    char* to = root >= 0 ? dst : dst + (size_t)q * bb;
     if (stream) {
-      tutti_copy_stream(dst + (size_t)q * bb, src, st->bytes);
+      tutti_copy_stream(to, src, st->bytes);
     } else {
-      memcpy(dst + (size_t)q * bb, src, st->bytes);
+      memcpy(to, src, st->bytes);
     }
   }
   er->board_finished = gen;

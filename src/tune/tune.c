@@ -170,6 +170,15 @@ static TUTTI_PARAM(board_max_bytes, "TUTTI_BOARD_MAX_BYTES", 64 * 1024);
  * 2 cores it was level with Pull at 1-4 MB, 1.9x faster at 16 MB and
  * 1.3-1.6x faster than the queues below 1 MB (bench/RESULTS.md). */
 static TUTTI_PARAM(board_allgather_min_bytes, "TUTTI_BOARD_ALLGATHER_MIN_BYTES", 16 << 20);
+/* Broadcasts go through the board from these sizes: with ranks outnumbering
+ * cores from 256 KB (4 ranks on 2 cores, in place: 1.3-1.9x faster than the
+ * chain and Pull from 256 KB, up to 3x slower below 64 KB, where the chain
+ * waits only for the root); with a core per rank out of place from 1 MB
+ * (1.2-1.5x faster than Pull); in place Pull, whose root writes part of the
+ * peers' outputs itself, was level (bench/RESULTS.md). */
+static TUTTI_PARAM(board_bcast_min_bytes, "TUTTI_BOARD_BROADCAST_MIN_BYTES", 1 << 20);
+static TUTTI_PARAM(board_bcast_min_bytes_oversub, "TUTTI_BOARD_BROADCAST_MIN_BYTES_OVERSUBSCRIBED",
+                   256 * 1024);
 
 static int host_cpus;
 static pthread_once_t cpus_once = PTHREAD_ONCE_INIT;
@@ -200,10 +209,15 @@ static int use_board(const struct tutti_coll_args* a) {
   if (a->board_bytes == 0 || a->nranks < 2) {
     return 0;
   }
+  pthread_once(&cpus_once, load_cpus);
+  const int oversubscribed = a->max_local > host_cpus;
   if (a->coll == TUTTI_COLL_ALLGATHER) {
-    pthread_once(&cpus_once, load_cpus);
-    return a->max_local > host_cpus ||
+    return oversubscribed ||
            bytes * (size_t)a->nranks >= (size_t)tutti_param_board_allgather_min_bytes();
+  }
+  if (a->coll == TUTTI_COLL_BROADCAST) {
+    return oversubscribed ? bytes >= (size_t)tutti_param_board_bcast_min_bytes_oversub()
+                          : !a->in_place && bytes >= (size_t)tutti_param_board_bcast_min_bytes();
   }
   return a->coll == TUTTI_COLL_ALLREDUCE && bytes <= a->board_bytes &&
          bytes <= (size_t)tutti_param_board_max_bytes();
