@@ -1,7 +1,8 @@
 /* Device communicator setup: each rank allocates one region (counters and
- * the queues its peers send into), exports it, and maps every peer's:
- * from a file descriptor (cuMem) or a CUDA IPC handle between processes
- * (region.cu), directly (with peer access) between GPUs of one process. */
+ * the queues its peers send into), exports it, and maps every peer's
+ * (peers.cu): from a file descriptor (cuMem) or a CUDA IPC handle between
+ * processes (region.cu), directly (with peer access) between GPUs of one
+ * process. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,110 +47,6 @@ static ncclResult_t cuda_fail(cudaError_t e, const char* what) {
       return cuda_fail(e_, what); \
     }                             \
   } while (0)
-
-struct td_export {
-  cudaIpcMemHandle_t handle; /* kind TD_REGION_MALLOC */
-  char* ptr;
-  uint64_t size;
-  int32_t pid;
-  int32_t dev;
-  int32_t ok;   /* set up, its box open */
-  int32_t kind; /* of its region (region.h) */
-};
-
-static ncclResult_t map_peers(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s,
-                              const struct td_export* ex, int* fds, char* why, size_t why_len) {
-  for (int p = 0; p < dc->nranks; p++) {
-    if (p == dc->rank) {
-      dc->base[p] = dc->region;
-      continue;
-    }
-    if (dc->remote[p]) {
-      continue; /* its shadow, made by td_net_connect */
-    }
-    if (dc->host_mode) {
-      char name[96];
-      td_host_region_name(name, sizeof name, s->secret, s->comm_hash, p);
-      if (td_host_region_map(name, dc->lay.total, 0, &dc->hosts[p]) != ncclSuccess) {
-        snprintf(why, why_len, "rank %d could not map rank %d's queues: %s", dc->rank, p,
-                 tutti_last_error());
-        return ncclSuccess;
-      }
-      dc->base[p] = dc->hosts[p].dev;
-      continue;
-    }
-    if (ex[p].dev != dc->dev) {
-      int can = 0;
-      cudaDeviceCanAccessPeer(&can, dc->dev, ex[p].dev);
-      if (!can) {
-        snprintf(why, why_len,
-                 "GPU %d (rank %d) cannot access GPU %d (rank %d) directly (no NVLink or PCIe "
-                 "peer access)",
-                 dc->dev, dc->rank, ex[p].dev, p);
-        return ncclSuccess;
-      }
-    }
-    if (ex[p].pid == (int32_t)getpid()) {
-      if (ex[p].dev != dc->dev) {
-        /* Also for the callers' buffers, which one-process kernels read. */
-        cudaError_t e = cudaDeviceEnablePeerAccess(ex[p].dev, 0);
-        if (e == cudaErrorPeerAccessAlreadyEnabled) {
-          (void)cudaGetLastError();
-        } else if (e != cudaSuccess) {
-          return cuda_fail(e, "cudaDeviceEnablePeerAccess");
-        }
-        if (ex[p].kind == TD_REGION_CUMEM) {
-          NCCLCHECK(td_region_grant(ex[p].ptr, ex[p].size, dc->dev));
-        }
-      }
-      dc->base[p] = ex[p].ptr;
-      continue;
-    }
-    ncclResult_t r = ex[p].kind == TD_REGION_CUMEM
-                         ? td_region_import(&dc->mapped[p], dc->dev, fds[p], ex[p].size)
-                         : td_region_open_ipc(&dc->mapped[p], &ex[p].handle);
-    if (r != ncclSuccess) {
-      snprintf(why, why_len, "rank %d could not map rank %d's GPU memory: %s", dc->rank, p,
-               tutti_last_error());
-      return ncclSuccess;
-    }
-    dc->base[p] = dc->mapped[p].ptr;
-  }
-  return ncclSuccess;
-}
-
-/* Between processes of this host, cuMem regions travel as file descriptors
- * (region.h): this rank's to every peer process that maps it, theirs here.
- * fds[p] (all -1 on entry) becomes p's descriptor where one arrives. */
-static ncclResult_t swap_fds(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s,
-                             struct tutti_fdbox* box, const struct td_export* ex, int* fds) {
-  const int n = s->nranks;
-  unsigned char* sends = (unsigned char*)calloc((unsigned)n, 2);
-  if (sends == NULL) {
-    return tutti_error(ncclSystemError, "out of host memory");
-  }
-  unsigned char* gets = sends + n;
-  int any = 0;
-  for (int p = 0; p < n; p++) {
-    const int other = p != s->rank && !dc->remote[p] && ex[p].pid != (int32_t)getpid();
-    sends[p] = other && dc->own.kind == TD_REGION_CUMEM;
-    gets[p] = other && ex[p].kind == TD_REGION_CUMEM;
-    any |= sends[p] | gets[p];
-  }
-  int myfd = -1;
-  ncclResult_t res = ncclSuccess;
-  if (any && dc->own.kind == TD_REGION_CUMEM) {
-    res = td_region_export(&dc->own, &myfd);
-  }
-  if (res == ncclSuccess && any) {
-    res = td_region_swap(box, s, sends, gets, myfd, fds);
-  }
-  if (myfd >= 0) {
-    close(myfd);
-  }
-  free(sends);
-  return res;
-}
 
 /* The copy-engine path's events, 0 <= i < TD_CE_SLOTS + 2. */
 static cudaEvent_t* ce_event(struct tutti_dev_comm* dc, int i) {
@@ -334,13 +231,13 @@ static ncclResult_t setup(struct tutti_dev_comm* dc, const struct tutti_dev_setu
     fds[p] = -1;
   }
   if (res == ncclSuccess && all_ok && !dc->host_mode) {
-    if (swap_fds(dc, s, &box, ex, fds) != ncclSuccess) {
+    if (td_swap_fds(dc, s, &box, ex, fds) != ncclSuccess) {
       snprintf(why, why_len, "%s", tutti_last_error());
     }
   }
   tutti_fdbox_close(&box);
   if (res == ncclSuccess && all_ok && why[0] == '\0') {
-    res = map_peers(dc, s, ex, fds, why, why_len);
+    res = td_map_peers(dc, s, ex, fds, why, why_len);
   }
   for (int p = 0; fds != NULL && p < n; p++) {
     if (fds[p] >= 0) {

@@ -67,6 +67,23 @@ void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int
 /* Collective: turns host_mode on for every rank when some pair of local GPUs
  * cannot reach each other's memory (peers.cu). */
 ncclResult_t td_agree_host_mode(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s);
+/* What each rank publishes of its region for the others to map (peers.cu). */
+struct td_export {
+  cudaIpcMemHandle_t handle; /* kind TD_REGION_MALLOC */
+  char* ptr;
+  uint64_t size;
+  int32_t pid;
+  int32_t dev;
+  int32_t ok;   /* set up, its box open */
+  int32_t kind; /* of its region (region.h) */
+};
+/* Maps every peer's region into dc->base (peers.cu); a peer that cannot be
+ * mapped leaves a reason in `why` and ncclSuccess. */
+ncclResult_t td_map_peers(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s,
+                          const struct td_export* ex, int* fds, char* why, size_t why_len);
+struct tutti_fdbox;
+ncclResult_t td_swap_fds(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s,
+                         struct tutti_fdbox* box, const struct td_export* ex, int* fds);
 /* The watchdog thread's body (watch.cu). */
 void* td_watch_main(void* arg);
 /* Waits (bounded) until every slot this rank sent was freed by its receiver. */

@@ -4,17 +4,22 @@
  * CUDA_VISIBLE_DEVICES), every region goes to host memory, as NCCL falls
  * back from P2P to SHM. Also agreed: whether the direct path's LL128 lines
  * get inboxes: every pair on NVLink (or one GPU), which they need, and some
- * rank's settings asking for them (the layout must be the same on all). */
+ * rank's settings asking for them (the layout must be the same on all).
+ * Then each rank maps every peer's region (td_map_peers), the cuMem ones
+ * from file descriptors passed between the processes (td_swap_fds). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "device/dev_comm.h"
 #include "device/direct.h"
+#include "device/host_region.h"
 
 extern "C" {
 #include "bootstrap/bootstrap.h"
 #include "util/check.h"
+#include "util/fdpass.h"
 }
 
 struct td_bus_rec {
@@ -79,5 +84,102 @@ ncclResult_t td_agree_host_mode(struct tutti_dev_comm* dc, const struct tutti_de
   dc->ll128 = nvlink && wanted;
   free(recs);
   free(need);
+  return res;
+}
+
+/* Maps every peer's region: a host region, this process's own pointer (with
+ * peer access), or another process's export. */
+ncclResult_t td_map_peers(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s,
+                          const struct td_export* ex, int* fds, char* why, size_t why_len) {
+  for (int p = 0; p < dc->nranks; p++) {
+    if (p == dc->rank) {
+      dc->base[p] = dc->region;
+      continue;
+    }
+    if (dc->remote[p]) {
+      continue; /* its shadow, made by td_net_connect */
+    }
+    if (dc->host_mode) {
+      char name[96];
+      td_host_region_name(name, sizeof name, s->secret, s->comm_hash, p);
+      if (td_host_region_map(name, dc->lay.total, 0, &dc->hosts[p]) != ncclSuccess) {
+        snprintf(why, why_len, "rank %d could not map rank %d's queues: %s", dc->rank, p,
+                 tutti_last_error());
+        return ncclSuccess;
+      }
+      dc->base[p] = dc->hosts[p].dev;
+      continue;
+    }
+    if (ex[p].dev != dc->dev) {
+      int can = 0;
+      cudaDeviceCanAccessPeer(&can, dc->dev, ex[p].dev);
+      if (!can) {
+        snprintf(why, why_len,
+                 "GPU %d (rank %d) cannot access GPU %d (rank %d) directly (no NVLink or PCIe "
+                 "peer access)",
+                 dc->dev, dc->rank, ex[p].dev, p);
+        return ncclSuccess;
+      }
+    }
+    if (ex[p].pid == (int32_t)getpid()) {
+      if (ex[p].dev != dc->dev) {
+        /* Also for the callers' buffers, which one-process kernels read. */
+        cudaError_t e = cudaDeviceEnablePeerAccess(ex[p].dev, 0);
+        if (e == cudaErrorPeerAccessAlreadyEnabled) {
+          (void)cudaGetLastError();
+        } else if (e != cudaSuccess) {
+          return tutti_error(ncclUnhandledCudaError, "cudaDeviceEnablePeerAccess failed: %s (%s)",
+                             cudaGetErrorString(e), cudaGetErrorName(e));
+        }
+        if (ex[p].kind == TD_REGION_CUMEM) {
+          NCCLCHECK(td_region_grant(ex[p].ptr, ex[p].size, dc->dev));
+        }
+      }
+      dc->base[p] = ex[p].ptr;
+      continue;
+    }
+    ncclResult_t r = ex[p].kind == TD_REGION_CUMEM
+                         ? td_region_import(&dc->mapped[p], dc->dev, fds[p], ex[p].size)
+                         : td_region_open_ipc(&dc->mapped[p], &ex[p].handle);
+    if (r != ncclSuccess) {
+      snprintf(why, why_len, "rank %d could not map rank %d's GPU memory: %s", dc->rank, p,
+               tutti_last_error());
+      return ncclSuccess;
+    }
+    dc->base[p] = dc->mapped[p].ptr;
+  }
+  return ncclSuccess;
+}
+
+/* Between processes of this host, cuMem regions travel as file descriptors
+ * (region.h): this rank's to every peer process that maps it, theirs here.
+ * fds[p] (all -1 on entry) becomes p's descriptor where one arrives. */
+ncclResult_t td_swap_fds(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s,
+                         struct tutti_fdbox* box, const struct td_export* ex, int* fds) {
+  const int n = s->nranks;
+  unsigned char* sends = (unsigned char*)calloc((unsigned)n, 2);
+  if (sends == NULL) {
+    return tutti_error(ncclSystemError, "out of host memory");
+  }
+  unsigned char* gets = sends + n;
+  int any = 0;
+  for (int p = 0; p < n; p++) {
+    const int other = p != s->rank && !dc->remote[p] && ex[p].pid != (int32_t)getpid();
+    sends[p] = other && dc->own.kind == TD_REGION_CUMEM;
+    gets[p] = other && ex[p].kind == TD_REGION_CUMEM;
+    any |= sends[p] | gets[p];
+  }
+  int myfd = -1;
+  ncclResult_t res = ncclSuccess;
+  if (any && dc->own.kind == TD_REGION_CUMEM) {
+    res = td_region_export(&dc->own, &myfd);
+  }
+  if (res == ncclSuccess && any) {
+    res = td_region_swap(box, s, sends, gets, myfd, fds);
+  }
+  if (myfd >= 0) {
+    close(myfd);
+  }
+  free(sends);
   return res;
 }
