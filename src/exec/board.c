@@ -127,47 +127,29 @@ static ncclResult_t all_posted(struct tutti_op* op, const struct tutti_step* st,
   return ncclSuccess;
 }
 
-static ncclResult_t fold(struct tutti_op* op, const struct tutti_step* st, size_t* done, int* moved,
-                         int* step_done) {
-  struct tutti_exec_rank* er = op->er;
+/* dst = slot 0 OP slot 1 OP ... in rank order. */
+static void fold(struct tutti_op* op, const struct tutti_step* st, uint64_t gen) {
+  const struct tutti_exec_rank* er = op->er;
   const int n = er->nranks;
-  const uint64_t gen = gen_of(op, st);
-  int ready;
-  NCCLCHECK(all_posted(op, st, done, &ready));
-  if (!ready) {
-    return ncclSuccess;
-  }
   char* dst = (char*)op->bufs[st->dst_buf] + st->dst_off;
   const size_t count = st->bytes / op->args.elem_size;
   const int final = (st->flags & TUTTI_STEP_FINAL) ? TUTTI_RED_FINAL : 0;
   if (n == 1) {
     tutti_copy(dst, data_of(slot_of(er, gen, 0)), count, &op->redop, final);
-  } else {
-    const void* acc = data_of(slot_of(er, gen, 0));
-    for (int q = 1; q < n; q++) {
-      tutti_reduce(dst, acc, data_of(slot_of(er, gen, q)), count, &op->redop,
-                   q == n - 1 ? final : 0);
-      acc = dst;
-    }
+    return;
   }
-  er->board_finished = gen;
-  *moved = 1;
-  *step_done = 1;
-  return ncclSuccess;
+  const void* acc = data_of(slot_of(er, gen, 0));
+  for (int q = 1; q < n; q++) {
+    tutti_reduce(dst, acc, data_of(slot_of(er, gen, q)), count, &op->redop, q == n - 1 ? final : 0);
+    acc = dst;
+  }
 }
 
-static ncclResult_t gather(struct tutti_op* op, const struct tutti_step* st, size_t* done,
-                           int* moved, int* step_done) {
-  struct tutti_exec_rank* er = op->er;
-  const int n = er->nranks;
-  const uint64_t gen = gen_of(op, st);
-  int ready;
-  NCCLCHECK(all_posted(op, st, done, &ready));
-  if (!ready) {
-    return ncclSuccess;
-  }
-  /* An all-gather's block per rank, or a broadcast's whole buffer. */
-  const int root = st->recv_peer;
+/* Block q of dst = slot q (an all-gather), or dst = the root's slot (a
+ * broadcast). */
+static void gather(struct tutti_op* op, const struct tutti_step* st, uint64_t gen) {
+  const struct tutti_exec_rank* er = op->er;
+  const int n = er->nranks, root = st->recv_peer;
   const size_t bb = op->args.count * op->args.elem_size;
   const size_t out = root >= 0 ? bb : bb * (size_t)n;
   const int stream = out >= (size_t)tutti_param_board_stream_min_bytes();
@@ -186,7 +168,23 @@ static ncclResult_t gather(struct tutti_op* op, const struct tutti_step* st, siz
       memcpy(to, src, st->bytes);
     }
   }
-  er->board_finished = gen;
+}
+
+/* FOLD and GATHER: once every slot holds this round, read them. */
+static ncclResult_t read_slots(struct tutti_op* op, const struct tutti_step* st, size_t* done,
+                               int* moved, int* step_done) {
+  int ready;
+  NCCLCHECK(all_posted(op, st, done, &ready));
+  if (!ready) {
+    return ncclSuccess;
+  }
+  const uint64_t gen = gen_of(op, st);
+  if (st->kind == TUTTI_STEP_BOARD_FOLD) {
+    fold(op, st, gen);
+  } else {
+    gather(op, st, gen);
+  }
+  op->er->board_finished = gen;
   *moved = 1;
   *step_done = 1;
   return ncclSuccess;
@@ -199,12 +197,6 @@ ncclResult_t tutti_step_board(struct tutti_op* op, const struct tutti_step* st, 
                        tutti_coll_name(op->args.coll), (unsigned long long)op->seq, op->er->rank,
                        st->bytes);
   }
-  switch (st->kind) {
-    case TUTTI_STEP_BOARD_POST:
-      return post(op, st, moved, step_done);
-    case TUTTI_STEP_BOARD_FOLD:
-      return fold(op, st, done, moved, step_done);
-    default:
-      return gather(op, st, done, moved, step_done);
-  }
+  return st->kind == TUTTI_STEP_BOARD_POST ? post(op, st, moved, step_done)
+                                           : read_slots(op, st, done, moved, step_done);
 }
