@@ -81,6 +81,8 @@ struct td_export {
  * mapped leaves a reason in `why` and ncclSuccess. */
 ncclResult_t td_map_peers(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s,
                           const struct td_export* ex, int* fds, char* why, size_t why_len);
+/* Passes cuMem regions' file descriptors between this host's processes
+ * (peers.cu): fds[p] (all -1 on entry) becomes p's where one arrives. */
 struct tutti_fdbox;
 ncclResult_t td_swap_fds(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s,
                          struct tutti_fdbox* box, const struct td_export* ex, int* fds);
