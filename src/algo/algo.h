@@ -67,7 +67,7 @@ enum tutti_step_kind {
   TUTTI_STEP_BOARD_POST,   /* this rank's slot = src (once its previous generation is read) */
   TUTTI_STEP_BOARD_FOLD,   /* dst = slot 0 OP slot 1 OP ... in rank order, once all are posted */
   TUTTI_STEP_BOARD_GATHER, /* block p of dst = slot p, for every peer p, once all are posted
-                            * (recv_peer >= 0, a broadcast: dst = that rank's slot) */
+                            * (a broadcast: dst = the root's slot) */
   TUTTI_STEP_KIND_COUNT
 };
 

@@ -27,9 +27,9 @@ TUTTI_BUILDER(allgather_board) {
   for (size_t off = 0; off < bb; off += piece, round++) {
     const size_t len = bb - off < piece ? bb - off : piece;
     NCCLCHECK(tutti_add_board(s, TUTTI_STEP_BOARD_POST, 0, src, src_base + off, TUTTI_BUF_NONE, 0,
-                              len, round, -1));
+                              len, round));
     NCCLCHECK(tutti_add_board(s, TUTTI_STEP_BOARD_GATHER, flags, TUTTI_BUF_NONE, 0, TUTTI_BUF_RECV,
-                              off, len, round, -1));
+                              off, len, round));
   }
   return ncclSuccess;
 }

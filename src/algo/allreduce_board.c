@@ -15,8 +15,8 @@ TUTTI_BUILDER(allreduce_board) {
     return ncclInvalidUsage; /* no board, or too small for it: tune picks another */
   }
   NCCLCHECK(tutti_sched_lane(s));
-  NCCLCHECK(tutti_add_board(s, TUTTI_STEP_BOARD_POST, 0, TUTTI_BUF_SEND, 0, TUTTI_BUF_NONE, 0,
-                            bytes, 0, -1));
+  NCCLCHECK(
+      tutti_add_board(s, TUTTI_STEP_BOARD_POST, 0, TUTTI_BUF_SEND, 0, TUTTI_BUF_NONE, 0, bytes, 0));
   return tutti_add_board(s, TUTTI_STEP_BOARD_FOLD, TUTTI_STEP_FINAL, TUTTI_BUF_NONE, 0,
-                         TUTTI_BUF_RECV, 0, bytes, 0, -1);
+                         TUTTI_BUF_RECV, 0, bytes, 0);
 }

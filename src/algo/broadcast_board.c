@@ -24,10 +24,9 @@ TUTTI_BUILDER(broadcast_board) {
   for (size_t off = 0; off < bytes; off += piece, round++) {
     const size_t len = bytes - off < piece ? bytes - off : piece;
     NCCLCHECK(tutti_add_board(s, TUTTI_STEP_BOARD_POST, 0, r == root ? src : TUTTI_BUF_NONE,
-                              r == root ? off : 0, TUTTI_BUF_NONE, 0, r == root ? len : 0, round,
-                              -1));
+                              r == root ? off : 0, TUTTI_BUF_NONE, 0, r == root ? len : 0, round));
     NCCLCHECK(tutti_add_board(s, TUTTI_STEP_BOARD_GATHER, flags, TUTTI_BUF_NONE, 0, TUTTI_BUF_RECV,
-                              off, len, round, root));
+                              off, len, round));
   }
   return ncclSuccess;
 }

@@ -49,18 +49,20 @@ static inline ncclResult_t tutti_add_wait(struct tutti_schedule* s, int lane) {
   tutti_add((s), TUTTI_STEP_PUSH, 0, (sb), (so), TUTTI_BUF_NONE, 0, (bytes), -1, (peer))
 
 /* A board step of round `round` (generation board_gen + round of the
- * operation); the schedule counts the generations it uses. `root`: the one
- * rank whose slot a BOARD_GATHER reads (broadcast), -1 every rank's. */
+ * operation); the schedule counts the generations it uses. Board steps name
+ * no peer: the executor takes a connection's turn for every peer a step
+ * names, and the board uses no connection (a broadcast's root comes from
+ * the operation's arguments). */
 static inline ncclResult_t tutti_add_board(struct tutti_schedule* s, enum tutti_step_kind kind,
                                            int flags, enum tutti_buf src_buf, size_t src_off,
                                            enum tutti_buf dst_buf, size_t dst_off, size_t bytes,
-                                           int round, int root) {
+                                           int round) {
   struct tutti_step st = {.kind = (uint8_t)kind,
                           .flags = (uint8_t)flags,
                           .src_buf = (uint8_t)src_buf,
                           .dst_buf = (uint8_t)dst_buf,
                           .send_peer = -1,
-                          .recv_peer = root,
+                          .recv_peer = -1,
                           .board_round = round,
                           .src_off = src_off,
                           .dst_off = dst_off,

@@ -97,6 +97,14 @@ static ncclResult_t post(struct tutti_op* op, const struct tutti_step* st, int* 
   return ncclSuccess;
 }
 
+/* The one rank whose slot a GATHER reads (a broadcast's root), or -1:
+ * every rank's. */
+static inline int board_root(const struct tutti_op* op, const struct tutti_step* st) {
+  return st->kind == TUTTI_STEP_BOARD_GATHER && op->args.coll == TUTTI_COLL_BROADCAST
+             ? op->args.root
+             : -1;
+}
+
 /* Whether every slot holds this step's generation, with the size it
  * expects (a broadcast's: the root's piece, nothing from the others): 1
  * yes, 0 not yet (*done: the peers before it have been seen posted), or an
@@ -110,7 +118,7 @@ static ncclResult_t all_posted(struct tutti_op* op, const struct tutti_step* st,
     *done = (size_t)p;
     return ncclSuccess;
   }
-  const int root = st->kind == TUTTI_STEP_BOARD_GATHER ? st->recv_peer : -1;
+  const int root = board_root(op, st);
   for (int q = 0; q < er->nranks; q++) {
     const uint64_t got = slot_of(er, gen_of(op, st), q)->bytes;
     const size_t want = root < 0 || q == root ? st->bytes : 0;
@@ -149,7 +157,7 @@ static void fold(struct tutti_op* op, const struct tutti_step* st, uint64_t gen)
  * broadcast). */
 static void gather(struct tutti_op* op, const struct tutti_step* st, uint64_t gen) {
   const struct tutti_exec_rank* er = op->er;
-  const int n = er->nranks, root = st->recv_peer;
+  const int n = er->nranks, root = board_root(op, st);
   const size_t bb = op->args.count * op->args.elem_size;
   const size_t out = root >= 0 ? bb : bb * (size_t)n;
   const int stream = out >= (size_t)tutti_param_board_stream_min_bytes();

@@ -102,11 +102,24 @@ static ncclResult_t op_prepare(struct tutti_op* op) {
   return ncclSuccess;
 }
 
-static void lane_release(struct tutti_lane_state* l) {
+/* Passes each connection the lane held to the next lane in issue order.
+ * Its turn there must have come: a lane that finished before it had
+ * named a peer it never used, and passing the turn on would skip the lane
+ * whose turn it really was. */
+static ncclResult_t lane_release(const struct tutti_op* op, struct tutti_lane_state* l) {
+  for (int i = 0; i < l->nheld; i++) {
+    if (l->held[i]->ticket_serving != l->tickets[i]) {
+      return tutti_error(ncclInternalError,
+                         "%s #%llu on rank %d: a lane finished before its turn on a connection "
+                         "came (its schedule names a peer it does not use)",
+                         tutti_coll_name(op->args.coll), (unsigned long long)op->seq, op->er->rank);
+    }
+  }
   for (int i = 0; i < l->nheld; i++) {
     l->held[i]->ticket_serving++;
   }
   l->finished = 1;
+  return ncclSuccess;
 }
 
 /* Moves what can be moved on one lane; *moved is set when anything moved. */
@@ -129,7 +142,7 @@ static ncclResult_t lane_progress(struct tutti_op* op, struct tutti_lane_state* 
     l->done = 0;
     *moved = 1;
   }
-  lane_release(l);
+  NCCLCHECK(lane_release(op, l));
   *moved = 1;
   return ncclSuccess;
 }

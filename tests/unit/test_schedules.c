@@ -121,16 +121,27 @@ static struct tutti_board board_for(int n) {
   return b;
 }
 
-static int run_case(enum tutti_algo_id algo, enum tutti_coll c, int n, size_t count, int in_place,
-                    int root) {
+/* One operation of a group: its algorithm, collective, placement and root. */
+struct op_spec {
+  enum tutti_algo_id algo;
+  enum tutti_coll coll;
+  int in_place;
+  int root;
+};
+
+/* Every rank runs the k operations of `spec` as one group over one set of
+ * connections and one board (board generations numbered as the API does),
+ * each of `count` elements; every result is checked. 1 passed, 0 failed,
+ * -1 some algorithm does not implement its collective. */
+static int run_group(int n, size_t count, const struct op_spec* spec, int k) {
   struct tutti_mem_world* w = NULL;
   if (tutti_mem_world_create(n, 32 * 1024, &w) != ncclSuccess)
     return 0;
   struct tutti_board board = board_for(n);
   struct tutti_exec_rank* er = calloc((size_t)n, sizeof *er);
-  struct tutti_op* ops = calloc((size_t)n, sizeof *ops);
-  struct tutti_op** opp = calloc((size_t)n, sizeof *opp);
-  struct rankbuf* b = calloc((size_t)n, sizeof *b);
+  struct tutti_op* ops = calloc((size_t)n * k, sizeof *ops);
+  struct tutti_op** opp = calloc((size_t)n * k, sizeof *opp);
+  struct rankbuf* b = calloc((size_t)n * k, sizeof *b);
   int ok = 1, built = 1;
   for (int r = 0; r < n; r++) {
     er[r] = (struct tutti_exec_rank){.rank = r,
@@ -140,65 +151,74 @@ static int run_case(enum tutti_algo_id algo, enum tutti_coll c, int n, size_t co
                                      .piece_bytes = tutti_mem_world_piece(w),
                                      .timeout_s = 2,
                                      .board = board};
-    setup_buffers(&b[r], c, n, r, root, count, in_place);
-    struct tutti_op* op = &ops[r];
-    op->er = &er[r];
-    op->args = (struct tutti_coll_args){c, count, sizeof(int32_t), n,
-                                        r, root,  in_place,        4 * tutti_mem_world_piece(w)};
-    if (host_layout != NULL) {
-      int nh = 0, most = 0;
-      for (int q = 0; q < n; q++) {
-        int h = host_layout[q], seen = 0, local = 0;
-        for (int p = 0; p < n; p++) {
-          seen |= p < q && host_layout[p] == h;
-          local += host_layout[p] == h;
+    uint64_t issued = 0;
+    for (int g = 0; g < k; g++) {
+      const struct op_spec* sp = &spec[g];
+      struct rankbuf* rb = &b[r * k + g];
+      setup_buffers(rb, sp->coll, n, r, sp->root, count, sp->in_place);
+      struct tutti_op* op = &ops[r * k + g];
+      op->er = &er[r];
+      op->args = (struct tutti_coll_args){
+          sp->coll, count,    sizeof(int32_t), n,
+          r,        sp->root, sp->in_place,    4 * tutti_mem_world_piece(w)};
+      if (host_layout != NULL) {
+        int nh = 0, most = 0;
+        for (int q = 0; q < n; q++) {
+          int h = host_layout[q], seen = 0, local = 0;
+          for (int p = 0; p < n; p++) {
+            seen |= p < q && host_layout[p] == h;
+            local += host_layout[p] == h;
+          }
+          nh += !seen;
+          most = local > most ? local : most;
         }
-        nh += !seen;
-        most = local > most ? local : most;
+        op->args.host_of = host_layout;
+        op->args.nhosts = nh;
+        op->args.max_local = most;
+        op->args.inter_algo = inter_algo;
       }
-      op->args.host_of = host_layout;
-      op->args.nhosts = nh;
-      op->args.max_local = most;
-      op->args.inter_algo = inter_algo;
+      op->args.board_bytes = board.slot_bytes;
+      op->redop.type = ncclInt32;
+      op->redop.kind = TUTTI_RED_SUM;
+      if (tutti_schedule_build(sp->algo, &op->args, &op->sched) != ncclSuccess)
+        built = 0;
+      op->board_gen = issued + 1;
+      issued += (uint64_t)op->sched.board_gens;
+      op->scratch = op->sched.scratch_bytes ? malloc(op->sched.scratch_bytes) : NULL;
+      op->bufs[TUTTI_BUF_SEND] = rb->send;
+      op->bufs[TUTTI_BUF_RECV] = rb->recv;
+      op->bufs[TUTTI_BUF_SCRATCH] = op->scratch;
+      op->seq = (uint64_t)g + 1;
+      opp[r * k + g] = op;
     }
-    op->args.board_bytes = board.slot_bytes;
-    op->board_gen = 1;
-    op->redop.type = ncclInt32;
-    op->redop.kind = TUTTI_RED_SUM;
-    if (tutti_schedule_build(algo, &op->args, &op->sched) != ncclSuccess)
-      built = 0;
-    op->scratch = op->sched.scratch_bytes ? malloc(op->sched.scratch_bytes) : NULL;
-    op->bufs[TUTTI_BUF_SEND] = b[r].send;
-    op->bufs[TUTTI_BUF_RECV] = b[r].recv;
-    op->bufs[TUTTI_BUF_SCRATCH] = op->scratch;
-    op->seq = 1;
-    opp[r] = op;
   }
   if (!built) {
     ok = -1; /* not implemented by this algorithm */
-  } else if (tutti_exec_run(opp, n) != ncclSuccess) {
+  } else if (tutti_exec_run(opp, n * k) != ncclSuccess) {
     ok = 0;
     fprintf(stderr, "  run failed: %s\n", tutti_last_error());
   } else {
-    size_t nr = recv_elems(c, count, n);
-    for (int r = 0; r < n && ok; r++) {
-      for (size_t i = 0; i < nr; i++) {
+    for (int i = 0; i < n * k && ok; i++) {
+      const struct op_spec* sp = &spec[i % k];
+      const int r = i / k;
+      for (size_t e = 0; e < recv_elems(sp->coll, count, n); e++) {
         int check;
-        int32_t want = expect(c, n, r, root, count, i, &check);
-        if (check && b[r].recv[i] != want) {
-          fprintf(stderr, "  rank %d elem %zu: got %d want %d\n", r, i, b[r].recv[i], want);
+        int32_t want = expect(sp->coll, n, r, sp->root, count, e, &check);
+        if (check && b[i].recv[e] != want) {
+          fprintf(stderr, "  rank %d operation %d elem %zu: got %d want %d\n", r, i % k, e,
+                  b[i].recv[e], want);
           ok = 0;
           break;
         }
       }
     }
   }
-  for (int r = 0; r < n; r++) {
-    tutti_schedule_free(&ops[r].sched);
-    free(ops[r].scratch);
-    free(ops[r].lanes);
-    free(b[r].sendbase);
-    free(b[r].recvbase);
+  for (int i = 0; i < n * k; i++) {
+    tutti_schedule_free(&ops[i].sched);
+    free(ops[i].scratch);
+    free(ops[i].lanes);
+    free(b[i].sendbase);
+    free(b[i].recvbase);
   }
   free(er);
   free(ops);
@@ -207,6 +227,28 @@ static int run_case(enum tutti_algo_id algo, enum tutti_coll c, int n, size_t co
   free(board.base);
   tutti_mem_world_destroy(w);
   return ok;
+}
+
+static int run_case(enum tutti_algo_id algo, enum tutti_coll c, int n, size_t count, int in_place,
+                    int root) {
+  const struct op_spec one = {algo, c, in_place, root};
+  return run_group(n, count, &one, 1);
+}
+
+/* Board operations grouped with operations over connections: a ring
+ * allreduce, a board broadcast of several rounds, a chain broadcast and a
+ * board all-gather. Board steps take no turn on any connection, so the ring
+ * and chain lanes keep theirs in issue order. */
+static int run_mixed_group(int n, size_t count) {
+  const int root = n / 2;
+  const struct op_spec mix[] = {
+      {TUTTI_ALGO_RING, TUTTI_COLL_ALLREDUCE, 0, root},
+      {TUTTI_ALGO_BOARD, TUTTI_COLL_BROADCAST, 1, root},
+      {TUTTI_ALGO_RING, TUTTI_COLL_BROADCAST, 1, root},
+      {TUTTI_ALGO_BOARD, TUTTI_COLL_ALLGATHER, 0, root},
+      {TUTTI_ALGO_RING, TUTTI_COLL_ALLREDUCE, 1, root},
+  };
+  return run_group(n, count, mix, (int)(sizeof mix / sizeof mix[0]));
 }
 
 /* Frees what run_board_group and run_p2p allocate: ranks, operations (with
@@ -409,6 +451,7 @@ int main(void) {
       }
     }
     CHECK(run_p2p(n, 1000), "p2p group n=%d", n);
+    CHECK(run_mixed_group(n, n <= 8 ? 9000 : 1000) == 1, "mixed board/ring group n=%d", n);
     CHECK(run_board_group(n, n <= 8 ? 9000 : 1000), "board group n=%d", n);
     /* Hierarchical allreduce on several host layouts: blocks of 1, 2 and 3
      * ranks per host, ranks dealt round-robin over 3 hosts, and uneven hosts. */
