@@ -17,14 +17,19 @@ def worker(rank, n, args, port, q):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n)
     rows = []
     b = args.b
+    # As tutti-perf and nccl-tests: call i works on the piece at offset
+    # b * (i % (e / b)) of one e-byte buffer, so every size walks all of it.
+    flat = torch.zeros(max(1, args.e // 4), dtype=torch.float32)
     while b <= args.e:
-        t = torch.zeros(max(1, b // 4), dtype=torch.float32)
-        for _ in range(args.w):
-            dist.all_reduce(t)
+        cnt = max(1, b // 4)
+        steps = max(1, flat.numel() // cnt)
+        views = [flat.narrow(0, k * cnt, cnt) for k in range(min(steps, max(args.n, args.w)))]
+        for i in range(args.w):
+            dist.all_reduce(views[i % steps])
         dist.barrier()
         t0 = time.perf_counter()
-        for _ in range(args.n):
-            dist.all_reduce(t)
+        for i in range(args.n):
+            dist.all_reduce(views[i % steps])
         el = (time.perf_counter() - t0) / args.n
         out = torch.tensor([el], dtype=torch.float64)
         dist.all_reduce(out, op=dist.ReduceOp.MAX)

@@ -3,7 +3,11 @@
  * written as tutti-perf JSON so one plot shows both.
  *   mpirun -np N mpi_bench <allreduce|allgather|reducescatter|broadcast> \
  *          [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-i 1] [--json FILE]
- * -i 1: in place (MPI_IN_PLACE; broadcast always is). */
+ * -i 1: in place (MPI_IN_PLACE; broadcast always is).
+ * As tutti-perf and nccl-tests, call i of a size works on the buffers at
+ * offset size * (i % (max / size)): every row walks the whole max-sized
+ * buffers, so the smaller sizes of a long sweep are not timed on lines the
+ * previous call left in the caches while tutti's are timed on cold ones. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,20 +101,25 @@ int main(int argc, char** argv) {
       continue;
     for (int i = 0; i < n; i++)
       counts[i] = (int)per;
+    const size_t size = (ag || rs) ? per * (size_t)n * sizeof(float) : bytes;
+    const size_t steps = maxb / size;
     double t = 0;
     for (int it = -warm; it < iters; it++) {
+      const size_t shift = size * ((size_t)(it < 0 ? it + warm : it) % steps);
+      float* sb = (float*)((char*)s + shift);
+      float* db = (float*)((char*)d + shift);
       MPI_Barrier(MPI_COMM_WORLD);
       double t0 = MPI_Wtime();
       if (ag)
-        MPI_Allgather(inplace ? MPI_IN_PLACE : s, (int)per, MPI_FLOAT, d, (int)per, MPI_FLOAT,
+        MPI_Allgather(inplace ? MPI_IN_PLACE : sb, (int)per, MPI_FLOAT, db, (int)per, MPI_FLOAT,
                       MPI_COMM_WORLD);
       else if (rs)
-        MPI_Reduce_scatter(inplace ? MPI_IN_PLACE : s, d, counts, MPI_FLOAT, MPI_SUM,
+        MPI_Reduce_scatter(inplace ? MPI_IN_PLACE : sb, db, counts, MPI_FLOAT, MPI_SUM,
                            MPI_COMM_WORLD);
       else if (bc)
-        MPI_Bcast(s, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        MPI_Bcast(sb, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
       else
-        MPI_Allreduce(inplace ? MPI_IN_PLACE : s, d, (int)count, MPI_FLOAT, MPI_SUM,
+        MPI_Allreduce(inplace ? MPI_IN_PLACE : sb, db, (int)count, MPI_FLOAT, MPI_SUM,
                       MPI_COMM_WORLD);
       if (it >= 0)
         t += MPI_Wtime() - t0;
@@ -118,7 +127,6 @@ int main(int argc, char** argv) {
     double tmax;
     t /= iters;
     MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    size_t size = (ag || rs) ? per * (size_t)n * sizeof(float) : bytes;
     double algbw = (double)size / tmax / 1e9;
     if (rank == 0) {
       printf("%13zu %12zu %10.2f %10.2f %10.2f\n", size, (ag || rs) ? per * (size_t)n : count,
