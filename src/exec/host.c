@@ -102,10 +102,8 @@ static ncclResult_t op_prepare(struct tutti_op* op) {
   return ncclSuccess;
 }
 
-/* Passes each connection the lane held to the next lane in issue order.
- * Its turn there must have come: a lane that finished before it had
- * named a peer it never used, and passing the turn on would skip the lane
- * whose turn it really was. */
+/* Passes the lane's turns on; each must have come (else its schedule named
+ * a peer it never used, and passing it on would skip a waiting lane). */
 static ncclResult_t lane_release(const struct tutti_op* op, struct tutti_lane_state* l) {
   for (int i = 0; i < l->nheld; i++) {
     if (l->held[i]->ticket_serving != l->tickets[i]) {
