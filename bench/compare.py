@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Ratios of one library's busbw (and time) to others', size by size, from
-tutti-perf JSON files: compare.py TUTTI.json REF.json [REF.json ...]
+tutti-perf JSON files: compare.py [--ceiling GBS] TUTTI.json REF.json [...]
 Prints a markdown table: size, tutti time and busbw, then per reference its
-busbw, and tutti's busbw ratio and time ratio against it."""
+busbw, and tutti's busbw ratio and time ratio against it. --ceiling: the
+single-core memcpy rate measured in the same run (GB/s); a last column says
+how close tutti's busbw comes to it."""
 import json, sys
 
 
@@ -22,20 +24,28 @@ def human(b):
 
 
 def main():
-    tname, n, coll, t = load(sys.argv[1])
+    args = sys.argv[1:]
+    ceiling = None
+    if args[:1] == ["--ceiling"]:
+        ceiling = float(args[1])
+        args = args[2:]
+    tname, n, coll, t = load(args[0])
     note = ""
     if coll == "broadcast":
         # MPI_Bcast has one buffer: the like-for-like tutti call is the
         # in-place one (out of place, the root also copies its input).
-        tname, n, coll, t = load(sys.argv[1], "in_place")
+        tname, n, coll, t = load(args[0], "in_place")
         note = " (tutti in place, as MPI_Bcast)"
-    refs = [load(p) for p in sys.argv[2:]]
+    refs = [load(p) for p in args[1:]]
     head = f"| size | tutti µs | tutti busbw |"
     sep = "|---:|---:|---:|"
     for name, _, _, _ in refs:
         short = name.split(" (")[0]
         head += f" {short} µs | {short} busbw | busbw ratio | time ratio |"
         sep += "---:|---:|---:|---:|"
+    if ceiling:
+        head += f" busbw / memcpy ({ceiling:g} GB/s) |"
+        sep += "---:|"
     print(f"{coll}, {n} ranks: {tname}{note} against " + ", ".join(r[0] for r in refs))
     print()
     print(head)
@@ -49,6 +59,8 @@ def main():
                 line += f" {rt:.2f} | {rb:.2f} | {ratio} | {t[b]['time_us'] / rt:.2f}x |"
             else:
                 line += " – | – | – | – |"
+        if ceiling:
+            line += f" {100 * t[b]['busbw_gbs'] / ceiling:.0f}% |"
         print(line)
     print()
 
