@@ -149,6 +149,17 @@ static int run_group(int n, size_t count, const struct op_spec* spec, int k) {
   struct tutti_op** opp = calloc((size_t)n * k, sizeof *opp);
   struct rankbuf* b = calloc((size_t)n * k, sizeof *b);
   int ok = 1, built = 1;
+  /* The simulated hosts: how many, and the most ranks one holds. */
+  int nh = 0, most = 0;
+  for (int q = 0; q < n && host_layout != NULL; q++) {
+    int h = host_layout[q], seen = 0, local = 0;
+    for (int p = 0; p < n; p++) {
+      seen |= p < q && host_layout[p] == h;
+      local += host_layout[p] == h;
+    }
+    nh += !seen;
+    most = local > most ? local : most;
+  }
   for (int r = 0; r < n; r++) {
     er[r] = (struct tutti_exec_rank){.rank = r,
                                      .nranks = n,
@@ -168,16 +179,6 @@ static int run_group(int n, size_t count, const struct op_spec* spec, int k) {
           sp->coll, count,    sizeof(int32_t), n,
           r,        sp->root, sp->in_place,    4 * tutti_mem_world_piece(w)};
       if (host_layout != NULL) {
-        int nh = 0, most = 0;
-        for (int q = 0; q < n; q++) {
-          int h = host_layout[q], seen = 0, local = 0;
-          for (int p = 0; p < n; p++) {
-            seen |= p < q && host_layout[p] == h;
-            local += host_layout[p] == h;
-          }
-          nh += !seen;
-          most = local > most ? local : most;
-        }
         op->args.host_of = host_layout;
         op->args.nhosts = nh;
         op->args.max_local = most;
