@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "api/api.h"
 #include "api/comm.h"
@@ -78,45 +77,6 @@ void tutti_comm_free(struct ncclComm* comm) {
   free(comm);
 }
 
-/* Bytes of queue per connection: NCCL_BUFFSIZE, or by default 1 MB, more
- * where few queues are needed and each round then costs less. */
-static size_t default_buffsize(const struct ncclComm* comm, int n) {
-  size_t q = (size_t)tutti_param_buffsize();
-  if (tutti_getenv("NCCL_BUFFSIZE") != NULL || n < 2) {
-    return q;
-  }
-  int alone = n <= 9, together = 1;
-  for (int a = 0; a < n; a++) {
-    for (int b = 0; b < a; b++) {
-      const int same = comm->peers[a].host_hash == comm->peers[b].host_hash;
-      alone = alone && !same;
-      together = together && same;
-    }
-  }
-  /* Every rank alone on its host (all peers over the network) in a small
-   * job: 4 MB. Rounds are half a queue and each costs a network round trip:
-   * across two namespace hosts, allreduce ran at 0.35 GB/s with 1 MB queues
-   * and 0.7 GB/s with 4 MB. */
-  if (alone) {
-    return q < (4u << 20) ? 4u << 20 : q;
-  }
-  /* One host, a core per rank: up to 4 MB while the host's segment (n * n
-   * queues) stays within 32 MB, as /dev/shm is often small (64 MB in a
-   * container by default). 2 ranks, 4 MB against 1 MB: allreduce 1.2x
-   * faster from 8 MB, reduce-scatter 1.05-1.1x. With ranks outnumbering
-   * cores bigger rounds leave less to overlap while a rank waits for the
-   * scheduler (4 ranks on 2 cores, reduce-scatter: 0.8x): 1 MB. */
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  if (together && cpus >= n) {
-    size_t big = 4u << 20;
-    while (big > q && (size_t)n * (size_t)n * big > (32u << 20)) {
-      big /= 2;
-    }
-    return big > q ? big : q;
-  }
-  return q;
-}
-
 static ncclResult_t connect_ranks(struct ncclComm* comm) {
   struct tutti_transport_comm* tc = &comm->tc;
   const int n = comm->nranks;
@@ -126,7 +86,21 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
   tc->boot = comm->boot;
   tc->secret = comm->secret;
   tc->comm_hash = comm->comm_hash;
-  tc->buffsize = default_buffsize(comm, n);
+  tc->buffsize = (size_t)tutti_param_buffsize();
+  /* Every rank alone on its host (all peers over the network) in a small
+   * job: 4 MB queues unless NCCL_BUFFSIZE says otherwise. Rounds are half a
+   * queue and each costs a network round trip: across two namespace hosts,
+   * allreduce ran at 0.35 GB/s with 1 MB queues and 0.7 GB/s with 4 MB. With
+   * shared memory in play the queues stay small (/dev/shm is often small). */
+  int alone = n <= 9 && tutti_getenv("NCCL_BUFFSIZE") == NULL;
+  for (int a = 0; a < n && alone; a++) {
+    for (int b = 0; b < a && alone; b++) {
+      alone = comm->peers[a].host_hash != comm->peers[b].host_hash;
+    }
+  }
+  if (alone && n > 1 && tc->buffsize < (4u << 20)) {
+    tc->buffsize = 4u << 20;
+  }
   tc->abort_flag = &comm->abort_flag;
   tc->send = calloc((size_t)n, sizeof *tc->send);
   tc->recv = calloc((size_t)n, sizeof *tc->recv);
