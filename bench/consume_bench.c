@@ -1,13 +1,15 @@
-/* A collective followed by a reader of its output, as in training: two
- * processes (forked after ncclGetUniqueId) run an out-of-place float sum
- * allreduce of S MB, then each reads the whole output once. The buffers are
+/* A collective followed by a reader of its output, as in training: N
+ * processes (forked after ncclGetUniqueId) run an out-of-place allreduce
+ * (float sum), all-gather or broadcast with S MB of output, then each reads
+ * the whole output once. The buffers are
  * walked through 128 MB like tutti-perf's, so inputs come from memory; what
  * a policy of the library does to the caches (streaming stores, for one)
  * shows in the reader's time, which a benchmark of the collective alone does
  * not see. Prints rank 0's mean time of the call, of the read and of both.
  * Build: cc -O3 -march=native -Iinclude -o consume_bench bench/consume_bench.c
  *          -Lbuild -ltutti -Wl,-rpath,$PWD/build
- * Run:   ./consume_bench S_MB ITERS   (e.g. TUTTI_STREAM_MIN_BYTES=0 ./consume_bench 8 30) */
+ * Run:   ./consume_bench S_MB ITERS [allreduce|allgather|broadcast [NRANKS]]
+ *          (e.g. TUTTI_STREAM_MIN_BYTES=0 ./consume_bench 8 30) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,13 +34,19 @@ static int fail(const char* what, ncclResult_t r) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: %s SIZE_MB ITERS\n", argv[0]);
+    fprintf(stderr, "usage: %s SIZE_MB ITERS [allreduce|allgather|broadcast [NRANKS]]\n", argv[0]);
     return 2;
   }
   const size_t bytes = (size_t)atol(argv[1]) << 20, walk = (size_t)128 << 20;
   const int iters = atoi(argv[2]), warm = 5;
-  if (bytes == 0 || bytes > walk || iters <= 0) {
-    fprintf(stderr, "consume_bench: SIZE_MB must be 1..128 and ITERS positive\n");
+  const char* coll = argc > 3 ? argv[3] : "allreduce";
+  const int n = argc > 4 ? atoi(argv[4]) : 2;
+  if (bytes == 0 || bytes > walk || iters <= 0 || n < 1 || n > 64 || bytes % ((size_t)n * 4) != 0 ||
+      (strcmp(coll, "allreduce") != 0 && strcmp(coll, "allgather") != 0 &&
+       strcmp(coll, "broadcast") != 0)) {
+    fprintf(stderr,
+            "consume_bench: SIZE_MB 1..128, ITERS > 0, allreduce, allgather or broadcast, "
+            "NRANKS 1..64\n");
     return 2;
   }
   ncclUniqueId id;
@@ -46,20 +54,30 @@ int main(int argc, char** argv) {
   if (r != ncclSuccess) {
     return fail("ncclGetUniqueId", r);
   }
-  const pid_t child = fork();
-  const int rank = child == 0 ? 1 : 0;
+  int rank = 0;
+  for (int k = 1; k < n && rank == 0; k++) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+      perror("consume_bench: fork");
+      return 1;
+    }
+    rank = pid == 0 ? k : 0;
+  }
   ncclComm_t comm;
-  if ((r = ncclCommInitRank(&comm, 2, id, rank)) != ncclSuccess) {
+  if ((r = ncclCommInitRank(&comm, n, id, rank)) != ncclSuccess) {
     return fail("ncclCommInitRank", r);
   }
-  char* send = malloc(walk);
-  char* recv = malloc(walk);
+  /* Page-aligned as tutti-perf's, and every page written before the first
+   * call: a malloc followed by a zero fill may become a calloc, whose pages
+   * the first calls would fault in. */
+  char* send = aligned_alloc(4096, walk);
+  char* recv = aligned_alloc(4096, walk);
   if (send == NULL || recv == NULL) {
     fprintf(stderr, "consume_bench: out of memory\n");
     return 1;
   }
   memset(send, 1, walk);
-  memset(recv, 0, walk);
+  memset(recv, 2, walk);
   const size_t slots = walk / bytes;
   double t_call = 0, t_read = 0;
   volatile uint64_t sink = 0;
@@ -85,16 +103,21 @@ int main(int argc, char** argv) {
     }
   }
   if (rank == 0) {
-    printf("allreduce %zu MB: collective %.0f us, consumer %.0f us, total %.0f us\n", bytes >> 20,
-           t_call / iters * 1e6, t_read / iters * 1e6, (t_call + t_read) / iters * 1e6);
+    printf("%s %d ranks %zu MB: collective %.0f us, consumer %.0f us, total %.0f us\n", coll, n,
+           bytes >> 20, t_call / iters * 1e6, t_read / iters * 1e6,
+           (t_call + t_read) / iters * 1e6);
   }
   ncclCommDestroy(comm);
   free(send);
   free(recv);
-  if (child > 0) {
-    int status = 0;
-    waitpid(child, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  int rc = 0;
+  if (rank == 0) {
+    for (int k = 1; k < n; k++) {
+      int status = 0;
+      if (wait(&status) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        rc = 1;
+      }
+    }
   }
-  return 0;
+  return rc;
 }

@@ -90,14 +90,14 @@ static void local_piece(const struct tutti_op* op, const struct tutti_step* st, 
 }
 
 /* Out of place, pieces written into a receive buffer of at least this many
- * bytes use streaming stores: the lines are not cached (no step of the
- * operation read them), and a plain store would first read each one. Below
- * a last-level cache's worth the output is better left in the cache for
- * whoever reads it next: 2 ranks, allreduce with the caller reading its
- * output after each call, 8 MB: the call no faster, the read 15% slower;
- * 32-64 MB level or faster; the call alone 1.1-1.2x faster from 8 MB
- * (bench/RESULTS.md). 0 turns it off. */
-static TUTTI_PARAM(stream_min_bytes, "TUTTI_STREAM_MIN_BYTES", 32 << 20);
+ * bytes (twice a core's L2 here) use streaming stores: the lines are not
+ * cached (no step of the operation read them), and a plain store would
+ * first read each one. 2 ranks, allreduce, the call alone: 1.1-1.25x
+ * faster from 8 MB; with the caller reading its output after each call,
+ * 0.84-1.15x at 4-8 MB and 1.06-1.13x at 16-64 MB overall, since the reader
+ * found plain-stored outputs of that size in memory too (bench/RESULTS.md,
+ * bench/consume_bench.c). 0 turns it off. */
+static TUTTI_PARAM(stream_min_bytes, "TUTTI_STREAM_MIN_BYTES", 4 << 20);
 
 static int stream_output(const struct tutti_op* op, const struct tutti_step* st) {
   const struct tutti_coll_args* a = &op->args;
