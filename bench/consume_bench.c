@@ -1,8 +1,8 @@
 /* A collective followed by a reader of its output, as in training: N
  * processes (forked after ncclGetUniqueId) run an out-of-place allreduce
  * (float sum), all-gather or broadcast with S MB of output, then each reads
- * the whole output once. The buffers are
- * walked through 128 MB like tutti-perf's, so inputs come from memory; what
+ * the whole output once. The buffers are walked through 128 MB like
+ * tutti-perf's, so inputs come from memory; what
  * a policy of the library does to the caches (streaming stores, for one)
  * shows in the reader's time, which a benchmark of the collective alone does
  * not see. Prints rank 0's mean time of the call, of the read and of both.
@@ -84,10 +84,15 @@ int main(int argc, char** argv) {
   for (int i = 0; i < warm + iters; i++) {
     const size_t off = (size_t)i % slots * bytes;
     const double t0 = now_s();
-    r = ncclAllReduce(send + off, recv + off, bytes / sizeof(float), ncclFloat, ncclSum, comm,
-                      NULL);
+    if (strcmp(coll, "allreduce") == 0) {
+      r = ncclAllReduce(send + off, recv + off, bytes / 4, ncclFloat, ncclSum, comm, NULL);
+    } else if (strcmp(coll, "allgather") == 0) {
+      r = ncclAllGather(send + off, recv + off, bytes / 4 / (size_t)n, ncclFloat, comm, NULL);
+    } else {
+      r = ncclBroadcast(send + off, recv + off, bytes / 4, ncclFloat, 0, comm, NULL);
+    }
     if (r != ncclSuccess) {
-      return fail("ncclAllReduce", r);
+      return fail(coll, r);
     }
     const double t1 = now_s();
     const uint64_t* w = (const uint64_t*)(recv + off);

@@ -118,8 +118,9 @@ static void conn_piece(const struct tutti_op* op, const struct tutti_step* st, s
   char* dst = st->dst_buf ? buf_at(op, st->dst_buf, st->dst_off + off) : NULL;
   const char* src = st->src_buf ? buf_at(op, st->src_buf, st->src_off + off) : NULL;
   const int final = (st->flags & TUTTI_STEP_FINAL) ? TUTTI_RED_FINAL : 0;
+  const int to_output = stream_output(op, st);
   /* A final division changes the values: only plain copies stream. */
-  const int stream = stream_output(op, st) && !(final && ro->kind == TUTTI_RED_SUMPOSTDIV);
+  const int stream = to_output && !(final && ro->kind == TUTTI_RED_SUMPOSTDIV);
   switch (st->kind) {
     case TUTTI_STEP_SEND:
       tutti_copy(out, src, n, ro, src_flags(st) & ~TUTTI_RED_FINAL);
@@ -138,7 +139,7 @@ static void conn_piece(const struct tutti_op* op, const struct tutti_step* st, s
       tutti_reduce(dst, in, src, n, ro, src_flags(st));
       break;
     case TUTTI_STEP_RECV_REDUCE_COPY_SEND:
-      if (stream_output(op, st)) {
+      if (to_output) {
         tutti_reduce(out, in, src, n, ro, src_flags(st));
         tutti_copy_stream(dst, out, len);
       } else {
