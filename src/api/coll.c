@@ -79,18 +79,26 @@ static ncclResult_t check_call(struct ncclComm* comm, struct call* c) {
                        c->needs_send && c->sendbuff == NULL ? "sendbuff" : "recvbuff", r, c->count);
   }
   /* Where the buffers live decides the executor; a rank that passes no
-   * buffer (count 0, a broadcast's non-root send side) follows the other. */
-  int dev_send = c->needs_send && tutti_cuda_is_device_ptr(c->sendbuff);
-  int dev_recv = c->needs_recv && tutti_cuda_is_device_ptr(c->recvbuff);
-  int host_send = c->needs_send && c->count > 0 && !dev_send;
-  int host_recv = c->needs_recv && c->count > 0 && !dev_recv;
-  if ((dev_send || dev_recv) && (host_send || host_recv)) {
+   * buffer (count 0, a broadcast's non-root send side) follows the other.
+   * Device memory needs the device executor, memory CUDA does not know the
+   * host executor; managed and pinned memory, which both reach, go to the
+   * device executor when the communicator has one (docs/design.md). */
+  enum tutti_mem ks = c->needs_send ? tutti_cuda_mem_kind(c->sendbuff) : TUTTI_MEM_MANAGED;
+  enum tutti_mem kr = c->needs_recv ? tutti_cuda_mem_kind(c->recvbuff) : TUTTI_MEM_MANAGED;
+  const int zero = c->count == 0;
+  const int dev_only =
+      (c->needs_send && ks == TUTTI_MEM_DEVICE) || (c->needs_recv && kr == TUTTI_MEM_DEVICE);
+  const int host_only =
+      !zero && ((c->needs_send && ks == TUTTI_MEM_HOST) || (c->needs_recv && kr == TUTTI_MEM_HOST));
+  if (dev_only && host_only) {
     return tutti_error(ncclInvalidArgument,
                        "%s: rank %d passed one buffer in device memory and one in host memory: "
                        "pass both on the device or both on the host",
                        c->fn, r);
   }
-  c->device = dev_send || dev_recv;
+  const int reachable = (c->needs_send && c->sendbuff != NULL && ks != TUTTI_MEM_HOST) ||
+                        (c->needs_recv && c->recvbuff != NULL && kr != TUTTI_MEM_HOST);
+  c->device = dev_only || (!host_only && reachable && comm->dev != NULL);
   if (c->device && comm->dev == NULL) {
     return tutti_error(ncclInvalidUsage,
                        "%s: rank %d passed device buffers, which this "

@@ -266,10 +266,18 @@ static ncclResult_t run_ops(struct queued_op* q, int n) {
   return res;
 }
 
+/* A host operation runs when it is called (or at its group's end): first
+ * whatever its stream still has to do to its buffers, and then the
+ * communicator's device collectives issued before it, which its peers run
+ * before theirs too (the issue order). Both waits are bounded. */
+static ncclResult_t host_ready(struct ncclComm* comm, cudaStream_t stream) {
+  NCCLCHECK(tutti_cuda_stream_wait(stream, comm->er.timeout_s + 5, &comm->abort_flag));
+  return comm->dev != NULL ? tutti_dev_comm_wait(comm->dev) : ncclSuccess;
+}
+
 ncclResult_t tutti_group_add_op(struct tutti_op* op, struct ncclComm* comm, cudaStream_t stream) {
-  /* Host buffers: whatever the stream still has to do to them happens first.
-   * Device buffers: the kernel goes on the stream; nothing waits. */
-  ncclResult_t res = op->device ? ncclSuccess : tutti_cuda_stream_sync(stream);
+  /* Device buffers: the kernel goes on the stream; nothing waits. */
+  ncclResult_t res = op->device ? ncclSuccess : host_ready(comm, stream);
   if (res == ncclSuccess && grp.depth == 0) {
     struct queued_op q = {op, comm};
     return run_ops(&q, 1); /* op is back in its pool */

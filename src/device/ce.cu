@@ -193,7 +193,8 @@ static ncclResult_t ce_piece(struct tutti_dev_comm* dc, struct td_ce* w, cudaStr
     }
     const char* src = w->in + (w->coll == TD_D_REDUCESCATTER ? (uint64_t)q * w->part : 0) + w->off;
     char* dst = td_ce_inbox(dc->base, dc->lay, q, me, w->slot);
-    e = cudaMemcpyAsync(dst, src, w->len, cudaMemcpyDeviceToDevice, dc->ce_copy);
+    e = cudaMemcpyAsync(dst, src, w->len, cudaMemcpyDefault,
+                        dc->ce_copy); /* src may be host memory */
   }
   if (e == cudaSuccess) {
     e = cudaEventRecord(dc->ce_copied, dc->ce_copy);
@@ -208,7 +209,6 @@ static ncclResult_t ce_piece(struct tutti_dev_comm* dc, struct td_ce* w, cudaStr
   uint64_t nb = w->len / (uint64_t)per;
   nb = nb < 1 ? 1 : nb > (uint64_t)dc->max_ctas ? (uint64_t)dc->max_ctas : nb;
   e = (cudaError_t)td_ce_launch(w, (int)nb, dc->nthreads, stream);
-  dc->launches++;
   if (e == cudaSuccess) {
     e = cudaEventRecord(dc->ce_done[w->seq % TD_CE_SLOTS], stream);
   }
@@ -235,15 +235,12 @@ extern "C" int td_ce_try(struct tutti_dev_comm* dc, const struct tutti_dev_op* o
   w.root = a->root;
   struct td_dev_guard g;
   td_dev_enter(&g, dc->dev);
-  /* The copies start once the stream reached the call; pieces are numbered
-   * in one order on every rank, so a call on another stream than the last
-   * one also waits for the last one's kernels. */
+  /* The copies start once the stream reached the call, which the launch
+   * order (order.cu) put after the communicator's previous launch: pieces
+   * are numbered in one order on every rank. */
   cudaError_t e = cudaEventRecord(dc->ce_start, op->stream);
   if (e == cudaSuccess) {
     e = cudaStreamWaitEvent(dc->ce_copy, dc->ce_start, 0);
-  }
-  if (e == cudaSuccess && dc->ce_seq > 0 && dc->ce_stream != op->stream) {
-    e = cudaStreamWaitEvent(op->stream, dc->ce_done[dc->ce_seq % TD_CE_SLOTS], 0);
   }
   *res = e == cudaSuccess ? ncclSuccess : ce_cuda(e, "ordering the call's streams");
   uint64_t piece = (uint64_t)tutti_param_ce_piece_bytes() / 16 * 16;
@@ -256,7 +253,6 @@ extern "C" int td_ce_try(struct tutti_dev_comm* dc, const struct tutti_dev_op* o
     w.len = w.part - off < piece ? w.part - off : piece;
     *res = ce_piece(dc, &w, op->stream);
   }
-  dc->ce_stream = op->stream;
   td_dev_leave(&g);
   return 1;
 }

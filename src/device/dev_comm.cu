@@ -87,8 +87,14 @@ static void release(struct tutti_dev_comm* dc) {
   if (dc->ce_copy != NULL) {
     cudaStreamDestroy(dc->ce_copy);
   }
-  if (dc->ev != NULL) {
-    cudaEventDestroy(dc->ev);
+  cudaEvent_t* evs[3] = {&dc->ev, &dc->ord_ev, &dc->cap_ev};
+  for (int i = 0; i < 3; i++) {
+    if (*evs[i] != NULL) {
+      cudaEventDestroy(*evs[i]);
+    }
+  }
+  if (dc->side != NULL) {
+    cudaStreamDestroy(dc->side);
   }
 
   free(dc->base);
@@ -99,19 +105,30 @@ static void release(struct tutti_dev_comm* dc) {
   free(dc);
 }
 
-/* The most ranks any one process drives on one GPU. Their kernels run at
- * once, and a block waiting for a peer's kernel holds its SM: all of them
- * must fit on the GPU together, or a launch that fills it waits forever for
- * a peer that cannot start. Computed alike on every rank (from the peers'
- * table), since the blocks a launch may have decide its channels. Ranks of
- * different processes on one GPU take turns on it instead (time slices). */
+/* The most ranks on any one GPU. Their kernels can run at once (threads of
+ * one process always; processes under MPS), and a block waiting for a
+ * peer's kernel holds its SM: all of them must fit on the GPU together, or
+ * a launch that fills it waits forever for a peer that cannot start. The
+ * GPU is known by its UUID, so ranks that count as different hosts
+ * (NCCL_HOSTID) or see it under another ordinal (CUDA_VISIBLE_DEVICES) are
+ * counted too. Computed alike on every rank (from the peers' table), since
+ * the blocks a launch may have decide its channels. */
+static int same_gpu(const struct tutti_dev_setup* s, int p, int q) {
+  static const unsigned char none[16] = {0};
+  const struct tutti_peer_info* a = &s->peers[p];
+  const struct tutti_peer_info* b = &s->peers[q];
+  if (memcmp(a->gpu_uuid, none, 16) != 0 && memcmp(b->gpu_uuid, none, 16) != 0) {
+    return memcmp(a->gpu_uuid, b->gpu_uuid, 16) == 0;
+  }
+  return s->host_of[p] == s->host_of[q] && a->pid == b->pid && a->cuda_dev == b->cuda_dev;
+}
+
 static int gpu_sharers(const struct tutti_dev_setup* s) {
   int most = 1;
   for (int p = 0; p < s->nranks; p++) {
     int k = 0;
     for (int q = p; q < s->nranks; q++) {
-      k += s->host_of[q] == s->host_of[p] && s->peers[q].pid == s->peers[p].pid &&
-           s->peers[q].cuda_dev == s->peers[p].cuda_dev;
+      k += same_gpu(s, p, q);
     }
     most = k > most ? k : most;
   }
@@ -119,7 +136,7 @@ static int gpu_sharers(const struct tutti_dev_setup* s) {
 }
 
 /* This rank's share of the blocks the GPU holds at once (`per_sm` per
- * multiprocessor), with `sharers` ranks of this process on it. */
+ * multiprocessor), with `sharers` ranks on it. */
 static int block_share(int nsm, int per_sm, int sharers) {
   const int b = nsm * (per_sm > 0 ? per_sm : 1) / sharers;
   return b < 1 ? 1 : b;
@@ -131,6 +148,7 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
   int nsm = 0, per_sm = 0;
   CUDACHECK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dc->dev),
             "cudaDeviceGetAttribute");
+  CUDACHECK(cudaStreamCreateWithFlags(&dc->side, cudaStreamNonBlocking), "cudaStreamCreate");
   int64_t nt = tutti_param_nthreads();
   dc->nthreads = nt < 64 ? 64 : nt > TD_MAX_THREADS ? TD_MAX_THREADS : (int)(nt / 32 * 32);
   /* Across hosts a few channels fill the network; their queues are pinned host memory. */
@@ -150,15 +168,17 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
     NCCLCHECK(td_host_region_map(dc->shm_name, dc->lay.total, 1, &dc->hosts[s->rank]));
     dc->region = dc->hosts[s->rank].dev;
   } else {
-    NCCLCHECK(td_region_alloc(&dc->own, dc->dev, dc->lay.total));
+    NCCLCHECK(td_region_alloc(&dc->own, dc->dev, dc->lay.total, dc->side));
     dc->region = dc->own.ptr;
   }
   CUDACHECK(cudaMalloc((void**)&dc->priv, dc->lay.priv_total), "cudaMalloc of the counters");
-  CUDACHECK(cudaMemset(dc->priv, 0, dc->lay.priv_total), "cudaMemset");
+  CUDACHECK(cudaMemsetAsync(dc->priv, 0, dc->lay.priv_total, dc->side), "cudaMemsetAsync");
   CUDACHECK(cudaHostAlloc((void**)&dc->host_flags, 64, cudaHostAllocMapped | cudaHostAllocPortable),
             "cudaHostAlloc");
   memset(dc->host_flags, 0, 64);
   CUDACHECK(cudaEventCreateWithFlags(&dc->ev, cudaEventDisableTiming), "cudaEventCreate");
+  CUDACHECK(cudaEventCreateWithFlags(&dc->ord_ev, cudaEventDisableTiming), "cudaEventCreate");
+  CUDACHECK(cudaEventCreateWithFlags(&dc->cap_ev, cudaEventDisableTiming), "cudaEventCreate");
   if (dc->lay.ce_slot_bytes > 0) {
     CUDACHECK(cudaStreamCreateWithFlags(&dc->ce_copy, cudaStreamNonBlocking), "cudaStreamCreate");
     for (int i = 0; i < TD_CE_SLOTS + 2; i++) {
@@ -172,7 +192,10 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
   CUDACHECK((cudaError_t)td_direct_occupancy(dc->nthreads, &per_sm),
             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   dc->direct_ctas = block_share(nsm, per_sm, sharers);
-  CUDACHECK(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  /* Only this setup's own work: a device-wide wait would also wait for
+   * kernels of other communicators, which may wait for a peer that is
+   * itself in this init. */
+  CUDACHECK(cudaStreamSynchronize(dc->side), "cudaStreamSynchronize");
   return ncclSuccess;
 }
 
@@ -298,7 +321,10 @@ static ncclResult_t publish(struct tutti_dev_comm* dc) {
     e = cudaMalloc((void**)&dc->d_comm, bytes);
   }
   if (e == cudaSuccess) {
-    e = cudaMemcpy(dc->d_comm, h, bytes, cudaMemcpyHostToDevice);
+    e = cudaMemcpyAsync(dc->d_comm, h, bytes, cudaMemcpyHostToDevice, dc->side);
+  }
+  if (e == cudaSuccess) {
+    e = cudaStreamSynchronize(dc->side);
   }
   free(h);
   return e == cudaSuccess ? ncclSuccess : cuda_fail(e, "publishing the device communicator");
@@ -428,14 +454,33 @@ extern "C" void tutti_dev_comm_destroy(struct tutti_dev_comm* dc) {
     pthread_join(dc->watch, NULL);
   }
   free(dc->pids);
+  dc->pids = NULL;
   struct td_dev_guard g;
   td_dev_enter(&g, dc->dev);
-  if (!__atomic_load_n(&dc->host_flags[0], __ATOMIC_SEQ_CST)) {
-    cudaDeviceSynchronize();
+  /* Only this communicator's launches, bounded: a device-wide wait would
+   * also wait for other work of the GPU, which may never finish. */
+  const int aborted = __atomic_load_n(&dc->host_flags[0], __ATOMIC_SEQ_CST);
+  int quiet = td_order_quiesce(dc, dc->timeout_s + 5);
+  if (!quiet) {
+    __atomic_store_n(&dc->host_flags[0], 1, __ATOMIC_SEQ_CST);
+    quiet = td_order_quiesce(dc, 5);
+  }
+  if (quiet && !aborted) {
     td_drain(dc);
   }
   td_net_free(dc); /* forwards what peers are still owed, then closes */
   (void)cudaGetLastError();
+  if (!quiet) {
+    /* A launch still waits on its stream and will run some day: it must
+     * find its memory and the abort flag, so nothing is freed. */
+    WARN(
+        "rank %d: a device collective of this communicator had not run %.0f s after "
+        "ncclCommDestroy (its stream waits for other work): its device memory stays allocated "
+        "so that it stops harmlessly when it runs",
+        dc->rank, dc->timeout_s + 10);
+    td_dev_leave(&g);
+    return;
+  }
   release(dc);
   td_dev_leave(&g);
 }

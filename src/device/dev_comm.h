@@ -39,12 +39,18 @@ struct tutti_dev_comm {
   pthread_t watch; /* watchdog: a peer process gone while kernels wait */
   int watch_live;
   volatile int watch_stop;
-  cudaEvent_t ev;
+  cudaEvent_t ev;    /* scratch: joins a group's streams */
+  cudaStream_t side; /* setup's and teardown's own copies (never the device-wide stream) */
+  /* The launch order (order.cu): the end of the last launch outside any
+   * stream capture, and of the last one inside capture `cap_id`. */
+  cudaEvent_t ord_ev;
+  int ord_set;
+  cudaEvent_t cap_ev;
+  unsigned long long cap_id;
   /* The copy-engine path (ce.cu): pieces issued so far (the same on every
-   * rank), the stream of the last call, the copies' own stream, and events:
-   * a call's start, a piece's copies done, a piece's kernel done (by slot). */
+   * rank), the copies' own stream, and events: a call's start, a piece's
+   * copies done, a piece's kernel done (by slot). */
   uint64_t ce_seq;
-  cudaStream_t ce_stream;
   cudaStream_t ce_copy;
   cudaEvent_t ce_start, ce_copied, ce_done[TD_CE_SLOTS];
   void* scratch;
@@ -53,7 +59,6 @@ struct tutti_dev_comm {
   int scratch_in_graph;   /* a captured graph holds the scratch's address */
   void** retired;         /* scratch buffers graphs may still use: freed at destroy */
   int nretired;
-  uint64_t launches;
   void* launch_bufs; /* the kernel parameters being filled (struct td_launch_bufs) */
   uint16_t* turns;   /* [TD_MAX_CHANNELS][2 * nranks]: turns handed out while filling */
   double timeout_s;
@@ -86,6 +91,22 @@ ncclResult_t td_map_peers(struct tutti_dev_comm* dc, const struct tutti_dev_setu
 struct tutti_fdbox;
 ncclResult_t td_swap_fds(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s,
                          struct tutti_fdbox* box, const struct td_export* ex, int* fds);
+/* Where a launch stands in the communicator's order (order.cu). */
+struct td_order_at {
+  cudaStream_t stream;        /* the launch's stream: the group's first */
+  unsigned long long capture; /* the stream capture it is part of, 0 none */
+};
+/* Before a launch of `ops` (one group): the other streams of the group and
+ * the communicator's previous launch come first, on ops[0].stream. */
+ncclResult_t td_order_begin(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops,
+                            struct td_order_at* at);
+/* After it: the next launch waits for this one, and so does every stream
+ * of the group. */
+ncclResult_t td_order_end(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops,
+                          const struct td_order_at* at);
+/* Waits up to `limit` seconds (also after an abort) until no launch of
+ * `dc` is pending or running; 1 when none is. */
+int td_order_quiesce(struct tutti_dev_comm* dc, double limit);
 /* The watchdog thread's body (watch.cu). */
 void* td_watch_main(void* arg);
 /* Waits (bounded) until every slot this rank sent was freed by its receiver. */

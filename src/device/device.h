@@ -52,6 +52,11 @@ void tutti_dev_comm_destroy(struct tutti_dev_comm* dc);
  * a peer that stopped answering), with a sentence. */
 ncclResult_t tutti_dev_comm_error(struct tutti_dev_comm* dc);
 
+/* Waits, bounded by TUTTI_TIMEOUT, until the communicator's device
+ * collectives issued so far have finished: a host collective issued after
+ * them runs after them, as the issue order says. ncclSuccess, or why not. */
+ncclResult_t tutti_dev_comm_wait(struct tutti_dev_comm* dc);
+
 /* One operation for the device executor. */
 struct tutti_dev_op {
   const struct tutti_schedule* sched;
@@ -63,9 +68,10 @@ struct tutti_dev_op {
   uint64_t seq;
 };
 
-/* Enqueues `ops` (all of `dc`, one group) as one kernel launch on the first
- * op's stream, ordered after the other ops' streams and after the previous
- * launch of `dc`. Returns at once; nothing waits for the device. */
+/* Enqueues `ops` (all of `dc`, one group) as one launch on the first op's
+ * stream, ordered after the other ops' streams and after the previous
+ * launch of `dc` whatever its stream; the group's streams then wait for it.
+ * Returns at once; nothing waits for the device. */
 ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops);
 
 /* The per-thread stack frame (local memory) of every kernel of the device

@@ -170,7 +170,6 @@ extern "C" int td_direct_try(struct tutti_dev_comm* dc, const struct tutti_dev_o
   td_dev_enter(&g, dc->dev);
   int e = td_direct_launch(&w, nt, op->stream);
   td_dev_leave(&g);
-  dc->launches++;
   *res = e == 0 ? ncclSuccess
                 : tutti_error(ncclUnhandledCudaError, "launching the direct kernel failed: %s",
                               cudaGetErrorString((cudaError_t)e));

@@ -96,17 +96,8 @@ __device__ __forceinline__ int td_ll128_wait(const uint64_t* box, size_t base, s
     }
     if (++spins == (1u << 16)) {
       spins = 0;
-      if (*dc->abort_flag) {
-        if (*(volatile int*)dc->error == 0) {
-          *dc->error = 1;
-        }
-        return 0;
-      }
-      const uint64_t now = td_now_ns();
-      if (start == 0) {
-        start = now;
-      } else if (now - start > dc->timeout_ns) {
-        *dc->error = 2;
+      /* The whole warp stops together: its lanes meet in the votes above. */
+      if (__any_sync(0xffffffffu, !td_wait_ok(dc, &start))) {
         return 0;
       }
     }

@@ -56,7 +56,7 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
                 dc->rank, dc->base[dc->rank],         dc->priv};
   const int tid = threadIdx.x;
   if (tid == 0 && blockIdx.x == 0) {
-    td_kernel_started(dc); /* one kernel of a communicator runs at a time (stream order) */
+    td_kernel_started(dc); /* one launch of a communicator runs at a time (order.cu) */
   }
   if (tid == 0) {
     s_stop = 0;

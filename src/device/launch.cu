@@ -289,29 +289,6 @@ static ncclResult_t ensure_scratch(struct tutti_dev_comm* dc, size_t bytes, cuda
   return ncclSuccess;
 }
 
-static ncclResult_t join_streams(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops,
-                                 int nops, int after) {
-  cudaStream_t s0 = ops[0].stream;
-  for (int i = 1; i < nops; i++) {
-    cudaStream_t si = ops[i].stream;
-    int seen = si == s0;
-    for (int j = 1; j < i && !seen; j++) {
-      seen = ops[j].stream == si;
-    }
-    if (seen) {
-      continue;
-    }
-    cudaError_t e = cudaEventRecord(dc->ev, after ? s0 : si);
-    if (e == cudaSuccess) {
-      e = cudaStreamWaitEvent(after ? si : s0, dc->ev, 0);
-    }
-    if (e != cudaSuccess) {
-      return cuda_fail(e, "ordering the group's streams");
-    }
-  }
-  return ncclSuccess;
-}
-
 /* Whether every connection of `op` on `nch` channels has a queue (work.h):
  * to itself on the first TD_LOOP_CHANNELS channels, with any peer on the
  * first all_nch, beyond them with the ring's neighbours only. The caps of
@@ -340,13 +317,9 @@ static ncclResult_t check_queues(const struct tutti_dev_comm* dc, const struct t
   return ncclSuccess;
 }
 
-extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops,
-                                         int nops) {
-  NCCLCHECK(tutti_dev_comm_error(dc));
-  ncclResult_t dres;
-  if (td_ce_try(dc, ops, nops, &dres) || td_direct_try(dc, ops, nops, &dres)) {
-    return dres;
-  }
+/* The schedules' kernel for `ops`, on ops[0].stream. */
+static ncclResult_t launch_schedules(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops,
+                                     int nops) {
   struct td_counts c = {nops, 0, 0, 0, 0};
   int nch_stack[32];
   int* nch = nops <= 32 ? nch_stack : NULL;
@@ -400,9 +373,6 @@ extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct
   td_dev_enter(&g, dc->dev);
   ncclResult_t res = ensure_scratch(dc, scratch, ops[0].stream);
   if (res == ncclSuccess) {
-    res = join_streams(dc, ops, nops, 0);
-  }
-  if (res == ncclSuccess) {
     const void* work;
     if (large) {
       fill(&bufs->large, dc, ops, nops, nch, turns);
@@ -439,10 +409,25 @@ extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct
     }
     res = e == cudaSuccess ? ncclSuccess : cuda_fail(e, "recording the scratch's last use");
   }
+  td_dev_leave(&g);
+  return res;
+}
+
+extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops,
+                                         int nops) {
+  NCCLCHECK(tutti_dev_comm_error(dc));
+  struct td_dev_guard g;
+  td_dev_enter(&g, dc->dev);
+  struct td_order_at at;
+  ncclResult_t res = td_order_begin(dc, ops, nops, &at);
   if (res == ncclSuccess) {
-    res = join_streams(dc, ops, nops, 1);
+    if (!td_ce_try(dc, ops, nops, &res) && !td_direct_try(dc, ops, nops, &res)) {
+      res = launch_schedules(dc, ops, nops);
+    }
+    /* Whatever was enqueued, the next launch comes after it. */
+    ncclResult_t ores = td_order_end(dc, ops, nops, &at);
+    res = res != ncclSuccess ? res : ores;
   }
-  dc->launches++;
   td_dev_leave(&g);
   return res;
 }

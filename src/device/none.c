@@ -37,6 +37,11 @@ ncclResult_t tutti_dev_comm_error(struct tutti_dev_comm* dc) {
   return ncclSuccess;
 }
 
+ncclResult_t tutti_dev_comm_wait(struct tutti_dev_comm* dc) {
+  (void)dc;
+  return ncclSuccess;
+}
+
 ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops) {
   (void)dc;
   (void)ops;

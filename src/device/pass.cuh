@@ -225,18 +225,8 @@ __device__ __forceinline__ uint64_t td_ll_read(const uint4* line, uint32_t flag,
                  : "memory");
     if (++spins == (1u << 20)) {
       spins = 0;
-      if (*dc->abort_flag) {
-        if (*(volatile int*)dc->error == 0) {
-          *dc->error = 1;
-        }
+      if (!td_wait_ok(dc, &start)) {
         return 0; /* the block finds the abort at its next wait */
-      }
-      const uint64_t now = td_now_ns();
-      if (start == 0) {
-        start = now;
-      } else if (now - start > dc->timeout_ns) {
-        *dc->error = 2;
-        return 0;
       }
     }
   } while (f1 != flag || f2 != flag);

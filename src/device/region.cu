@@ -153,12 +153,12 @@ static ncclResult_t map_handle(struct td_region* r, CUmemGenericAllocationHandle
   return ncclSuccess;
 }
 
-ncclResult_t td_region_alloc(struct td_region* r, int dev, size_t bytes) {
+ncclResult_t td_region_alloc(struct td_region* r, int dev, size_t bytes, cudaStream_t zero_on) {
   memset(r, 0, sizeof *r);
   if (!cumem_usable(dev)) {
     cudaError_t e = cudaMalloc((void**)&r->ptr, bytes);
     if (e == cudaSuccess) {
-      e = cudaMemset(r->ptr, 0, bytes);
+      e = cudaMemsetAsync(r->ptr, 0, bytes, zero_on);
     }
     if (e != cudaSuccess) {
       return tutti_error(ncclUnhandledCudaError, "cudaMalloc of %zu bytes of queues failed: %s",
@@ -180,7 +180,7 @@ ncclResult_t td_region_alloc(struct td_region* r, int dev, size_t bytes) {
     cu.release(h);
     return res;
   }
-  cudaError_t e = cudaMemset(r->ptr, 0, size);
+  cudaError_t e = cudaMemsetAsync(r->ptr, 0, size, zero_on);
   if (e != cudaSuccess) {
     td_region_free(r);
     return tutti_error(ncclUnhandledCudaError, "cudaMemset of the queues failed: %s",

@@ -23,25 +23,40 @@ __device__ __forceinline__ uint64_t td_now_ns(void) {
   return t;
 }
 
+/* Called now and then by every spinning wait: 0 once the communicator is
+ * aborted (the abort is the reason unless the host or a block already
+ * recorded one) or the wait, started at *start, outlasts the timeout. A
+ * timeout also raises the abort flag: every later wait of the
+ * communicator, in this kernel or a later one, then ends at once instead of
+ * timing out in turn, and the host refuses further launches. */
+__device__ __forceinline__ int td_wait_ok(td_devcomm* dc, uint64_t* start) {
+  volatile int* err = (volatile int*)dc->error;
+  if (*dc->abort_flag) {
+    __threadfence_system(); /* read the reason after the flag, as it was written before it */
+    if (*err == 0) {
+      *err = 1;
+    }
+    return 0;
+  }
+  const uint64_t now = td_now_ns();
+  if (*start == 0) {
+    *start = now;
+  } else if (now - *start > dc->timeout_ns) {
+    *err = 2;
+    __threadfence_system();
+    *dc->abort_flag = 1;
+    return 0;
+  }
+  return 1;
+}
+
 /* Spins until *p >= want. Returns 0 once the communicator is aborted or the
  * wait outlasts the timeout, after recording why in dc->error. */
 static __device__ int td_wait_ge(const uint64_t* p, uint64_t want, td_devcomm* dc) {
   uint64_t start = 0;
   for (uint32_t spins = 0; td_ld_acquire(p) < want; spins++) {
-    if ((spins & 1023) == 1023) {
-      if (*dc->abort_flag) {
-        if (*(volatile int*)dc->error == 0) {
-          *dc->error = 1; /* unless the host already said why */
-        }
-        return 0;
-      }
-      uint64_t now = td_now_ns();
-      if (start == 0) {
-        start = now;
-      } else if (now - start > dc->timeout_ns) {
-        *dc->error = 2;
-        return 0;
-      }
+    if ((spins & 1023) == 1023 && !td_wait_ok(dc, &start)) {
+      return 0;
     }
   }
   return 1;

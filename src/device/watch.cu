@@ -50,10 +50,11 @@ void td_drain(struct tutti_dev_comm* dc) {
   uint64_t* head = (uint64_t*)malloc(lines * TD_LINE);
   uint64_t* sent = (uint64_t*)malloc(lines * TD_LINE);
   for (int tries = 0; head != NULL && sent != NULL && tries < 200; tries++) {
-    if (cudaMemcpy(head, dc->region + dc->lay.head_off, lines * TD_LINE, cudaMemcpyDefault) !=
-            cudaSuccess ||
-        cudaMemcpy(sent, dc->priv + dc->lay.sent_off, lines * TD_LINE, cudaMemcpyDefault) !=
-            cudaSuccess) {
+    if (cudaMemcpyAsync(head, dc->region + dc->lay.head_off, lines * TD_LINE, cudaMemcpyDefault,
+                        dc->side) != cudaSuccess ||
+        cudaMemcpyAsync(sent, dc->priv + dc->lay.sent_off, lines * TD_LINE, cudaMemcpyDefault,
+                        dc->side) != cudaSuccess ||
+        cudaStreamSynchronize(dc->side) != cudaSuccess) {
       break;
     }
     int pending = 0;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "topo/topo.h"
+#include "util/cuda.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -22,7 +23,13 @@ static void read_first_line(const char* path, char* buf, size_t len) {
 }
 
 uint64_t tutti_topo_host_hash(void) {
+  /* A host identity given by the user, as NCCL's NCCL_HOSTID: ranks with
+   * different ones are on different hosts (and talk over the network) even
+   * where they share a machine, or a GPU. */
   const char* forced = tutti_getenv("TUTTI_HOSTID");
+  if (forced == NULL || *forced == '\0') {
+    forced = tutti_getenv("NCCL_HOSTID");
+  }
   if (forced != NULL && *forced != '\0') {
     return tutti_hash(forced, strlen(forced), TUTTI_HASH_INIT);
   }
@@ -45,6 +52,7 @@ void tutti_topo_fill_self(struct tutti_peer_info* info, int rank, int cuda_dev) 
   info->cuda_dev = cuda_dev;
   info->pid = (int32_t)getpid();
   info->host_hash = tutti_topo_host_hash();
+  tutti_cuda_device_uuid(cuda_dev, info->gpu_uuid);
   snprintf(info->hostname, sizeof info->hostname, "%s", tutti_hostname());
 }
 

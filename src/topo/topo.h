@@ -9,8 +9,8 @@
 
 /* Identity of this host as ranks see it: hostname, boot id and network
  * namespace (ranks in different network namespaces count as different hosts,
- * which is how the multi-host tests run on one machine). TUTTI_HOSTID
- * overrides it. */
+ * which is how the multi-host tests run on one machine). TUTTI_HOSTID, or
+ * else NCCL_HOSTID (as NCCL), overrides it. */
 uint64_t tutti_topo_host_hash(void);
 
 /* Fills this rank's entry of the all-gathered table. */

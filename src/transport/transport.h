@@ -49,6 +49,7 @@ struct tutti_peer_info {
   uint32_t pad;
   uint64_t host_hash; /* hostname + boot id + network namespace */
   char hostname[64];
+  unsigned char gpu_uuid[16]; /* cuda_dev's UUID (all zero without one): the GPU itself */
 };
 
 /* Where a rank sleeps when it has nothing to do, and how others wake it.

@@ -7,11 +7,26 @@
 
 /* Non-zero when libcuda.so.1 loaded and initialized. */
 int tutti_cuda_available(void);
-/* Non-zero when `p` is device memory (not host, not pinned host). */
+/* Non-zero when `p` is device memory (not host, not pinned host, not managed). */
 int tutti_cuda_is_device_ptr(const void* p);
+/* What `p` is to CUDA. */
+enum tutti_mem {
+  TUTTI_MEM_HOST,    /* unknown to CUDA: ordinary host memory */
+  TUTTI_MEM_DEVICE,  /* device memory (cudaMalloc, ncclMemAlloc, cuMem/VMM, pools) */
+  TUTTI_MEM_MANAGED, /* cudaMallocManaged: reachable from host and device */
+  TUTTI_MEM_PINNED   /* cudaMallocHost / cudaHostRegister: host memory kernels reach */
+};
+enum tutti_mem tutti_cuda_mem_kind(const void* p);
 /* The current context's device, or -1 without CUDA or context. */
 int tutti_cuda_current_device(void);
-/* Waits for `stream` (no-op without CUDA or for a NULL stream). */
-ncclResult_t tutti_cuda_stream_sync(cudaStream_t stream);
+/* The UUID of device ordinal `dev` of this process into `uuid` (16 bytes);
+ * 0 when known, else -1 and zeros. */
+int tutti_cuda_device_uuid(int dev, unsigned char* uuid);
+/* Waits until the work on `stream` so far is done (no-op without CUDA or for
+ * a NULL stream): polls, then sleeps, so the CPU goes to whoever the stream
+ * waits for; gives up after `limit_s` seconds (0: never) or when *abort_flag
+ * is set, with an error that says so. */
+ncclResult_t tutti_cuda_stream_wait(cudaStream_t stream, double limit_s,
+                                    const volatile int* abort_flag);
 
 #endif

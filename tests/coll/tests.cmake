@@ -25,3 +25,12 @@ target_include_directories(test_shrink PRIVATE ${CMAKE_SOURCE_DIR}/tests/common)
 target_link_libraries(test_shrink PRIVATE tutti_static)
 add_test(NAME coll.shrink COMMAND test_shrink)
 set_tests_properties(coll.shrink PROPERTIES TIMEOUT 120 ENVIRONMENT "TUTTI_TIMEOUT=20")
+
+# Host identity from NCCL_HOSTID / TUTTI_HOSTID: ranks of one machine as several hosts.
+add_executable(test_hostid ${CMAKE_CURRENT_LIST_DIR}/test_hostid.c
+                           ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+target_include_directories(test_hostid PRIVATE ${CMAKE_SOURCE_DIR}/src
+  ${CMAKE_SOURCE_DIR}/tests/common)
+target_link_libraries(test_hostid PRIVATE tutti_static)
+add_test(NAME coll.hostid COMMAND test_hostid)
+set_tests_properties(coll.hostid PROPERTIES TIMEOUT 120 ENVIRONMENT "TUTTI_TIMEOUT=20")

@@ -1,6 +1,7 @@
 /* See gpu_case.h. */
 #include "gpu_case.h"
 
+#include <cuda.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,21 +17,162 @@ int gcase_reduces(int coll) {
   return coll == G_ALLREDUCE || coll == G_REDUCE || coll == G_REDUCESCATTER;
 }
 
-int grank_alloc(struct grank* g, size_t cap) {
+const char* const g_mem_name[G_MEM_NKINDS] = {"device",     "managed",      "pinned",
+                                              "registered", "ncclMemAlloc", "VMM"};
+
+/* Driver calls for G_MEM_VMM, found through the runtime (no -lcuda). */
+typedef CUresult (*gran_fn)(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags);
+typedef CUresult (*create_fn)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
+                              unsigned long long);
+typedef CUresult (*reserve_fn)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long);
+typedef CUresult (*map_fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                           unsigned long long);
+typedef CUresult (*access_fn)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t);
+typedef CUresult (*unmap_fn)(CUdeviceptr, size_t);
+typedef CUresult (*release_fn)(CUmemGenericAllocationHandle);
+typedef CUresult (*addr_free_fn)(CUdeviceptr, size_t);
+
+static void* driver_fn(const char* name) {
+  void* f = NULL;
+  enum cudaDriverEntryPointQueryResult q;
+  if (cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) {
+    return NULL;
+  }
+  return f;
+}
+
+/* Device memory as cuMem maps it: a physical allocation mapped into a
+ * reserved range, access granted to `dev`. */
+static void* vmm_alloc(size_t bytes, int dev, size_t* mapped) {
+  gran_fn gran = (gran_fn)driver_fn("cuMemGetAllocationGranularity");
+  create_fn create = (create_fn)driver_fn("cuMemCreate");
+  reserve_fn reserve = (reserve_fn)driver_fn("cuMemAddressReserve");
+  map_fn map = (map_fn)driver_fn("cuMemMap");
+  access_fn access = (access_fn)driver_fn("cuMemSetAccess");
+  release_fn release = (release_fn)driver_fn("cuMemRelease");
+  if (!gran || !create || !reserve || !map || !access || !release) {
+    return NULL;
+  }
+  CUmemAllocationProp p;
+  memset(&p, 0, sizeof p);
+  p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  p.location.id = dev;
+  size_t g = 0;
+  if (gran(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0) {
+    return NULL;
+  }
+  const size_t size = (bytes + g - 1) / g * g;
+  CUmemGenericAllocationHandle h;
+  CUdeviceptr va = 0;
+  if (create(&h, size, &p, 0) != CUDA_SUCCESS) {
+    return NULL;
+  }
+  CUmemAccessDesc a;
+  memset(&a, 0, sizeof a);
+  a.location = p.location;
+  a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (reserve(&va, size, g, 0, 0) != CUDA_SUCCESS || map(va, size, 0, h, 0) != CUDA_SUCCESS ||
+      access(va, size, &a, 1) != CUDA_SUCCESS) {
+    release(h);
+    return NULL;
+  }
+  release(h); /* the mapping keeps the memory */
+  *mapped = size;
+  return (void*)(uintptr_t)va;
+}
+
+static void vmm_free(void* p, size_t size) {
+  unmap_fn unmap = (unmap_fn)driver_fn("cuMemUnmap");
+  addr_free_fn addr_free = (addr_free_fn)driver_fn("cuMemAddressFree");
+  if (p != NULL && unmap != NULL && addr_free != NULL) {
+    unmap((CUdeviceptr)(uintptr_t)p, size);
+    addr_free((CUdeviceptr)(uintptr_t)p, size);
+  }
+}
+
+static char* mem_alloc(int kind, size_t cap, int dev, size_t* mapped) {
+  void* p = NULL;
+  switch (kind) {
+    case G_MEM_DEVICE:
+      return cudaMalloc(&p, cap) == cudaSuccess ? p : NULL;
+    case G_MEM_MANAGED:
+      return cudaMallocManaged(&p, cap, cudaMemAttachGlobal) == cudaSuccess ? p : NULL;
+    case G_MEM_PINNED:
+      return cudaMallocHost(&p, cap) == cudaSuccess ? p : NULL;
+    case G_MEM_REGISTERED:
+      p = malloc(cap);
+      if (p != NULL && cudaHostRegister(p, cap, cudaHostRegisterDefault) != cudaSuccess) {
+        free(p);
+        p = NULL;
+      }
+      return p;
+    case G_MEM_NCCL:
+      return ncclMemAlloc(&p, cap) == ncclSuccess ? p : NULL;
+    case G_MEM_VMM:
+      return vmm_alloc(cap, dev, mapped);
+    default:
+      return NULL;
+  }
+}
+
+static void mem_free(int kind, void* p, size_t mapped) {
+  if (p == NULL) {
+    return;
+  }
+  switch (kind) {
+    case G_MEM_PINNED:
+      cudaFreeHost(p);
+      break;
+    case G_MEM_REGISTERED:
+      cudaHostUnregister(p);
+      free(p);
+      break;
+    case G_MEM_NCCL:
+      ncclMemFree(p);
+      break;
+    case G_MEM_VMM:
+      vmm_free(p, mapped);
+      break;
+    default:
+      cudaFree(p);
+      break;
+  }
+}
+
+/* Host-side kinds are written by the CPU; the others by CUDA. */
+static int mem_fill(int kind, void* p, int byte, size_t n) {
+  if (kind == G_MEM_PINNED || kind == G_MEM_REGISTERED) {
+    memset(p, byte, n);
+    return 1;
+  }
+  return cudaMemset(p, byte, n) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess;
+}
+
+int grank_alloc_kinds(struct grank* g, size_t cap, int ksend, int krecv) {
   g->cap = cap;
+  g->ksend = ksend;
+  g->krecv = krecv;
   g->hbuf = malloc(cap);
   g->ref = malloc(cap);
-  return g->hbuf != NULL && g->ref != NULL && cudaMalloc((void**)&g->dsend, cap) == cudaSuccess &&
-         cudaMalloc((void**)&g->drecv, cap) == cudaSuccess &&
+  g->dsend = mem_alloc(ksend, cap, g->dev, &g->vmm_send);
+  g->drecv = mem_alloc(krecv, cap, g->dev, &g->vmm_recv);
+  return g->hbuf != NULL && g->ref != NULL && g->dsend != NULL && g->drecv != NULL &&
          cudaMalloc((void**)&g->dscalar, 64) == cudaSuccess;
 }
 
+int grank_alloc(struct grank* g, size_t cap) {
+  return grank_alloc_kinds(g, cap, G_MEM_DEVICE, G_MEM_DEVICE);
+}
+
 void grank_free(struct grank* g) {
-  cudaFree(g->dsend);
-  cudaFree(g->drecv);
+  mem_free(g->ksend, g->dsend, g->vmm_send);
+  mem_free(g->krecv, g->drecv, g->vmm_recv);
   cudaFree(g->dscalar);
   free(g->hbuf);
   free(g->ref);
+  g->dsend = g->drecv = g->dscalar = g->hbuf = g->ref = NULL;
 }
 
 const char* gcase_name(const struct gcase* c, const struct grank* g, char* buf, size_t len) {
@@ -78,13 +220,13 @@ int gcase_prepare(const struct gcase* c, struct grank* g) {
     }
   }
   /* Poison the output, then place the input. */
-  if (cudaMemset(g->drecv, 0x5a, big > 0 ? big : 1) != cudaSuccess) {
+  if (!mem_fill(g->krecv, g->drecv, 0x5a, big > 0 ? big : 1)) {
     return 0;
   }
   int fop = gcase_reduces(c->coll) ? (c->op == ncclNumOps ? ncclSum : c->op) : ncclSum;
   size_t ne = in_elems(c, n);
-  chk_fill(g->hbuf, c->type, fop, r, 0, ne);
-  if (ne > 0 && cudaMemcpy(g->send, g->hbuf, ne * es, cudaMemcpyHostToDevice) != cudaSuccess) {
+  chk_fill(g->hbuf, c->type, fop, r, c->salt, ne);
+  if (ne > 0 && cudaMemcpy(g->send, g->hbuf, ne * es, cudaMemcpyDefault) != cudaSuccess) {
     return 0;
   }
   g->rop = (ncclRedOp_t)c->op;
@@ -154,12 +296,12 @@ int gcase_verify(const struct gcase* c, struct grank* g) {
     out_elems = 0;
   }
   if (out_elems > 0 &&
-      cudaMemcpy(g->hbuf, g->recv, out_elems * es, cudaMemcpyDeviceToHost) != cudaSuccess) {
+      cudaMemcpy(g->hbuf, g->recv, out_elems * es, cudaMemcpyDefault) != cudaSuccess) {
     fprintf(stderr, "%s: copying the result back failed\n", name);
     return 0;
   }
   if (gcase_reduces(c->coll)) {
-    size_t first = c->coll == G_REDUCESCATTER ? (size_t)r * c->count : 0;
+    size_t first = c->salt + (c->coll == G_REDUCESCATTER ? (size_t)r * c->count : 0);
     for (size_t i = 0; i < out_elems; i++) {
       double want = chk_round(c->type, chk_reduce_ref(c->type, c->op, n, first + i, 2));
       double got = chk_get(g->hbuf, c->type, i);
@@ -170,24 +312,25 @@ int gcase_verify(const struct gcase* c, struct grank* g) {
     }
     return 1;
   }
+  const size_t s0 = c->salt;
   switch (c->coll) {
     case G_BROADCAST:
-      chk_fill(g->ref, c->type, ncclSum, c->root, 0, c->count);
+      chk_fill(g->ref, c->type, ncclSum, c->root, s0, c->count);
       break;
     case G_ALLGATHER:
     case G_GATHER:
       for (int p = 0; p < n; p++) {
-        chk_fill(g->ref + (size_t)p * c->count * es, c->type, ncclSum, p, 0, c->count);
+        chk_fill(g->ref + (size_t)p * c->count * es, c->type, ncclSum, p, s0, c->count);
       }
       break;
     case G_ALLTOALL:
       for (int p = 0; p < n; p++) {
-        chk_fill(g->ref + (size_t)p * c->count * es, c->type, ncclSum, p, (size_t)r * c->count,
+        chk_fill(g->ref + (size_t)p * c->count * es, c->type, ncclSum, p, s0 + (size_t)r * c->count,
                  c->count);
       }
       break;
     case G_SCATTER:
-      chk_fill(g->ref, c->type, ncclSum, c->root, (size_t)r * c->count, c->count);
+      chk_fill(g->ref, c->type, ncclSum, c->root, s0 + (size_t)r * c->count, c->count);
       break;
   }
   if (out_elems > 0 && memcmp(g->hbuf, g->ref, out_elems * es) != 0) {

@@ -31,7 +31,20 @@ struct gcase {
   int inplace;
   int root;
   int scalar_on_device; /* PreMulSum: the scalar resides in device memory */
+  size_t salt;          /* shifts the inputs, so that concurrent cases differ */
 };
+
+/* Kinds of memory a CUDA program hands in (grank_alloc_kinds). */
+enum {
+  G_MEM_DEVICE,     /* cudaMalloc */
+  G_MEM_MANAGED,    /* cudaMallocManaged */
+  G_MEM_PINNED,     /* cudaMallocHost */
+  G_MEM_REGISTERED, /* malloc + cudaHostRegister */
+  G_MEM_NCCL,       /* ncclMemAlloc */
+  G_MEM_VMM,        /* cuMemCreate + cuMemMap (virtual memory management) */
+  G_MEM_NKINDS
+};
+extern const char* const g_mem_name[G_MEM_NKINDS];
 
 /* Per rank: the device buffers (sized for the largest case) and the host copies. */
 struct grank {
@@ -41,12 +54,16 @@ struct grank {
   char *dsend, *drecv, *dscalar; /* device */
   char *hbuf, *ref;              /* host */
   size_t cap;                    /* bytes of each buffer */
+  int ksend, krecv;              /* G_MEM_* of dsend and drecv */
+  size_t vmm_send, vmm_recv;     /* bytes mapped, for G_MEM_VMM */
   ncclRedOp_t rop;
   char* send; /* this case's pointers into dsend / drecv */
   char* recv;
 };
 
 int grank_alloc(struct grank* g, size_t cap);
+/* As grank_alloc, with dsend and drecv of the given G_MEM_* kinds. */
+int grank_alloc_kinds(struct grank* g, size_t cap, int ksend, int krecv);
 void grank_free(struct grank* g);
 const char* gcase_name(const struct gcase* c, const struct grank* g, char* buf, size_t len);
 int gcase_reduces(int coll);

@@ -21,7 +21,7 @@ int cuda_ok(cudaError_t e, const char* what) {
 }
 
 /* One case on `nl` ranks driven by this thread (a group when more than one). */
-static void run_case(const struct gcase* c, struct grank* gs, int nl, int graph) {
+void run_case(const struct gcase* c, struct grank* gs, int nl, int graph) {
   char name[200];
   for (int i = 0; i < nl; i++) {
     if (!gcase_prepare(c, &gs[i])) {

@@ -19,6 +19,9 @@ extern long passed, failed;
 
 /* 0 (and a failure counted) when `e` is an error. */
 int cuda_ok(cudaError_t e, const char* what);
+/* One case on the `nl` ranks this thread drives (a group when several);
+ * `graph`: captured in a CUDA graph and replayed. Counts a pass or failure. */
+void run_case(const struct gcase* c, struct grank* gs, int nl, int graph);
 /* Every collective x type x op x count x in/out of place on `nl` ranks this
  * thread drives (of `n`); `graph`: each captured in a CUDA graph. */
 void run_matrix(struct grank* gs, int nl, int n, int graph);

@@ -33,6 +33,24 @@
  *   netkill     as net; rank 1 exits without a word after a few allreduces:
  *               rank 0's pending allreduce must fail with ncclRemoteError
  *               naming rank 1 within 5 s (the proxy sees the connection close)
+ *   hosts       as procs, each rank its own host by NCCL_HOSTID: ranks on one
+ *               machine (or one GPU) meet through the network proxy
+ *   streams     one communicator driven from three streams per rank (each
+ *               rank choosing its own): 40 x {AR 12 MB on A, AR 1 MB on B},
+ *               a group naming two streams, random batches (a gate holding
+ *               the first operation's stream, other work and cross-stream
+ *               waits in front of some, pairs in groups), then ZeRO-style
+ *               steps (grouped in-place reduce-scatters and all-gathers on a
+ *               communication stream, scalars on the compute stream, one in
+ *               managed memory); streams-ring, -ce, -ll128, -nop2p, -net and
+ *               -hosts do the same on each forced path
+ *   memkinds    every collective on managed, pinned, registered, ncclMemAlloc
+ *               and cuMem (VMM) buffers, and on mixed pairs of kinds
+ *   mps         N processes on GPU 0 under an MPS server this mode starts
+ *               (their kernels share the SMs at once): a reduce-scatter of
+ *               128 MB per rank, the streams cases, then the same with each
+ *               rank its own host (NCCL_HOSTID); skipped, loudly, without
+ *               nvidia-cuda-mps-control
  * Usage: test_gpu MODE|all [nranks]. Without a CUDA device it prints
  * "SKIPPED: ..." and exits 77. Ends with "N passed, N failed". */
 #include <cuda_runtime.h>
@@ -47,13 +65,26 @@
 #include "device/device.h"
 #include "gpu_case.h"
 #include "gpu_run.h"
+#include "gpu_streams.h"
 #include "procs.h"
 #include "reduce/reduce.h"
 
 static size_t cap_for(const char* mode, int n) {
-  return strcmp(mode, "huge") == 0  ? (((size_t)640 << 20) * 4 + 4096) * (size_t)n
-         : strcmp(mode, "big") == 0 ? ((size_t)64 << 20) * 4 * (size_t)n + 64
-                                    : (size_t)n * 1000003 * 4 + 64;
+  return strcmp(mode, "huge") == 0      ? (((size_t)640 << 20) * 4 + 4096) * (size_t)n
+         : strcmp(mode, "big") == 0     ? ((size_t)64 << 20) * 4 * (size_t)n + 64
+         : strncmp(mode, "mps", 3) == 0 ? ((size_t)32 << 20) * 4 * (size_t)n + 64
+                                        : (size_t)n * 1000003 * 4 + 64;
+}
+
+static int starts(const char* s, const char* prefix) {
+  return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* A reduce-scatter of 128 MB per rank: two ranks sharing a GPU under MPS
+ * once hung here (their grids did not fit the GPU together). */
+static void run_rs128(struct grank* g) {
+  struct gcase c = {G_REDUCESCATTER, ncclFloat32, ncclSum, (size_t)32 << 20, 0, 0, 0, 5};
+  run_case(&c, g, 1, 0);
 }
 
 /* A rank that vanishes in the middle of a loop of device allreduces. */
@@ -135,6 +166,21 @@ static void proc_rank(const char* mode, int n, int r, int dev, const ncclUniqueI
     }
     grank_free(&g2);
     ncclCommDestroy(comm2);
+  } else if (starts(mode, "streams")) {
+    run_streams(&g, 1, n, 12);
+    if (failed == 0) {
+      run_zero(&g, 1, n, 3);
+    }
+  } else if (starts(mode, "mps")) {
+    run_rs128(&g);
+    if (failed == 0) {
+      run_streams(&g, 1, n, 6);
+    }
+    if (failed == 0) {
+      run_zero(&g, 1, n, 2);
+    }
+  } else if (strcmp(mode, "memkinds") == 0) {
+    run_memkinds(&g, n);
   } else if (strcmp(mode, "p2p") == 0) {
     run_p2p(&g);
   } else if (strcmp(mode, "big") == 0) {
@@ -170,8 +216,18 @@ struct procs_job {
 static void proc_child(int r, void* arg, long* p, long* f) {
   const struct procs_job* j = arg;
   passed = failed = 0; /* this rank's own counts */
-  gcase_mode_env(j->mode);
-  int dev = strcmp(j->mode, "shared") == 0 ? 0 : r % j->ngpu;
+  /* No rank outlives its bound: a hang becomes a failure of this rank. */
+  const char* lim = getenv("TUTTI_GPU_TEST_LIMIT");
+  alarm(lim != NULL ? (unsigned)atoi(lim) : 900);
+  /* streams-ring runs the streams cases under ring's settings, and so on. */
+  const char* path = strchr(j->mode, '-') != NULL ? strchr(j->mode, '-') + 1 : j->mode;
+  gcase_mode_env(path);
+  if (strcmp(path, "hosts") == 0) {
+    char id[64];
+    snprintf(id, sizeof id, "tutti-test-host-%d", r);
+    setenv("NCCL_HOSTID", id, 1);
+  }
+  int dev = strcmp(j->mode, "shared") == 0 || starts(j->mode, "mps") ? 0 : r % j->ngpu;
   if (strcmp(j->mode, "hidden") == 0) {
     char v[16];
     snprintf(v, sizeof v, "%d", dev);
@@ -268,6 +324,12 @@ static void run_samegpu(int n) {
   if (ok && ready == n) {
     run_matrix(gs, n, n, 0);
     run_big(gs, n, n);
+    if (failed == 0) {
+      run_streams(gs, n, n, 4);
+    }
+    if (failed == 0) {
+      run_zero(gs, n, n, 2);
+    }
   } else if (ok) {
     FAILF("rank %d: allocating buffers failed", ready);
   }
@@ -333,6 +395,32 @@ static void frames_child(int r, void* arg, long* p, long* f) {
   *f = failed;
 }
 
+/* The mps mode: an MPS control daemon of its own (a private pipe
+ * directory), the mps cases on one host and as two hosts, then the daemon
+ * told to quit. */
+static void run_mps(int n, int ngpu) {
+  char dir[] = "/tmp/tutti-mps-XXXXXX";
+  if (system("command -v nvidia-cuda-mps-control >/dev/null 2>&1") != 0 || mkdtemp(dir) == NULL) {
+    printf("SKIPPED: mode mps: nvidia-cuda-mps-control is not installed here\n");
+    return;
+  }
+  setenv("CUDA_MPS_PIPE_DIRECTORY", dir, 1);
+  setenv("CUDA_MPS_LOG_DIRECTORY", dir, 1);
+  if (system("nvidia-cuda-mps-control -d") != 0) {
+    FAILF("mps: nvidia-cuda-mps-control -d failed");
+    return;
+  }
+  run_procs("mps", n, ngpu);
+  long f0 = failed;
+  run_procs("mps-hosts", n, ngpu);
+  printf("mode mps-hosts (under MPS): %s\n", failed == f0 ? "passed" : "failed");
+  if (system("echo quit | nvidia-cuda-mps-control") != 0) {
+    FAILF("mps: the MPS daemon did not quit");
+  }
+  unsetenv("CUDA_MPS_PIPE_DIRECTORY");
+  unsetenv("CUDA_MPS_LOG_DIRECTORY");
+}
+
 static int gpu_count(void) {
   /* In a child: CUDA must not be initialized in a process that forks ranks. */
   fflush(NULL);
@@ -360,9 +448,16 @@ int main(int argc, char** argv) {
   }
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   int n = argc > 2 ? atoi(argv[2]) : (ngpu >= 2 ? ngpu : 2);
-  const char* all[] = {"procs",  "shared", "single", "graph",   "concurrent", "p2p",    "big",
-                       "nop2p",  "net",    "huge",   "netkill", "hidden",     "ring",   "rounds",
-                       "simple", "ce",     "ll128",  "ipc",     "frames",     "samegpu"};
+  const char* all[] = {"procs",       "shared",        "single",
+                       "graph",       "concurrent",    "p2p",
+                       "big",         "nop2p",         "net",
+                       "huge",        "netkill",       "hidden",
+                       "ring",        "rounds",        "simple",
+                       "ce",          "ll128",         "ipc",
+                       "frames",      "samegpu",       "hosts",
+                       "memkinds",    "streams",       "streams-ring",
+                       "streams-ce",  "streams-ll128", "streams-nop2p",
+                       "streams-net", "streams-hosts", "mps"};
   for (size_t m = 0; m < sizeof all / sizeof all[0]; m++) {
     if (strcmp(mode, "all") != 0 && strcmp(mode, all[m]) != 0) {
       continue;
@@ -375,6 +470,8 @@ int main(int argc, char** argv) {
       procs_run(1, samegpu_child, &n, &passed, &failed);
     } else if (strcmp(all[m], "frames") == 0) {
       procs_run(1, frames_child, NULL, &passed, &failed);
+    } else if (strcmp(all[m], "mps") == 0) {
+      run_mps(n, ngpu);
     } else {
       run_procs(all[m], strcmp(all[m], "netkill") == 0 ? 2 : n, ngpu);
     }

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# On a host with one NVIDIA GPU (or more), in phases:
+#   suite  the GPU suite's multi-stream, memory-kind, several-hosts and MPS
+#          modes (tests/gpu/test_gpu.c), then the older modes they touch
+#   torch  FSDP2 and DDP on tutti against NVIDIA's NCCL (scripts/torch-fsdp.sh)
+#   perf   small and mid-size allreduces, two ranks sharing the GPU under MPS:
+#          this build against OLD (an earlier libtutti.so.0, the cost of the
+#          launch order) and against NCCL, alternating, as two hosts
+#          (NCCL_HOSTID) and, for tutti, as one host
+# Usage: bench/gpu_streams.sh PHASE... with BIN=dir holding test_gpu,
+# libtutti.so.0 and tutti-perf (else build-gpu/ is built), OLD=lib,
+# NCCL=libnccl.so.2 (else PyTorch's), OUT=dir for logs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+out=${OUT:-$(mktemp -d)}
+mkdir -p "$out"
+if [ -z "${BIN:-}" ]; then
+  BUILD_DIR=build-gpu CMAKE_ARGS="-DTUTTI_CUDA=ON ${CMAKE_ARGS:-}" bash scripts/build.sh >/dev/null || exit 1
+  BIN=$out/bin
+  mkdir -p "$BIN"
+  cp build-gpu/tests/test_gpu build-gpu/tools/tutti-perf/tutti-perf "$BIN/"
+  cp -L build-gpu/libtutti.so.0 "$BIN/"
+fi
+nccl=${NCCL:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib", "libnccl.so.2"))' 2>/dev/null)}
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
+fail=0
+
+mps_start() {
+  export CUDA_MPS_PIPE_DIRECTORY=$out/mps CUDA_MPS_LOG_DIRECTORY=$out/mps
+  mkdir -p "$out/mps"
+  nvidia-cuda-mps-control -d
+}
+mps_stop() {
+  echo quit | nvidia-cuda-mps-control
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+}
+
+suite() {
+  local modes=${MODES:-"streams streams-hosts streams-net streams-ring streams-ce streams-nop2p streams-ll128 memkinds hosts mps frames samegpu procs graph concurrent p2p net netkill"}
+  for m in $modes; do
+    local t0=$SECONDS
+    TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} TUTTI_GPU_TEST_LIMIT=${LIMIT:-300} timeout $((${LIMIT:-300} + 30)) \
+      "$BIN/test_gpu" "$m" "${NRANKS:-2}" >"$out/suite_$m.log" 2>&1
+    local rc=$?
+    echo "$m: rc $rc, $((SECONDS - t0)) s: $(grep -E "^mode|SKIPPED" "$out/suite_$m.log" | tr '\n' ' ')"
+    [ $rc = 0 ] || { fail=1; grep -v "^case" "$out/suite_$m.log" | head -n 8; }
+  done
+}
+
+# perf_pair LABEL LIB HOSTS SIZES: tutti-perf allreduce, two processes on GPU 0.
+perf_pair() {
+  local label=$1 lib=$2 hosts=$3 port=$((20000 + RANDOM % 20000))
+  for r in 0 1; do
+    env RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:$port \
+      ${hosts:+NCCL_HOSTID=perf-host-$r} "$BIN/tutti-perf" allreduce -b "${MIN:-8}" -e "${MAX:-64M}" \
+      -f 4 -n "${ITERS:-50}" -w 10 -c 1 --lib "$lib" --label "$label" --device gpu \
+      >"$out/perf_${label}_$r.log" 2>&1 &
+  done
+  wait
+  grep -vE "^#|^$" "$out/perf_${label}_0.log" | awk -v l="$label" '{print l, $0}'
+}
+
+perf() {
+  mps_start
+  for rep in 1 2 3; do
+    perf_pair new "$BIN/libtutti.so.0" ""
+    [ -n "${OLD:-}" ] && perf_pair old "$OLD" ""
+    perf_pair new-hosts "$BIN/libtutti.so.0" 1
+    [ -n "$nccl" ] && perf_pair nccl-hosts "$nccl" 1
+  done | tee "$out/perf.txt"
+  mps_stop
+}
+
+for phase in "$@"; do
+  case $phase in
+    suite) suite ;;
+    torch) LIB=$BIN/libtutti.so.0 OUT=$out/torch bash scripts/torch-fsdp.sh || fail=1 ;;
+    perf) perf ;;
+    *) echo "unknown phase $phase" && exit 2 ;;
+  esac
+done
+echo "gpu_streams: $([ $fail = 0 ] && echo PASSED || echo FAILED) (logs in $out)"
+exit $fail
