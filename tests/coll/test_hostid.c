@@ -50,8 +50,8 @@ static void rank_body(int r, void* arg, long* passed, long* failed) {
   for (size_t i = 0; buf != NULL && i < count; i++) {
     buf[i] = (float)(r + 1) * (float)(i % 1000);
   }
-  int ok = buf != NULL &&
-           ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL) == ncclSuccess;
+  int ok =
+      buf != NULL && ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL) == ncclSuccess;
   for (size_t i = 0; ok && i < count; i++) {
     ok = buf[i] == 3.0f * (float)(i % 1000);
   }
