@@ -53,7 +53,7 @@ perf_pair() {
   local label=$1 lib=$2 hosts=$3 port=$((20000 + RANDOM % 20000))
   for r in 0 1; do
     env RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:$port \
-      ${hosts:+NCCL_HOSTID=perf-host-$r} "$BIN/tutti-perf" allreduce -b "${MIN:-8}" -e "${MAX:-64M}" \
+      ${hosts:+NCCL_HOSTID=perf-host-$r TUTTI_HOSTID=perf-host-$r} "$BIN/tutti-perf" allreduce -b "${MIN:-8}" -e "${MAX:-64M}" \
       -f 4 -n "${ITERS:-50}" -w 10 -c 1 --lib "$lib" --label "$label" --device gpu \
       >"$out/perf_${label}_$r.log" 2>&1 &
   done
@@ -67,6 +67,7 @@ perf() {
     perf_pair new "$BIN/libtutti.so.0" ""
     [ -n "${OLD:-}" ] && perf_pair old "$OLD" ""
     perf_pair new-hosts "$BIN/libtutti.so.0" 1
+    [ -n "${OLD:-}" ] && perf_pair old-hosts "$OLD" 1
     [ -n "$nccl" ] && perf_pair nccl-hosts "$nccl" 1
   done | tee "$out/perf.txt"
   mps_stop

@@ -40,11 +40,18 @@ run() { # run NAME LIB ARGS...: torchrun with LIB preloaded ("" for NVIDIA's NCC
   local name=$1 pre=$2
   shift 2
   echo "== $name: $*"
-  TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} timeout 600 env ${pre:+LD_PRELOAD=$pre} "$py" \
-    -m torch.distributed.run --nproc_per_node 2 --master_port $((29500 + RANDOM % 1000)) \
+  # NCCL_DEBUG=VERSION: each library says which it is, so a run that
+  # silently fell back to NVIDIA's NCCL is caught.
+  TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} NCCL_DEBUG=VERSION timeout 600 env ${pre:+LD_PRELOAD=$pre} \
+    "$py" -m torch.distributed.run --nproc_per_node 2 --master_port $((29500 + RANDOM % 1000)) \
     tests/torch/fsdp_compare.py "$@" >"$out/$name.log" 2>&1
   local rc=$?
-  grep -E "fsdp_compare|Error|error" "$out/$name.log" | grep -v "^W.*OMP_NUM_THREADS" | head -n 20
+  grep -E "fsdp_compare|NCCL version|Error|error" "$out/$name.log" | grep -v "^W.*OMP_NUM_THREADS" |
+    sort -u | head -n 20
+  if [ -n "$pre" ] && ! grep -q "(tutti" "$out/$name.log"; then
+    echo "FAIL: $name did not run on tutti"
+    return 1
+  fi
   return $rc
 }
 fail=0

@@ -176,6 +176,7 @@ static struct gcase random_case(uint64_t* rng, int n, int k) {
                  : band < 4 ? 1024 + rng_next(rng) % (1 << 20)
                  : band < 7 ? ((size_t)1 << 20) + rng_next(rng) % ((size_t)12 << 20)
                             : big / 2 + rng_next(rng) % (big / 2);
+  bytes = bytes > big ? big : bytes; /* every rank's part fits a slot (streams_slot_bytes) */
   if (gcase_reduces(c.coll) && c.op == ncclProd) {
     bytes = bytes > 65536 ? 65536 : bytes; /* products of many elements stay exact only so far */
   }

@@ -10,7 +10,7 @@ if(TUTTI_HAVE_CUDA)
     ${CUDAToolkit_INCLUDE_DIRS})
   target_link_libraries(test_gpu PRIVATE tutti_static CUDA::cudart_static)
   add_test(NAME gpu.suite COMMAND test_gpu all)
-  set_tests_properties(gpu.suite PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
+  set_tests_properties(gpu.suite PROPERTIES TIMEOUT 3600 SKIP_RETURN_CODE 77
     ENVIRONMENT "TUTTI_TIMEOUT=60;NCCL_NVLS_ENABLE=0")
 
   # The device region's layout, checked on the host (no GPU needed).
