@@ -31,6 +31,11 @@ void run_big(struct grank* gs, int nl, int n);
 void run_huge(struct grank* g, int n);
 /* N sends and N receives (self included) in one group, on device buffers. */
 void run_p2p(struct grank* g);
+/* Fault modes (gpu_faults.c): rank 1 exits mid-loop without a word /
+ * stays alive but silent past TUTTI_TIMEOUT; rank 0 checks the error it
+ * gets and when. Both may destroy the communicator (g->comm NULL then). */
+void run_netkill(struct grank* g);
+void run_stall(struct grank* g);
 /* Stream and buffers of `cap` bytes for rank r of n on device `dev`. */
 int rank_setup(struct grank* g, ncclComm_t comm, int r, int n, int dev, size_t cap);
 
