@@ -26,7 +26,7 @@ LD_LIBRARY_PATH="$lib" "$work/consumer/consumer"
 if command -v pkg-config >/dev/null 2>&1; then
   export PKG_CONFIG_PATH="$lib/pkgconfig"
   cc "$src/tests/install/consumer/main.c" $(pkg-config --cflags --libs tutti) -o "$work/pc"
-  LD_LIBRARY_PATH="$lib" "$work/pc"
+  "$work/pc" # tutti.pc's rpath: no LD_LIBRARY_PATH needed
 else
   cc "$src/tests/install/consumer/main.c" -I"$work/prefix/include" -L"$lib" -ltutti -o "$work/pc"
   LD_LIBRARY_PATH="$lib" "$work/pc"
@@ -38,4 +38,16 @@ cc "$src/tests/install/consumer/main.c" -I"$work/prefix/include" -L"$lib" -lnccl
 LD_LIBRARY_PATH="$lib" "$work/asnccl"
 LD_LIBRARY_PATH="$lib" ldd "$work/asnccl" >"$work/ldd.txt"
 grep -q "libnccl.so.2 => $lib/libnccl.so.2" "$work/ldd.txt" || { echo "FAIL: not loaded as libnccl.so.2"; cat "$work/ldd.txt"; exit 1; }
-echo "install: 4 passed, 0 failed"
+# Installed programs run from the prefix without LD_LIBRARY_PATH.
+for prog in tutti-ddp tutti-check; do
+  [ -x "$work/prefix/bin/$prog" ] || { echo "FAIL: $prog not installed"; exit 1; }
+  if env -u LD_LIBRARY_PATH ldd "$work/prefix/bin/$prog" | grep -q "libtutti.so.0 => not found"; then
+    echo "FAIL: installed $prog cannot find libtutti.so.0"
+    exit 1
+  fi
+  env -u LD_LIBRARY_PATH "$work/prefix/bin/$prog" --help >/dev/null 2>&1 ||
+    { echo "FAIL: installed $prog --help failed"; exit 1; }
+done
+env -u LD_LIBRARY_PATH "$work/prefix/bin/tutti-perf" allreduce -t 2 -b 8 -e 64 --device host >/dev/null ||
+  { echo "FAIL: installed tutti-perf did not run"; exit 1; }
+echo "install: 7 passed, 0 failed"
