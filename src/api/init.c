@@ -16,7 +16,8 @@
 #include "util/hash.h"
 #include "util/param.h"
 
-static TUTTI_PARAM(timeout, "TUTTI_TIMEOUT", 300);
+/* Seconds; at least 1 (tutti_param_validate refuses others at init). */
+static TUTTI_PARAM_RANGE(timeout, "TUTTI_TIMEOUT", 300, 1, INT64_MAX);
 static TUTTI_PARAM(buffsize, "NCCL_BUFFSIZE", 1 << 20);
 
 double tutti_timeout_s(void) {
@@ -205,6 +206,8 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
 ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUniqueId* id, int rank) {
   ncclResult_t res;
   tutti_log_init();
+  /* A mistyped variable is refused here, not silently replaced by its default. */
+  NCCLCHECKGOTO(tutti_param_validate(), res, fail);
   comm->rank = rank;
   comm->nranks = nranks;
   if (comm->cuda_dev == -2) {

@@ -16,7 +16,7 @@
 #include "util/check.h"
 #include "util/param.h"
 
-static TUTTI_PARAM(root_timeout, "TUTTI_TIMEOUT", 300)
+static TUTTI_PARAM_RANGE(root_timeout, "TUTTI_TIMEOUT", 300, 1, INT64_MAX);
 
 #define ROOT_MAX_PENDING 256 /* connections still presenting themselves */
 #define ROOT_ACCEPT_BURST 64

@@ -1,11 +1,13 @@
 /* Environment and config-file parameters (see param.h). */
 #include "util/param.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/check.h"
 #include "util/log.h"
 
 #define TUTTI_CONF_MAX 128
@@ -84,7 +86,10 @@ int64_t tutti_param_load(const char* name, int64_t deflt, int64_t* cache, int* l
     char* end = NULL;
     long long v = strtoll(s, &end, 0);
     if (end == s || *end != '\0') {
-      WARN("%s=\"%s\" is not an integer: using the default %lld", name, s, (long long)deflt);
+      /* tutti_param_validate refuses it at init; a use outside any
+       * communicator takes the default. */
+      INFO(TUTTI_ENV, "%s=\"%s\" is not an integer: using the default %lld", name, s,
+           (long long)deflt);
     } else {
       value = v;
       INFO(TUTTI_ENV, "%s set by environment to %lld", name, v);
@@ -93,4 +98,49 @@ int64_t tutti_param_load(const char* name, int64_t deflt, int64_t* cache, int* l
   __atomic_store_n(cache, value, __ATOMIC_RELAXED);
   __atomic_store_n(loaded, 1, __ATOMIC_RELEASE);
   return value;
+}
+
+/* The section the linker gathers every TUTTI_PARAM_RANGE definition into. */
+extern const struct tutti_param_def __start_tutti_params[]
+    __attribute__((weak, visibility("hidden")));
+extern const struct tutti_param_def __stop_tutti_params[]
+    __attribute__((weak, visibility("hidden")));
+
+static int parse_int64(const char* s, int64_t* out) {
+  char* end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 0);
+  if (end == s || errno != 0) {
+    return 0;
+  }
+  *out = v;
+  return *end == '\0';
+}
+
+ncclResult_t tutti_param_validate(void) {
+  for (const struct tutti_param_def* d = __start_tutti_params; d != NULL && d < __stop_tutti_params;
+       d++) {
+    const char* s = tutti_getenv(d->env);
+    if (s == NULL || *s == '\0') {
+      continue;
+    }
+    int64_t v = 0;
+    if (!parse_int64(s, &v)) {
+      return tutti_error(ncclInvalidArgument,
+                         "%s=\"%s\" is not an integer: set it to one (its default is %lld) or "
+                         "unset it",
+                         d->env, s, (long long)d->deflt);
+    }
+    if (v < d->lo || v > d->hi) {
+      if (d->hi == INT64_MAX) {
+        return tutti_error(ncclInvalidArgument,
+                           "%s=%s is out of range: it takes %lld or more (its default is %lld)",
+                           d->env, s, (long long)d->lo, (long long)d->deflt);
+      }
+      return tutti_error(ncclInvalidArgument,
+                         "%s=%s is out of range: it takes %lld to %lld (its default is %lld)",
+                         d->env, s, (long long)d->lo, (long long)d->hi, (long long)d->deflt);
+    }
+  }
+  return ncclSuccess;
 }

@@ -20,7 +20,7 @@
 #include "util/param.h"
 
 /* Liveness of a connection's far host, in seconds (0: the kernel's defaults). */
-static TUTTI_PARAM(heartbeat, "TUTTI_HEARTBEAT_S", 1);
+static TUTTI_PARAM_RANGE(heartbeat, "TUTTI_HEARTBEAT_S", 1, 0, 3600);
 
 #define SLICE_MS 100 /* the longest a wait goes without looking at the abort flag */
 
