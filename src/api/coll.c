@@ -8,10 +8,12 @@
 #include "api/comm.h"
 #include "api/group.h"
 #include "api/redop.h"
+#include "exec/agree.h"
 #include "reduce/reduce.h"
 #include "tune/tune.h"
 #include "util/check.h"
 #include "util/cuda.h"
+#include "util/proc.h"
 
 struct call {
   enum tutti_coll coll;
@@ -43,8 +45,37 @@ static size_t recv_blocks(const struct call* c, int nranks) {
              : 1;
 }
 
+/* Whether a buffer of `bytes` of memory kind `k` can exist on this rank. */
+static ncclResult_t check_fits(const struct ncclComm* comm, const struct call* c, enum tutti_mem k,
+                               int needed, size_t bytes, const char* which) {
+  static unsigned long long host_bytes;
+  if (!needed || bytes == 0) {
+    return ncclSuccess;
+  }
+  if (host_bytes == 0) {
+    host_bytes = tutti_host_mem_bytes();
+  }
+  const unsigned long long dev = comm->dev_mem_bytes;
+  const unsigned long long have = k == TUTTI_MEM_DEVICE    ? dev
+                                  : k == TUTTI_MEM_MANAGED ? (dev != 0 ? dev + host_bytes : 0)
+                                                           : host_bytes;
+  if (have != 0 && bytes > have) {
+    return tutti_error(ncclInvalidArgument,
+                       "%s: count %zu of %s needs a %s of %zu bytes on rank %d, more than the "
+                       "%llu bytes of %s memory there: the count is wrong",
+                       c->fn, c->count, tutti_type_name(c->type), which, bytes, comm->rank, have,
+                       k == TUTTI_MEM_DEVICE    ? "device"
+                       : k == TUTTI_MEM_MANAGED ? "device and host"
+                                                : "host");
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t check_call(struct ncclComm* comm, struct call* c) {
   NCCLCHECK(tutti_comm_check(comm, c->fn));
+  /* After a failed collective every call fails with its cause, as on the
+   * peers: the ranks no longer agree on where they are. */
+  NCCLCHECK(tutti_agree_sticky(&comm->er));
   if ((int)c->type < 0 || c->type >= ncclNumTypes) {
     return tutti_error(ncclInvalidArgument, "%s: invalid datatype %d (valid: 0..%d)", c->fn,
                        (int)c->type, ncclNumTypes - 1);
@@ -99,6 +130,10 @@ static ncclResult_t check_call(struct ncclComm* comm, struct call* c) {
   const int reachable = (c->needs_send && c->sendbuff != NULL && ks != TUTTI_MEM_HOST) ||
                         (c->needs_recv && c->recvbuff != NULL && kr != TUTTI_MEM_HOST);
   c->device = dev_only || (!host_only && reachable && comm->dev != NULL);
+  /* A buffer larger than the memory it lives in cannot be valid: refused
+   * before anything is sized from the count. */
+  NCCLCHECK(check_fits(comm, c, ks, c->needs_send, send_blocks(c, n) * c->count * es, "sendbuff"));
+  NCCLCHECK(check_fits(comm, c, kr, c->needs_recv, recv_blocks(c, n) * c->count * es, "recvbuff"));
   if (c->device && comm->dev == NULL) {
     return tutti_error(ncclInvalidUsage,
                        "%s: rank %d passed device buffers, which this "
@@ -122,6 +157,31 @@ static int in_place(const struct call* c, int rank, size_t bytes) {
       return d == s + (size_t)c->root * bytes;
     default:
       return s == d;
+  }
+}
+
+/* What every rank must agree on (exec/agree.c); its number is given when
+ * it runs (api/group.c), so calls a failed group drops count for nothing.
+ * Sends and receives pair by peer instead: no record. */
+static void call_record(const struct ncclComm* comm, const struct call* c, struct tutti_call* out) {
+  memset(out, 0, sizeof *out);
+  if (c->coll == TUTTI_COLL_SEND || c->coll == TUTTI_COLL_RECV) {
+    return;
+  }
+  const int rooted = c->coll == TUTTI_COLL_BROADCAST || c->coll == TUTTI_COLL_REDUCE ||
+                     c->coll == TUTTI_COLL_GATHER || c->coll == TUTTI_COLL_SCATTER;
+  out->count = c->count;
+  out->root = rooted ? c->root : -1;
+  out->coll = (uint8_t)c->coll;
+  out->type = (uint8_t)c->type;
+  out->device = (uint8_t)c->device;
+  out->red = TUTTI_CALL_RED_NONE;
+  if (c->reduces && (int)c->op < (int)ncclNumOps) {
+    out->red = (uint8_t)c->op;
+  } else if (c->reduces) {
+    const int idx = (int)c->op - (int)ncclNumOps;
+    out->red = comm->redops[idx].residence == ncclScalarDevice ? TUTTI_CALL_RED_PREMUL_DEV
+                                                               : TUTTI_CALL_RED_PREMUL_HOST;
   }
 }
 
@@ -184,6 +244,7 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   op->bufs[TUTTI_BUF_RECV] = c->recvbuff;
   op->bufs[TUTTI_BUF_SCRATCH] = c->device ? NULL : op->scratch;
   op->seq = ++comm->er.op_count;
+  call_record(comm, c, &op->call);
   /* Board generations follow issue order, which every rank shares; an
    * operation takes one per round. */
   op->board_gen = algo == TUTTI_ALGO_BOARD ? comm->er.board_issued + 1 : 0;

@@ -42,6 +42,7 @@ struct ncclComm {
   struct tutti_exec_rank er;
   struct tutti_dev_comm* dev; /* device buffers; NULL when they cannot run, and why: */
   char dev_why[256];
+  size_t dev_mem_bytes; /* the GPU's memory (0 unknown): no device buffer is larger */
 
   volatile int abort_flag;
   int finalized;

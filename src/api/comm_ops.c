@@ -5,6 +5,7 @@
 
 #include "api/api.h"
 #include "api/comm.h"
+#include "exec/agree.h"
 #include "api/group.h"
 #include "util/check.h"
 
@@ -107,6 +108,7 @@ NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async
     state = tutti_dev_comm_error(comm->dev);
     if (state != ncclSuccess) {
       tutti_comm_set_error(comm, state);
+      tutti_agree_fail(&comm->er, state, -1); /* peers learn the cause too */
     }
   }
   *asyncError = state;

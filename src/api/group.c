@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "exec/agree.h"
 #include "util/check.h"
 #include "util/cuda.h"
 
@@ -185,7 +186,7 @@ ncclResult_t tutti_group_add_job(struct ncclComm* comm, tutti_group_job_fn fn, v
 /* Enqueues the device operations among `q`: one launch per communicator,
  * holding all of its operations of the group (they may depend on each other,
  * as a send and a receive between two ranks do). */
-static ncclResult_t launch_device(struct queued_op* q, int n) {
+static ncclResult_t launch_device(struct queued_op* q, int n, int* cause) {
   ncclResult_t res = ncclSuccess;
   for (int i = 0; i < n && res == ncclSuccess; i++) {
     if (!q[i].op->device) {
@@ -219,6 +220,12 @@ static ncclResult_t launch_device(struct queued_op* q, int n) {
       memcpy(d->bufs, op->bufs, sizeof d->bufs);
       d->stream = op->stream;
       d->seq = op->seq;
+      res = tutti_agree_device(op, cause);
+      if (res != ncclSuccess) {
+        /* Kernels already queued on this communicator stop too. */
+        tutti_dev_comm_abort(comm->dev);
+        return res;
+      }
     }
     res = tutti_dev_launch(comm->dev, dops, nd);
   }
@@ -236,10 +243,19 @@ static ncclResult_t run_ops(struct queued_op* q, int n) {
   for (int i = 0; i < n; i++) {
     __atomic_fetch_add(&q[i].comm->active_calls, 1, __ATOMIC_SEQ_CST);
   }
+  /* The group's collectives get their numbers in issue order, per
+   * communicator: the same on every rank that makes the same calls. */
+  for (int i = 0; i < n; i++) {
+    struct tutti_op* op = q[i].op;
+    if (op->args.coll != TUTTI_COLL_SEND && op->args.coll != TUTTI_COLL_RECV) {
+      op->call.seq = ++q[i].comm->er.call_seq;
+    }
+  }
+  int first = -1;
   if (ops == NULL) {
     res = tutti_error(ncclSystemError, "out of host memory");
   } else {
-    res = launch_device(q, n);
+    res = launch_device(q, n, &first);
     int nh = 0;
     for (int i = 0; i < n; i++) {
       if (!q[i].op->device) {
@@ -253,6 +269,8 @@ static ncclResult_t run_ops(struct queued_op* q, int n) {
   for (int i = 0; i < n; i++) {
     if (res != ncclSuccess) {
       tutti_comm_set_error(q[i].comm, res);
+      /* Every later call fails with this cause, here and on the peers. */
+      tutti_agree_fail(&q[i].comm->er, res, first);
     }
     tutti_op_put(q[i].op);
     q[i].op = NULL;

@@ -398,6 +398,7 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
                                                    : "P2P/direct pointer");
     }
   }
+  dc->bells = s->bells;
   dc->pids = (int32_t*)calloc((unsigned)s->nranks, sizeof *dc->pids);
   for (int p = 0; dc->pids != NULL && p < s->nranks; p++) {
     /* Remote peers (also those made remote by NCCL_SHM_DISABLE with
@@ -435,6 +436,14 @@ extern "C" ncclResult_t tutti_dev_comm_error(struct tutti_dev_comm* dc) {
                          dc->host_flags[2], (int)dc->pids[dc->host_flags[2]], dc->rank);
     case 5:
       return td_net_error(dc);
+    case 6: {
+      /* A peer's communicator failed first: its cause, word for word. */
+      const struct tutti_doorbell* b = dc->bells[dc->host_flags[2]];
+      char why[sizeof b->failed_why + 1];
+      memcpy(why, b->failed_why, sizeof b->failed_why);
+      why[sizeof b->failed_why] = '\0';
+      return tutti_error((ncclResult_t)__atomic_load_n(&b->failed, __ATOMIC_ACQUIRE), "%s", why);
+    }
     case 2:
       return tutti_error(ncclRemoteError,
                          "a device collective on rank %d waited more than %.0f s (TUTTI_TIMEOUT) "

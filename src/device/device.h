@@ -31,6 +31,9 @@ struct tutti_dev_setup {
   double timeout_s;
   const unsigned char* secret; /* 16 bytes: names host-memory segments */
   uint64_t comm_hash;
+  /* [nranks]: peers' doorbells where visible (exec/agree.c): a peer whose
+   * communicator failed stops this rank's kernels with its cause. */
+  struct tutti_doorbell* const* bells;
 };
 
 /* Non-zero when this build has the device executor (nvcc was found). */

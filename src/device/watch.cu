@@ -26,6 +26,20 @@ void* td_watch_main(void* arg) {
     if (f[3] == f[4] || f[1] != 0) {
       continue;
     }
+    /* A peer whose communicator failed (a mismatched call, a timeout) will
+     * never answer: stop with its cause. */
+    for (int p = 0; p < dc->nranks && dc->bells != NULL; p++) {
+      if (p != dc->rank && dc->pids[p] > 0 && dc->bells[p] != NULL &&
+          __atomic_load_n(&dc->bells[p]->failed, __ATOMIC_ACQUIRE) != 0) {
+        f[2] = p;
+        __atomic_store_n(&dc->host_flags[1], 6, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&dc->host_flags[0], 1, __ATOMIC_SEQ_CST);
+        break;
+      }
+    }
+    if (f[1] != 0) {
+      continue;
+    }
     for (int p = 0; p < dc->nranks; p++) {
       if (p != dc->rank && dc->pids[p] > 0 && dc->pids[p] != (int32_t)getpid() &&
           tutti_process_gone(dc->pids[p])) {

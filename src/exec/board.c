@@ -16,6 +16,7 @@
  * executor) until this rank has finished g - 1. */
 #include <string.h>
 
+#include "exec/agree.h"
 #include "exec/step.h"
 #include "reduce/reduce.h"
 #include "util/check.h"
@@ -30,6 +31,9 @@ static TUTTI_PARAM(board_stream_min_bytes, "TUTTI_BOARD_STREAM_MIN_BYTES", 1 << 
 struct board_header {
   uint64_t gen;   /* the generation the slot holds (0: none yet) */
   uint64_t bytes; /* its size, to catch ranks that called different counts */
+  /* The poster's call: read with its data by every rank, so board
+   * collectives compare every rank's call at no cost (exec/agree.c). */
+  struct tutti_call call;
 };
 _Static_assert(sizeof(struct board_header) <= TUTTI_BOARD_HEADER, "the header fits");
 
@@ -84,6 +88,7 @@ static ncclResult_t post(struct tutti_op* op, const struct tutti_step* st, int* 
                st->src_buf == TUTTI_BUF_SEND ? TUTTI_RED_SCALE_B : 0);
   }
   h->bytes = st->bytes;
+  h->call = op->call;
   /* Sequentially consistent, then the doorbells' loads of `sleeping`: a
    * peer about to sleep either sees this generation or is woken. */
   __atomic_store_n(&h->gen, gen, __ATOMIC_SEQ_CST);
@@ -120,7 +125,11 @@ static ncclResult_t all_posted(struct tutti_op* op, const struct tutti_step* st,
   }
   const int root = board_root(op, st);
   for (int q = 0; q < er->nranks; q++) {
-    const uint64_t got = slot_of(er, gen_of(op, st), q)->bytes;
+    const struct board_header* h = slot_of(er, gen_of(op, st), q);
+    if (op->call.seq != 0 && !tutti_call_same(&h->call, &op->call)) {
+      return tutti_call_mismatch(er->rank, &op->call, q, &h->call);
+    }
+    const uint64_t got = h->bytes;
     const size_t want = root < 0 || q == root ? st->bytes : 0;
     if (got != want) {
       return tutti_error(ncclInvalidUsage,

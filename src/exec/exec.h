@@ -26,6 +26,7 @@ struct tutti_exec_rank {
   volatile int* abort_flag;
   double timeout_s;
   uint64_t op_count;     /* operations issued, for error texts */
+  uint64_t call_seq;     /* collectives run (struct tutti_call.seq; exec/agree.c) */
   struct tutti_op* pool; /* finished operations kept with their buffers for reuse */
   int spin_rounds;       /* idle passes spent spinning (adapted as calls go), */
   int spin_max;          /* up to this many, */
@@ -54,10 +55,12 @@ struct tutti_op {
   struct tutti_coll_args args;
   int sched_valid; /* sched was built from args (kept across reuse from the pool) */
   struct tutti_redop redop;
-  void* bufs[4];      /* indexed by enum tutti_buf */
-  uint64_t seq;       /* 1-based number of this operation on its communicator */
-  uint64_t board_gen; /* board collectives: this operation's first generation (round 0) */
-  int device;         /* device buffers: the device executor runs it on `stream` */
+  void* bufs[4];          /* indexed by enum tutti_buf */
+  uint64_t seq;           /* 1-based number of this operation on its communicator */
+  struct tutti_call call; /* what every rank must have called (seq 0: a send or receive) */
+  int agreed;             /* every visible peer was seen making the same call */
+  uint64_t board_gen;     /* board collectives: this operation's first generation (round 0) */
+  int device;             /* device buffers: the device executor runs it on `stream` */
   cudaStream_t stream;
   const void* scalar_dev; /* device: a PreMulSum scalar the kernel reads */
   void* scratch;          /* owned: at least sched.scratch_bytes */

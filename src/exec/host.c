@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "exec/agree.h"
 #include "exec/exec.h"
 #include "exec/step.h"
 #include "util/check.h"
@@ -206,10 +207,14 @@ static void record_stall(const struct tutti_op* op) {
   }
 }
 
-/* What this rank is in, in its doorbell, for peers that wait on it to say. */
+/* What this rank is in, in its doorbell, for peers that wait on it to say,
+ * and its calls, for peers to compare (exec/agree.c). */
 static void publish(struct tutti_op** ops, int nops, int active) {
   for (int i = 0; i < nops; i++) {
     struct tutti_doorbell* bell = ops[i]->er->bell;
+    if (bell != NULL && active && ops[i]->call.seq != 0) {
+      tutti_call_publish(bell, &ops[i]->call);
+    }
     if (bell != NULL && active) {
       __atomic_store_n(&bell->op_seq, ops[i]->seq, __ATOMIC_RELAXED);
       __atomic_store_n(&bell->op_coll, (uint32_t)ops[i]->args.coll, __ATOMIC_RELAXED);
@@ -392,9 +397,15 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
   struct tutti_waiter w;
   memset(&w, 0, sizeof w);
   w.spin = ops[0]->er->spin_rounds;
+  int first = -1; /* the rank that found a failure's cause, -1: this one */
+  for (int i = 0; i < nops; i++) {
+    NCCLCHECK(tutti_agree_sticky(ops[i]->er));
+  }
   publish(ops, nops, 1);
   for (int i = 0; i < nops; i++) {
     NCCLCHECKGOTO(op_prepare(ops[i]), res, out);
+    /* Board steps compare every rank's call in the board's headers. */
+    ops[i]->agreed = ops[i]->call.seq == 0 || ops[i]->sched.algo == TUTTI_ALGO_BOARD;
   }
   w.bell = ops[0]->er->bell;
   w.spin_max = ops[0]->er->spin_max;
@@ -418,13 +429,20 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
     int moved = 0, pending = 0;
     for (int i = 0; i < nops; i++) {
       struct tutti_op* op = ops[i];
+      int left = 0;
       for (int k = 0; k < op->sched.nlanes; k++) {
         struct tutti_lane_state* l = &op->lanes[k];
         if (!l->finished) {
           NCCLCHECKGOTO(lane_progress(op, l, &moved), res, out);
-          pending += !l->finished;
+          left += !l->finished;
         }
       }
+      /* Done only once every peer was seen making the same call. */
+      if (left == 0 && !op->agreed) {
+        NCCLCHECKGOTO(tutti_agree_check(op, &left), res, out);
+        op->agreed = left == 0;
+      }
+      pending += left;
     }
     if (pending == 0) {
       break;
@@ -462,6 +480,12 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
     for (int i = 0; i < nops; i++) {
       struct tutti_op* op = ops[i];
       struct tutti_exec_rank* er = op->er;
+      /* A peer that failed, or made another call: its cause, at once. */
+      int waiting = 0;
+      if (tutti_agree_peer_failed(er, &res, &first) >= 0) {
+        goto out;
+      }
+      NCCLCHECKGOTO(tutti_agree_check(op, &waiting), res, out);
       if (er->abort_flag != NULL && __atomic_load_n(er->abort_flag, __ATOMIC_ACQUIRE)) {
         res = tutti_error(ncclRemoteError,
                           "%s #%llu on rank %d stopped: the communicator was aborted",
@@ -492,6 +516,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
 out:
   for (int i = 0; i < nops && res != ncclSuccess; i++) {
     ops[i]->er->board_failed = 1;
+    tutti_agree_fail(ops[i]->er, res, first); /* the first cause stays */
   }
   publish(ops, nops, 0);
   tutti_wait_reset(&w);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "exec/agree.h"
 #include "exec/step.h"
 #include "transport/cma.h"
 #include "util/check.h"
@@ -74,6 +75,7 @@ static ncclResult_t expose(struct tutti_op* op, const struct tutti_lane_state* l
 
 static ncclResult_t bad_desc(const struct tutti_op* op, const struct tutti_step* st, size_t got,
                              const struct tutti_cma_desc* d) {
+  NCCLCHECK(tutti_agree_explain(op, st->recv_peer)); /* both calls, when the peer's is known */
   return tutti_error(
       ncclInvalidUsage,
       "%s #%llu on rank %d: rank %d offered %s where %zu bytes of its buffer were "

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "exec/agree.h"
 #include "exec/step.h"
 #include "util/check.h"
 #include "util/param.h"
@@ -70,6 +71,7 @@ const char* tutti_exec_peer_gone(const struct tutti_doorbell* bell) {
 
 static ncclResult_t size_mismatch(const struct tutti_op* op, const struct tutti_step* st,
                                   size_t got, size_t want) {
+  NCCLCHECK(tutti_agree_explain(op, st->recv_peer)); /* both calls, when the peer's is known */
   return tutti_error(ncclInvalidUsage,
                      "%s #%llu on rank %d: rank %d sent a piece of %zu bytes where %zu were "
                      "expected: the ranks called different collectives, counts or datatypes",

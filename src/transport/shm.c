@@ -26,7 +26,7 @@ static TUTTI_PARAM(shm_disable, "NCCL_SHM_DISABLE", 0);
  * 0: no board. */
 static TUTTI_PARAM(board_bytes, "TUTTI_BOARD_BYTES", 1 << 20);
 
-#define SHM_BELL_STRIDE 128
+#define SHM_BELL_STRIDE 640
 _Static_assert(sizeof(struct tutti_doorbell) <= SHM_BELL_STRIDE, "a doorbell fits its stride");
 _Static_assert(offsetof(struct tutti_doorbell, op_active) == 64,
                "what the owner writes at every call starts a cache line of its own");
@@ -175,6 +175,7 @@ sync:
   char* base = st->base;
   struct tutti_doorbell* my_bell = (struct tutti_doorbell*)(base + (size_t)me * SHM_BELL_STRIDE);
   my_bell->pid = tc->peers[tc->rank].pid;
+  __atomic_store_n(&my_bell->shows_calls, 1, __ATOMIC_RELEASE); /* peers compare calls here */
   tc->bell = my_bell;
   st->ends = calloc(2 * (size_t)st->nlocal, sizeof *st->ends);
   if (st->ends == NULL) {

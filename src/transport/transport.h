@@ -52,6 +52,24 @@ struct tutti_peer_info {
   unsigned char gpu_uuid[16]; /* cuda_dev's UUID (all zero without one): the GPU itself */
 };
 
+/* A collective call as every rank of a communicator must make it: what
+ * must agree (in or out of place need not), and its number among the
+ * communicator's collectives (point-to-point calls are not counted: ranks
+ * make different ones). exec/agree.c compares them. */
+struct tutti_call {
+  uint64_t seq; /* 1-based; 0: no record */
+  uint64_t count;
+  int32_t root;   /* -1: the collective has none */
+  uint8_t coll;   /* enum tutti_coll */
+  uint8_t type;   /* ncclDataType_t */
+  uint8_t red;    /* TUTTI_CALL_RED_*, or the ncclRedOp_t built-in */
+  uint8_t device; /* 1: device buffers, 0: host buffers */
+};
+#define TUTTI_CALL_RED_NONE 0xff      /* a collective without a reduction */
+#define TUTTI_CALL_RED_PREMUL_HOST 16 /* ncclRedOpCreatePreMulSum, host scalar */
+#define TUTTI_CALL_RED_PREMUL_DEV 17  /* ... device scalar */
+#define TUTTI_CALL_HISTORY 8          /* records a rank keeps for peers behind it */
+
 /* Where a rank sleeps when it has nothing to do, and how others wake it.
  * Lives in shared memory when a shared-memory transport exists. */
 struct tutti_doorbell {
@@ -69,16 +87,29 @@ struct tutti_doorbell {
   /* This doorbell's address in the owner's own address space, so that a
    * peer process can check that it may read the owner's memory (cma.c). */
   uint64_t self_addr;
+  /* Non-zero when `calls` below shows the owner's calls: a shared bell, or
+   * a network peer's stand-in that its proxy keeps up to date. */
+  uint32_t shows_calls;
   /* The fields above are read by every peer that posts (`sleeping`) and
    * change rarely; the owner writes the ones below at every call, so they
    * live in the next cache line (in shared memory, where bells are 64-byte
    * aligned): a post does not miss on a line its owner just wrote. */
-  uint8_t pad_[64 - 32];
+  uint8_t pad_[64 - 36];
   /* What the owner is doing, for peers that wait on it to report: the
    * collective it is in (active), or the last one it was in. */
   uint32_t op_active;
   uint32_t op_coll; /* enum tutti_coll */
   uint64_t op_seq;
+  uint8_t pad2_[64 - 16];
+  /* The owner's recent collective calls, [seq % TUTTI_CALL_HISTORY]: peers
+   * compare them with their own (exec/agree.c). */
+  struct tutti_call calls[TUTTI_CALL_HISTORY];
+  /* Non-zero once a collective of the owner's communicator failed, and why:
+   * every later call there fails with this cause, and peers that wait for
+   * the owner stop with it too. */
+  uint32_t failed;
+  uint32_t failed_rank; /* who found the cause first */
+  char failed_why[240];
 };
 #define TUTTI_DOORBELL_LOST_SELF 0xFFFFFFu
 

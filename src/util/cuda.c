@@ -18,6 +18,7 @@ typedef int (*cu_ctx_get_device_fn)(int*);
 typedef int (*cu_stream_query_fn)(void*);
 typedef int (*cu_device_get_fn)(int*, int);
 typedef int (*cu_device_uuid_fn)(unsigned char*, int);
+typedef int (*cu_device_mem_fn)(size_t*, int);
 
 /* The driver API's values (cuda.h), which this file does not include. */
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
@@ -38,6 +39,7 @@ static struct {
   cu_stream_query_fn stream_query;
   cu_device_get_fn device_get;
   cu_device_uuid_fn device_uuid;
+  cu_device_mem_fn device_mem;
 } cu;
 
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
@@ -59,6 +61,7 @@ static void cuda_load(void) {
   cu.ptr_attrs = (cu_ptr_attrs_fn)dlsym(h, "cuPointerGetAttributes");
   cu.device_get = (cu_device_get_fn)dlsym(h, "cuDeviceGet");
   cu.device_uuid = (cu_device_uuid_fn)dlsym(h, "cuDeviceGetUuid_v2");
+  cu.device_mem = (cu_device_mem_fn)dlsym(h, "cuDeviceTotalMem_v2");
   if (cu.device_uuid == NULL) {
     cu.device_uuid = (cu_device_uuid_fn)dlsym(h, "cuDeviceGetUuid");
   }
@@ -133,6 +136,16 @@ int tutti_cuda_device_uuid(int dev, unsigned char* uuid) {
     return -1;
   }
   return 0;
+}
+
+size_t tutti_cuda_device_mem(int dev) {
+  int d = 0;
+  size_t bytes = 0;
+  if (dev < 0 || !tutti_cuda_available() || cu.device_mem == NULL || cu.device_get(&d, dev) != 0 ||
+      cu.device_mem(&bytes, d) != 0) {
+    return 0;
+  }
+  return bytes;
 }
 
 static double now_s(void) {

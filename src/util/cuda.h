@@ -3,6 +3,8 @@
 #ifndef TUTTI_UTIL_CUDA_H
 #define TUTTI_UTIL_CUDA_H
 
+#include <stddef.h>
+
 #include "nccl.h"
 
 /* Non-zero when libcuda.so.1 loaded and initialized. */
@@ -22,6 +24,8 @@ int tutti_cuda_current_device(void);
 /* The UUID of device ordinal `dev` of this process into `uuid` (16 bytes);
  * 0 when known, else -1 and zeros. */
 int tutti_cuda_device_uuid(int dev, unsigned char* uuid);
+/* Bytes of memory of device ordinal `dev`; 0 when unknown. */
+size_t tutti_cuda_device_mem(int dev);
 /* Waits until the work on `stream` so far is done (no-op without CUDA or for
  * a NULL stream): polls, then sleeps, so the CPU goes to whoever the stream
  * waits for; gives up after `limit_s` seconds (0: never) or when *abort_flag

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/sysinfo.h>
 
 /* The state letter of `pid` in /proc (R, S, D, T, t, Z, X, ...), or 0. */
 static char proc_state(int pid) {
@@ -35,4 +36,12 @@ int tutti_process_gone(int pid) {
 int tutti_process_stopped(int pid) {
   char st = pid > 0 ? proc_state(pid) : 0;
   return st == 'T' || st == 't';
+}
+
+unsigned long long tutti_host_mem_bytes(void) {
+  struct sysinfo si;
+  if (sysinfo(&si) != 0) {
+    return 0;
+  }
+  return ((unsigned long long)si.totalram + (unsigned long long)si.totalswap) * si.mem_unit;
 }

@@ -11,6 +11,8 @@ extern "C" {
 int tutti_process_gone(int pid);
 /* Non-zero when process `pid` is stopped (SIGSTOP, a debugger). */
 int tutti_process_stopped(int pid);
+/* Bytes of memory this machine can give a process: RAM plus swap. */
+unsigned long long tutti_host_mem_bytes(void);
 
 #ifdef __cplusplus
 }

@@ -34,3 +34,13 @@ target_include_directories(test_hostid PRIVATE ${CMAKE_SOURCE_DIR}/src
 target_link_libraries(test_hostid PRIVATE tutti_static)
 add_test(NAME coll.hostid COMMAND test_hostid)
 set_tests_properties(coll.hostid PROPERTIES TIMEOUT 120 ENVIRONMENT "TUTTI_TIMEOUT=20")
+
+# Mismatched calls: every rank fails at once, naming both calls; later calls fail the same way.
+add_executable(test_misuse ${CMAKE_CURRENT_LIST_DIR}/test_misuse.c
+                           ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+target_include_directories(test_misuse PRIVATE ${CMAKE_SOURCE_DIR}/tests/common)
+target_link_libraries(test_misuse PRIVATE tutti_static)
+foreach(m procs threads)
+  add_test(NAME coll.misuse.${m} COMMAND test_misuse ${m})
+  set_tests_properties(coll.misuse.${m} PROPERTIES TIMEOUT 300 ENVIRONMENT "TUTTI_TIMEOUT=20")
+endforeach()

@@ -1,0 +1,62 @@
+/* Call agreement: every rank publishes each collective it calls (struct
+ * tutti_call, in its doorbell), and compares its own with its peers', so
+ * that ranks that called different collectives, datatypes, reductions,
+ * roots or counts get an error naming both calls instead of a wrong result
+ * or a hang. A failure is published too: the ranks that wait for a failed
+ * one stop with its cause, and every later call fails with it. */
+#ifndef TUTTI_EXEC_AGREE_H
+#define TUTTI_EXEC_AGREE_H
+
+#include <stddef.h>
+
+#include "exec/exec.h"
+
+/* Writes `c` into `bell`'s history (the owner only). */
+void tutti_call_publish(struct tutti_doorbell* bell, const struct tutti_call* c);
+/* Peer's record of call `seq` from its doorbell: 1 and *out when it is
+ * there, 0 when the peer has not made that call yet (or it is older than
+ * the history, which cannot happen to a call the peer still waits in). */
+int tutti_call_read(const struct tutti_doorbell* bell, uint64_t seq, struct tutti_call* out);
+/* Whether two records describe the same call. */
+int tutti_call_same(const struct tutti_call* a, const struct tutti_call* b);
+/* "AllReduce #17 of 1024 float, sum, on device buffers" */
+void tutti_call_describe(const struct tutti_call* c, char* buf, size_t len);
+/* Records ncclInvalidUsage for ranks `me` and `peer` having made calls `a`
+ * and `b` under one number, and returns it. */
+ncclResult_t tutti_call_mismatch(int me, const struct tutti_call* a, int peer,
+                                 const struct tutti_call* b);
+
+/* Whether rank `p`'s doorbell shows its calls (same host); network peers'
+ * stand-in doorbells show them once their proxy brings them. */
+int tutti_agree_visible(const struct tutti_exec_rank* er, int p);
+
+/* Compares op's call with every visible peer's record of it: an error when
+ * one differs; *pending counts the peers that have not made the call yet. */
+ncclResult_t tutti_agree_check(const struct tutti_op* op, int* pending);
+
+/* When data from `peer` does not fit op (a size, a kind): the two calls,
+ * as an error, if the peer's record shows it made another one; else
+ * ncclSuccess and the caller tells what it saw. */
+ncclResult_t tutti_agree_explain(const struct tutti_op* op, int peer);
+
+/* The first peer whose communicator has failed, or -1. Records its cause
+ * as the error, word for word, with its code in *res; *first is the rank
+ * that found the cause. */
+int tutti_agree_peer_failed(const struct tutti_exec_rank* er, ncclResult_t* res, int* first);
+
+/* Publishes that this rank's communicator failed with `res` and the text of
+ * the last error, found by rank `first` (-1: this rank): peers waiting for
+ * it stop with that cause. The first cause wins. */
+void tutti_agree_fail(struct tutti_exec_rank* er, ncclResult_t res, int first);
+
+/* Before a device launch of `op` (its kernels cannot compare calls):
+ * publishes its call and compares it with the peers that made theirs
+ * already (the later rank of a pair finds a mismatch); a peer that failed
+ * stops it too, with its cause (*first: who found it). */
+ncclResult_t tutti_agree_device(struct tutti_op* op, int* first);
+
+/* ncclSuccess, or the cause this rank's communicator already failed with
+ * (recorded again as the error): every later call fails with it. */
+ncclResult_t tutti_agree_sticky(const struct tutti_exec_rank* er);
+
+#endif
