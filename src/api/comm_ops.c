@@ -108,7 +108,8 @@ NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async
     state = tutti_dev_comm_error(comm->dev);
     if (state != ncclSuccess) {
       tutti_comm_set_error(comm, state);
-      tutti_agree_fail(&comm->er, state, -1); /* peers learn the cause too */
+      /* Peers learn the cause too; a kernel's timeout is its own view. */
+      tutti_agree_fail(&comm->er, state, -1, comm->er.call_seq, state == ncclRemoteError);
     }
   }
   *asyncError = state;

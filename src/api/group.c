@@ -270,7 +270,7 @@ static ncclResult_t run_ops(struct queued_op* q, int n) {
     if (res != ncclSuccess) {
       tutti_comm_set_error(q[i].comm, res);
       /* Every later call fails with this cause, here and on the peers. */
-      tutti_agree_fail(&q[i].comm->er, res, first);
+      tutti_agree_fail(&q[i].comm->er, res, first, q[i].op->call.seq, 0);
     }
     tutti_op_put(q[i].op);
     q[i].op = NULL;

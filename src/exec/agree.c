@@ -1,7 +1,5 @@
-/* Call agreement (see agree.h). A record is written field by field, its
- * number last (release); a reader takes the number, the fields, then the
- * number again, and trusts the fields only when both numbers match: the
- * owner rewrites a slot only TUTTI_CALL_HISTORY calls later. */
+/* Call agreement (see agree.h); the records themselves live in the
+ * doorbells (transport/transport.c). */
 #include "exec/agree.h"
 
 #include <stdio.h>
@@ -9,35 +7,6 @@
 
 #include "reduce/reduce.h"
 #include "util/check.h"
-
-void tutti_call_publish(struct tutti_doorbell* bell, const struct tutti_call* c) {
-  struct tutti_call* slot = &bell->calls[c->seq % TUTTI_CALL_HISTORY];
-  __atomic_store_n(&slot->seq, 0, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  slot->count = c->count;
-  slot->root = c->root;
-  slot->coll = c->coll;
-  slot->type = c->type;
-  slot->red = c->red;
-  slot->device = c->device;
-  __atomic_store_n(&slot->seq, c->seq, __ATOMIC_RELEASE);
-}
-
-int tutti_call_read(const struct tutti_doorbell* bell, uint64_t seq, struct tutti_call* out) {
-  const struct tutti_call* slot = &bell->calls[seq % TUTTI_CALL_HISTORY];
-  if (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != seq) {
-    return 0;
-  }
-  out->seq = seq;
-  out->count = __atomic_load_n(&slot->count, __ATOMIC_RELAXED);
-  out->root = __atomic_load_n(&slot->root, __ATOMIC_RELAXED);
-  out->coll = __atomic_load_n(&slot->coll, __ATOMIC_RELAXED);
-  out->type = __atomic_load_n(&slot->type, __ATOMIC_RELAXED);
-  out->red = __atomic_load_n(&slot->red, __ATOMIC_RELAXED);
-  out->device = __atomic_load_n(&slot->device, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  return __atomic_load_n(&slot->seq, __ATOMIC_RELAXED) == seq;
-}
 
 int tutti_call_same(const struct tutti_call* a, const struct tutti_call* b) {
   return a->seq == b->seq && a->count == b->count && a->root == b->root && a->coll == b->coll &&
@@ -97,7 +66,7 @@ ncclResult_t tutti_agree_check(const struct tutti_op* op, int* pending) {
       continue;
     }
     struct tutti_call theirs;
-    if (!tutti_call_read(er->peer_bells[p], op->call.seq, &theirs)) {
+    if (!tutti_doorbell_get_call(er->peer_bells[p], op->call.seq, &theirs)) {
       ++*pending;
     } else if (!tutti_call_same(&op->call, &theirs)) {
       return tutti_call_mismatch(er->rank, &op->call, p, &theirs);
@@ -106,25 +75,38 @@ ncclResult_t tutti_agree_check(const struct tutti_op* op, int* pending) {
   return ncclSuccess;
 }
 
+int tutti_agree_missing(const struct tutti_op* op) {
+  const struct tutti_exec_rank* er = op->er;
+  struct tutti_call theirs;
+  for (int p = 0; p < er->nranks && op->call.seq != 0; p++) {
+    if (tutti_agree_visible(er, p) &&
+        !tutti_doorbell_get_call(er->peer_bells[p], op->call.seq, &theirs)) {
+      return p;
+    }
+  }
+  return -1;
+}
+
 ncclResult_t tutti_agree_explain(const struct tutti_op* op, int peer) {
   const struct tutti_exec_rank* er = op->er;
   struct tutti_call theirs;
   if (op->call.seq != 0 && peer >= 0 && peer < er->nranks && tutti_agree_visible(er, peer) &&
-      tutti_call_read(er->peer_bells[peer], op->call.seq, &theirs) &&
+      tutti_doorbell_get_call(er->peer_bells[peer], op->call.seq, &theirs) &&
       !tutti_call_same(&op->call, &theirs)) {
     return tutti_call_mismatch(er->rank, &op->call, peer, &theirs);
   }
   return ncclSuccess;
 }
 
-int tutti_agree_peer_failed(const struct tutti_exec_rank* er, ncclResult_t* res, int* first) {
+int tutti_agree_peer_failed(const struct tutti_exec_rank* er, uint64_t seq, ncclResult_t* res,
+                            int* first) {
   for (int p = 0; p < er->nranks && er->peer_bells != NULL; p++) {
     const struct tutti_doorbell* b = er->peer_bells[p];
     if (p == er->rank || b == NULL) {
       continue;
     }
     const uint32_t code = __atomic_load_n(&b->failed, __ATOMIC_ACQUIRE);
-    if (code == 0) {
+    if (code == 0 || (b->failed_wait && seq != 0 && seq <= b->failed_seq)) {
       continue;
     }
     /* The cause as it was first told, unchanged on every rank. */
@@ -138,19 +120,39 @@ int tutti_agree_peer_failed(const struct tutti_exec_rank* er, ncclResult_t* res,
   return -1;
 }
 
-void tutti_agree_fail(struct tutti_exec_rank* er, ncclResult_t res, int first) {
+void tutti_agree_fail(struct tutti_exec_rank* er, ncclResult_t res, int first, uint64_t seq,
+                      int wait) {
   struct tutti_doorbell* b = er->bell;
   if (b == NULL || res == ncclSuccess || __atomic_load_n(&b->failed, __ATOMIC_ACQUIRE) != 0) {
     return;
   }
   snprintf(b->failed_why, sizeof b->failed_why, "%s", tutti_last_error());
   b->failed_rank = (uint32_t)(first >= 0 ? first : er->rank);
+  b->failed_seq = seq;
+  b->failed_wait = (uint32_t)wait;
   __atomic_store_n(&b->failed, (uint32_t)res, __ATOMIC_RELEASE);
   for (int p = 0; p < er->nranks && er->peer_bells != NULL; p++) {
     if (p != er->rank && er->peer_bells[p] != NULL) {
       tutti_doorbell_ring(er->peer_bells[p]);
     }
   }
+}
+
+ncclResult_t tutti_agree_device(struct tutti_op* op, int* first) {
+  struct tutti_exec_rank* er = op->er;
+  ncclResult_t res;
+  if (tutti_agree_peer_failed(er, op->call.seq, &res, first) >= 0) {
+    return res;
+  }
+  if (op->call.seq == 0 || er->bell == NULL) {
+    return ncclSuccess;
+  }
+  tutti_doorbell_put_call(er->bell, &op->call);
+  /* Published, then read (sequentially consistent): of two ranks making
+   * different calls at once, at least one sees the other's. */
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  int pending = 0;
+  return tutti_agree_check(op, &pending);
 }
 
 ncclResult_t tutti_agree_sticky(const struct tutti_exec_rank* er) {
@@ -163,21 +165,4 @@ ncclResult_t tutti_agree_sticky(const struct tutti_exec_rank* er) {
   memcpy(why, b->failed_why, sizeof b->failed_why);
   why[sizeof b->failed_why] = '\0';
   return tutti_error((ncclResult_t)code, "%s", why);
-}
-
-ncclResult_t tutti_agree_device(struct tutti_op* op, int* first) {
-  struct tutti_exec_rank* er = op->er;
-  ncclResult_t res;
-  if (tutti_agree_peer_failed(er, &res, first) >= 0) {
-    return res;
-  }
-  if (op->call.seq == 0 || er->bell == NULL) {
-    return ncclSuccess;
-  }
-  tutti_call_publish(er->bell, &op->call);
-  /* Published, then read (sequentially consistent): of two ranks making
-   * different calls at once, at least one sees the other's. */
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  int pending = 0;
-  return tutti_agree_check(op, &pending);
 }

@@ -11,12 +11,6 @@
 
 #include "exec/exec.h"
 
-/* Writes `c` into `bell`'s history (the owner only). */
-void tutti_call_publish(struct tutti_doorbell* bell, const struct tutti_call* c);
-/* Peer's record of call `seq` from its doorbell: 1 and *out when it is
- * there, 0 when the peer has not made that call yet (or it is older than
- * the history, which cannot happen to a call the peer still waits in). */
-int tutti_call_read(const struct tutti_doorbell* bell, uint64_t seq, struct tutti_call* out);
 /* Whether two records describe the same call. */
 int tutti_call_same(const struct tutti_call* a, const struct tutti_call* b);
 /* "AllReduce #17 of 1024 float, sum, on device buffers" */
@@ -34,20 +28,29 @@ int tutti_agree_visible(const struct tutti_exec_rank* er, int p);
  * one differs; *pending counts the peers that have not made the call yet. */
 ncclResult_t tutti_agree_check(const struct tutti_op* op, int* pending);
 
+/* The first visible peer that has not shown op's call yet, or -1. */
+int tutti_agree_missing(const struct tutti_op* op);
+
 /* When data from `peer` does not fit op (a size, a kind): the two calls,
  * as an error, if the peer's record shows it made another one; else
  * ncclSuccess and the caller tells what it saw. */
 ncclResult_t tutti_agree_explain(const struct tutti_op* op, int peer);
 
-/* The first peer whose communicator has failed, or -1. Records its cause
- * as the error, word for word, with its code in *res; *first is the rank
- * that found the cause. */
-int tutti_agree_peer_failed(const struct tutti_exec_rank* er, ncclResult_t* res, int* first);
+/* The first peer whose communicator has failed and whose cause this rank
+ * takes now, or -1: a definitive cause (calls that differ, a lost peer) at
+ * once; a peer that gave up waiting (TUTTI_TIMEOUT) only for calls after
+ * the one it gave up in, so that the ranks of that call each tell their own
+ * view of the stall. Records the cause as the error, word for word, its
+ * code in *res; *first is the rank that found it. */
+int tutti_agree_peer_failed(const struct tutti_exec_rank* er, uint64_t seq, ncclResult_t* res,
+                            int* first);
 
 /* Publishes that this rank's communicator failed with `res` and the text of
- * the last error, found by rank `first` (-1: this rank): peers waiting for
- * it stop with that cause. The first cause wins. */
-void tutti_agree_fail(struct tutti_exec_rank* er, ncclResult_t res, int first);
+ * the last error, found by rank `first` (-1: this rank), in call `seq`
+ * (0: none), `wait` when it gave up waiting: peers waiting for it stop with
+ * that cause. The first cause wins. */
+void tutti_agree_fail(struct tutti_exec_rank* er, ncclResult_t res, int first, uint64_t seq,
+                      int wait);
 
 /* Before a device launch of `op` (its kernels cannot compare calls):
  * publishes its call and compares it with the peers that made theirs

@@ -16,16 +16,6 @@
 #include "util/proc.h"
 #include "util/socket.h"
 
-struct tutti_lane_state {
-  int step; /* index into sched.steps */
-  int end;
-  size_t done; /* bytes of the current step already moved */
-  int finished;
-  int nheld;
-  struct tutti_conn** held; /* connections this lane holds a ticket on */
-  uint64_t* tickets;
-};
-
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -146,74 +136,13 @@ static ncclResult_t lane_progress(struct tutti_op* op, struct tutti_lane_state* 
   return ncclSuccess;
 }
 
-/* The step lane i is stuck on, or NULL when the lane is done. */
-static const struct tutti_step* stuck_step(const struct tutti_op* op, int i) {
-  const struct tutti_lane_state* l = &op->lanes[i];
-  return l->finished || l->step >= l->end ? NULL : &op->sched.steps[l->step];
-}
-
-/* The peer a stuck step waits for: the one it receives from or sends to, or
- * for a board fold the first whose contribution is missing; -1 if none. */
-static int stuck_peer(const struct tutti_op* op, const struct tutti_step* st) {
-  if (st == NULL) {
-    return -1;
-  }
-  if (st->kind == TUTTI_STEP_BOARD_FOLD || st->kind == TUTTI_STEP_BOARD_GATHER) {
-    return tutti_board_missing(op, st, 0);
-  }
-  return st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
-}
-
-/* Which peer a stuck lane waits for, for the error text. */
-static void describe_stall(const struct tutti_op* op, char* buf, size_t len) {
-  const struct tutti_schedule* s = &op->sched;
-  for (int i = 0; i < s->nlanes; i++) {
-    const struct tutti_lane_state* l = &op->lanes[i];
-    const struct tutti_step* st = stuck_step(op, i);
-    if (st == NULL) {
-      continue;
-    }
-    const int peer = stuck_peer(op, st);
-    if (st->kind == TUTTI_STEP_BOARD_POST) {
-      snprintf(buf, len, "waiting for this rank's previous board collective of the group");
-      return;
-    }
-    if (st->kind == TUTTI_STEP_BOARD_FOLD || st->kind == TUTTI_STEP_BOARD_GATHER) {
-      snprintf(buf, len, "waiting on the board for rank %d's contribution (%zu bytes)", peer,
-               st->bytes);
-      return;
-    }
-    snprintf(buf, len, "%s rank %d at step %d of %d (%zu of %zu bytes moved)",
-             st->recv_peer >= 0 ? "receiving from" : "sending to", peer,
-             l->step - s->lanes[i].first_step + 1, s->lanes[i].nsteps, l->done, st->bytes);
-    return;
-  }
-  snprintf(buf, len, "finishing");
-}
-
-/* Leaves in this rank's doorbell, for the ranks that see it leave, that it
- * gave up on a peer that made no progress (ETIME), not on a lost one. */
-static void record_stall(const struct tutti_op* op) {
-  for (int i = 0; i < op->sched.nlanes && op->er->bell != NULL; i++) {
-    const struct tutti_step* st = stuck_step(op, i);
-    const int p = stuck_peer(op, st);
-    if (p >= 0) {
-      uint32_t none = 0;
-      __atomic_compare_exchange_n(&op->er->bell->lost, &none,
-                                  ((uint32_t)ETIME << 24) | (uint32_t)(p + 1), 0, __ATOMIC_ACQ_REL,
-                                  __ATOMIC_ACQUIRE);
-      return;
-    }
-  }
-}
-
 /* What this rank is in, in its doorbell, for peers that wait on it to say,
  * and its calls, for peers to compare (exec/agree.c). */
 static void publish(struct tutti_op** ops, int nops, int active) {
   for (int i = 0; i < nops; i++) {
     struct tutti_doorbell* bell = ops[i]->er->bell;
     if (bell != NULL && active && ops[i]->call.seq != 0) {
-      tutti_call_publish(bell, &ops[i]->call);
+      tutti_doorbell_put_call(bell, &ops[i]->call);
     }
     if (bell != NULL && active) {
       __atomic_store_n(&bell->op_seq, ops[i]->seq, __ATOMIC_RELAXED);
@@ -223,109 +152,6 @@ static void publish(struct tutti_op** ops, int nops, int active) {
       __atomic_store_n(&bell->op_active, (uint32_t)active, __ATOMIC_RELEASE);
     }
   }
-}
-
-/* What the peer a stuck lane waits for is doing, when its doorbell is
- * visible (same host): stopped, in another collective, or in none. */
-static void describe_peer(const struct tutti_op* op, char* buf, size_t len) {
-  const struct tutti_exec_rank* er = op->er;
-  snprintf(buf, len, ": is that rank alive and calling the same collectives in the same order?");
-  for (int i = 0; i < op->sched.nlanes; i++) {
-    const struct tutti_step* st = stuck_step(op, i);
-    int p = stuck_peer(op, st);
-    if (p < 0 || er->peer_bells == NULL || er->peer_bells[p] == NULL) {
-      continue;
-    }
-    if (er->peers[p].host_hash != er->peers[er->rank].host_hash) {
-      /* A network peer's doorbell here is a local stand-in: it says only
-       * whether the connection lives, which the heartbeat keeps true. */
-      if (tutti_socket_heartbeat_s() > 0 &&
-          __atomic_load_n(&er->peer_bells[p]->lost, __ATOMIC_ACQUIRE) == 0) {
-        snprintf(buf, len,
-                 ": rank %d (pid %d on host %s) is stalled, not lost: its host still answers "
-                 "(TCP heartbeat), so the process is stopped, stuck in its own code, or in "
-                 "another collective",
-                 p, (int)er->peers[p].pid, er->peers[p].hostname);
-        return;
-      }
-      continue;
-    }
-    const struct tutti_doorbell* b = er->peer_bells[p];
-    int active = (int)__atomic_load_n(&b->op_active, __ATOMIC_ACQUIRE);
-    unsigned long long seq = (unsigned long long)__atomic_load_n(&b->op_seq, __ATOMIC_RELAXED);
-    const char* coll =
-        tutti_coll_name((enum tutti_coll)__atomic_load_n(&b->op_coll, __ATOMIC_RELAXED));
-    int pid = (int)er->peers[p].pid;
-    char doing[96];
-    if (active) {
-      snprintf(doing, sizeof doing, "in %s #%llu", coll, seq);
-    } else if (seq > 0) {
-      snprintf(doing, sizeof doing, "in no collective (its last: %s #%llu)", coll, seq);
-    } else {
-      snprintf(doing, sizeof doing, "in no collective yet");
-    }
-    if (tutti_process_stopped(pid)) {
-      snprintf(buf, len, ": rank %d (pid %d) is alive but stopped (SIGSTOP or a debugger), %s", p,
-               pid, doing);
-    } else if (active && seq == op->seq && strcmp(coll, tutti_coll_name(op->args.coll)) == 0) {
-      snprintf(buf, len,
-               ": rank %d (pid %d) is alive and in the same %s #%llu, itself waiting: a stall "
-               "elsewhere in the job",
-               p, pid, coll, seq);
-    } else if (active) {
-      snprintf(buf, len,
-               ": rank %d (pid %d) is alive but %s: the ranks called different collectives or in "
-               "a different order",
-               p, pid, doing);
-    } else {
-      snprintf(buf, len, ": rank %d (pid %d) is alive but %s: is it stuck in its own code?", p, pid,
-               doing);
-    }
-    return;
-  }
-}
-
-/* A peer that can no longer answer, among those a stuck lane waits for:
- * records the error text and returns non-zero. */
-static int find_gone_peer(struct tutti_op* op) {
-  struct tutti_exec_rank* er = op->er;
-  const struct tutti_schedule* s = &op->sched;
-  for (int i = 0; i < s->nlanes; i++) {
-    const struct tutti_step* st = stuck_step(op, i);
-    if (st == NULL) {
-      continue;
-    }
-    /* The step's two peers; for a board read, every rank it still misses. */
-    for (int p = 0; p < er->nranks; p++) {
-      const int waits = st->kind == TUTTI_STEP_BOARD_FOLD || st->kind == TUTTI_STEP_BOARD_GATHER
-                            ? tutti_board_missing(op, st, p) == p
-                            : p == st->recv_peer || p == st->send_peer;
-      if (!waits || er->peer_bells == NULL || er->peer_bells[p] == NULL) {
-        continue;
-      }
-      const char* why = tutti_exec_peer_gone(er->peer_bells[p]);
-      if (why != NULL) {
-        /* Leave the first cause where the other ranks will look when this
-         * one leaves in turn: the rank that was lost first, not this one. */
-        uint32_t theirs = __atomic_load_n(&er->peer_bells[p]->lost, __ATOMIC_ACQUIRE);
-        uint32_t cause = (theirs & TUTTI_DOORBELL_LOST_SELF) != 0 &&
-                                 (theirs & TUTTI_DOORBELL_LOST_SELF) != TUTTI_DOORBELL_LOST_SELF
-                             ? theirs
-                             : (uint32_t)(p + 1);
-        uint32_t none = 0;
-        if (er->bell != NULL) {
-          __atomic_compare_exchange_n(&er->bell->lost, &none, cause, 0, __ATOMIC_ACQ_REL,
-                                      __ATOMIC_ACQUIRE);
-        }
-        tutti_error(ncclRemoteError,
-                    "rank %d (pid %d on host %s) %s while rank %d waits for it in %s #%llu", p,
-                    (int)er->peers[p].pid, er->peers[p].hostname, why, er->rank,
-                    tutti_coll_name(op->args.coll), (unsigned long long)op->seq);
-        return 1;
-      }
-    }
-  }
-  return 0;
 }
 
 void tutti_op_free(struct tutti_op* op) {
@@ -398,6 +224,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
   memset(&w, 0, sizeof w);
   w.spin = ops[0]->er->spin_rounds;
   int first = -1; /* the rank that found a failure's cause, -1: this one */
+  int timed_out = 0;
   for (int i = 0; i < nops; i++) {
     NCCLCHECK(tutti_agree_sticky(ops[i]->er));
   }
@@ -471,7 +298,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
       dumped = tutti_dump_requests();
       for (int i = 0; i < nops; i++) {
         char what[160];
-        describe_stall(ops[i], what, sizeof what);
+        tutti_stall_describe(ops[i], what, sizeof what);
         WARN("dump: rank %d of %d in %s #%llu (count %zu), waiting %.1f s: %s", ops[i]->er->rank,
              ops[i]->er->nranks, tutti_coll_name(ops[i]->args.coll),
              (unsigned long long)ops[i]->seq, ops[i]->args.count, t - last_move, what);
@@ -482,7 +309,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
       struct tutti_exec_rank* er = op->er;
       /* A peer that failed, or made another call: its cause, at once. */
       int waiting = 0;
-      if (tutti_agree_peer_failed(er, &res, &first) >= 0) {
+      if (tutti_agree_peer_failed(er, op->call.seq, &res, &first) >= 0) {
         goto out;
       }
       NCCLCHECKGOTO(tutti_agree_check(op, &waiting), res, out);
@@ -492,7 +319,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
                           tutti_coll_name(op->args.coll), (unsigned long long)op->seq, er->rank);
         goto out;
       }
-      if (find_gone_peer(op)) {
+      if (tutti_stall_gone_peer(op)) {
         if (++gone_strikes >= 2) {
           res = ncclRemoteError;
           goto out;
@@ -501,9 +328,10 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
       }
       if (t - last_move > er->timeout_s) {
         char what[160], peer[320];
-        describe_stall(op, what, sizeof what);
-        describe_peer(op, peer, sizeof peer);
-        record_stall(op);
+        tutti_stall_describe(op, what, sizeof what);
+        tutti_stall_describe_peer(op, peer, sizeof peer);
+        tutti_stall_record(op);
+        timed_out = 1;
         res = tutti_error(ncclRemoteError,
                           "%s #%llu on rank %d made no progress for %.0f s (TUTTI_TIMEOUT), "
                           "%s%s",
@@ -516,7 +344,8 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
 out:
   for (int i = 0; i < nops && res != ncclSuccess; i++) {
     ops[i]->er->board_failed = 1;
-    tutti_agree_fail(ops[i]->er, res, first); /* the first cause stays */
+    /* The first cause stays; a timeout is this rank's view of a stall. */
+    tutti_agree_fail(ops[i]->er, res, first, ops[i]->call.seq, timed_out);
   }
   publish(ops, nops, 0);
   tutti_wait_reset(&w);

@@ -4,7 +4,16 @@
 
 #include "exec/exec.h"
 
-struct tutti_lane_state;
+/* A lane's progress through its steps (the host executor's). */
+struct tutti_lane_state {
+  int step; /* index into sched.steps */
+  int end;
+  size_t done; /* bytes of the current step already moved */
+  int finished;
+  int nheld;
+  struct tutti_conn** held; /* connections this lane holds a ticket on */
+  uint64_t* tickets;
+};
 
 /* Moves as many pieces of `st` as the connections allow; `*done` counts the
  * bytes moved so far; sets *moved when anything moved and *step_done when
@@ -31,5 +40,15 @@ int tutti_exec_conn_ready(const struct tutti_lane_state* l, const struct tutti_c
 /* Why a peer can no longer answer ("exited", "destroyed its communicator"),
  * or NULL while it can. */
 const char* tutti_exec_peer_gone(const struct tutti_doorbell* bell);
+
+/* What a stuck operation waits for (exec/stall.c), for error texts: which
+ * peer and step (or, all its steps done, which peer's call it has not seen
+ * yet); what that peer is doing when its doorbell shows it; a note in this
+ * rank's doorbell that it gave up on that peer; and a peer it waits for
+ * that can no longer answer (non-zero, the error recorded). */
+void tutti_stall_describe(const struct tutti_op* op, char* buf, size_t len);
+void tutti_stall_describe_peer(const struct tutti_op* op, char* buf, size_t len);
+void tutti_stall_record(const struct tutti_op* op);
+int tutti_stall_gone_peer(struct tutti_op* op);
 
 #endif

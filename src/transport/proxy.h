@@ -14,8 +14,19 @@
  * big-endian, slot k of a peer on socket k % nsocks; a size of
  * TUTTI_PROXY_BYE (larger than any slot) is the last record, followed by a
  * u32 reason: 0, or a doorbell `lost` word naming a rank the job lost,
- * which is why the sender leaves. */
+ * which is why the sender leaves. Socket 0 also carries control records
+ * between slots, ahead of them when due: TUTTI_PROXY_CALL and 24 bytes, a
+ * collective call the sender's rank made (exec/agree.c), on every socket
+ * before the slots posted after it; TUTTI_PROXY_FAIL
+ * and 248 bytes, its communicator failed (u32 code, u32 the rank that
+ * found the cause, u64 the call, u32 whether it gave up waiting, 228 bytes
+ * of text), on socket 0. They go into the peer's stand-in
+ * doorbell, where the rank compares calls as with a peer on its host. */
 #define TUTTI_PROXY_BYE 0xFFFFFFFFu
+#define TUTTI_PROXY_CALL 0xFFFFFFFDu
+#define TUTTI_PROXY_FAIL 0xFFFFFFFCu
+#define TUTTI_PROXY_CALL_BYTES 24
+#define TUTTI_PROXY_FAIL_BYTES 248
 
 struct tutti_proxy;
 
@@ -44,6 +55,9 @@ struct tutti_proxy_sock {
   int send_err; /* a send failed with this errno */
   size_t soff;
   unsigned char shdr[8];
+  unsigned char sctl[TUTTI_PROXY_FAIL_BYTES]; /* a control record's body being sent */
+  int sctl_on;                                /* the record being sent is that one */
+  uint64_t call_sent; /* the rank's calls sent on this socket so far (by number) */
   size_t shdr_len;
   const char* spayload;
   size_t spayload_len;
@@ -53,6 +67,7 @@ struct tutti_proxy_sock {
   size_t roff;
   unsigned char rhdr[8];
   uint32_t rsize;
+  unsigned char rctl[TUTTI_PROXY_FAIL_BYTES]; /* a control record's body being received */
 };
 
 struct tutti_proxy_peer {
@@ -77,6 +92,7 @@ struct tutti_proxy_peer {
   int byes;            /* sockets that brought a goodbye */
   uint32_t bye_reason; /* the first non-zero reason among them */
   int gone;            /* reported lost or departed: nothing more to report */
+  int fail_sent;       /* the rank's failure was sent */
   /* The executor's view of this peer (tc->peer_bells[rank]): lost / departed. */
   struct tutti_doorbell bell;
 };

@@ -91,6 +91,8 @@ static ncclResult_t start(struct tutti_transport_comm* tc, struct tcp_state* st,
     tc->send[r] = &p->send_end.base;
     tc->recv[r] = &p->recv_end.base;
     tc->peer_bells[r] = &p->bell;
+    /* Its proxy sends the peer's calls: the rank compares them here. */
+    __atomic_store_n(&p->bell.shows_calls, 1, __ATOMIC_RELEASE);
     i++;
   }
   for (int t = 0; t < st->nthreads; t++) {

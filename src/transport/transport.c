@@ -38,3 +38,37 @@ void tutti_transport_teardown(struct tutti_transport_comm* tc) {
     }
   }
 }
+
+/* A call record is written field by field, its number last (release); a
+ * reader takes the number, the fields, then the number again, and trusts
+ * the fields only when both match: a slot is rewritten only
+ * TUTTI_CALL_HISTORY calls later. */
+void tutti_doorbell_put_call(struct tutti_doorbell* bell, const struct tutti_call* c) {
+  struct tutti_call* slot = &bell->calls[c->seq % TUTTI_CALL_HISTORY];
+  __atomic_store_n(&slot->seq, 0, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  slot->count = c->count;
+  slot->root = c->root;
+  slot->coll = c->coll;
+  slot->type = c->type;
+  slot->red = c->red;
+  slot->device = c->device;
+  __atomic_store_n(&slot->seq, c->seq, __ATOMIC_RELEASE);
+}
+
+int tutti_doorbell_get_call(const struct tutti_doorbell* bell, uint64_t seq,
+                            struct tutti_call* out) {
+  const struct tutti_call* slot = &bell->calls[seq % TUTTI_CALL_HISTORY];
+  if (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != seq) {
+    return 0;
+  }
+  out->seq = seq;
+  out->count = __atomic_load_n(&slot->count, __ATOMIC_RELAXED);
+  out->root = __atomic_load_n(&slot->root, __ATOMIC_RELAXED);
+  out->coll = __atomic_load_n(&slot->coll, __ATOMIC_RELAXED);
+  out->type = __atomic_load_n(&slot->type, __ATOMIC_RELAXED);
+  out->red = __atomic_load_n(&slot->red, __ATOMIC_RELAXED);
+  out->device = __atomic_load_n(&slot->device, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  return __atomic_load_n(&slot->seq, __ATOMIC_RELAXED) == seq;
+}

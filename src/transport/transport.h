@@ -109,7 +109,10 @@ struct tutti_doorbell {
    * the owner stop with it too. */
   uint32_t failed;
   uint32_t failed_rank; /* who found the cause first */
-  char failed_why[240];
+  uint64_t failed_seq;  /* in which call (struct tutti_call.seq; 0: not in one) */
+  uint32_t failed_wait; /* it gave up waiting (TUTTI_TIMEOUT): the others of that
+                           call may still be waiting for their own diagnosis */
+  char failed_why[228];
 };
 #define TUTTI_DOORBELL_LOST_SELF 0xFFFFFFu
 
@@ -161,6 +164,13 @@ extern const struct tutti_transport tutti_transport_tcp;
  * pair of ranks no transport can join. */
 ncclResult_t tutti_transport_setup(struct tutti_transport_comm* tc);
 void tutti_transport_teardown(struct tutti_transport_comm* tc);
+
+/* The owner's call records in its doorbell (struct tutti_call): put writes
+ * one (the owner, or the proxy that stands in for a network peer); get
+ * reads call `seq`, 1 when present, 0 when not made yet or long gone. */
+void tutti_doorbell_put_call(struct tutti_doorbell* bell, const struct tutti_call* c);
+int tutti_doorbell_get_call(const struct tutti_doorbell* bell, uint64_t seq,
+                            struct tutti_call* out);
 
 /* Wakes the owner of `bell` if it may be asleep. */
 void tutti_doorbell_ring(struct tutti_doorbell* bell);

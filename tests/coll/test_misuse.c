@@ -3,7 +3,9 @@
  * calls, and every later call must fail with the same cause. Ranks as
  * processes and as threads, host buffers, at a size the board carries and
  * at sizes the queues (ring, direct, single copy) carry.
- * Usage: test_misuse [procs|threads]  (both by default) */
+ * Usage: test_misuse [procs|threads|hosts]  (procs and threads by default;
+ * hosts: processes, each rank its own host by NCCL_HOSTID, so that they
+ * meet over TCP and learn each other's calls through the proxies) */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +143,15 @@ static void proc_body(int rank, void* arg, long* p, long* f) {
   *f += bad;
 }
 
+static void host_body(int rank, void* arg, long* p, long* f) {
+  char id[32];
+  snprintf(id, sizeof id, "misuse-host-%d", rank);
+  setenv("NCCL_HOSTID", id, 1);
+  long bad = run_rank(arg, rank, NULL);
+  *p += bad == 0;
+  *f += bad;
+}
+
 struct thread_job {
   const struct misuse* m;
   long bad;
@@ -169,9 +180,9 @@ int main(int argc, char** argv) {
             return 1;
           }
           /* The children get the id through NCCL_COMM_ID (procs_comm_id). */
-          procs_run(nr, proc_body, &m, &passed, &failed);
+          procs_run(nr, strcmp(mode, "hosts") == 0 ? host_body : proc_body, &m, &passed, &failed);
         }
-        if (strcmp(mode, "procs") != 0) {
+        if (strcmp(mode, "both") == 0 || strcmp(mode, "threads") == 0) {
           unsetenv("NCCL_COMM_ID");
           struct thread_job j = {&m, 0, PTHREAD_MUTEX_INITIALIZER};
           run_ranks(nr, thread_body, &j);

@@ -40,7 +40,7 @@ add_executable(test_misuse ${CMAKE_CURRENT_LIST_DIR}/test_misuse.c
                            ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
 target_include_directories(test_misuse PRIVATE ${CMAKE_SOURCE_DIR}/tests/common)
 target_link_libraries(test_misuse PRIVATE tutti_static)
-foreach(m procs threads)
+foreach(m procs threads hosts)
   add_test(NAME coll.misuse.${m} COMMAND test_misuse ${m})
   set_tests_properties(coll.misuse.${m} PROPERTIES TIMEOUT 300 ENVIRONMENT "TUTTI_TIMEOUT=20")
 endforeach()
