@@ -46,12 +46,9 @@ static size_t recv_blocks(const struct call* c, int nranks) {
 }
 
 /* Whether a buffer of `bytes` of memory kind `k` can exist on this rank. */
-static ncclResult_t check_fits(const struct ncclComm* comm, const struct call* c, enum tutti_mem k,
-                               int needed, size_t bytes, const char* which) {
+static ncclResult_t check_fits_slow(const struct ncclComm* comm, const struct call* c,
+                                    enum tutti_mem k, size_t bytes, const char* which) {
   static unsigned long long host_bytes;
-  if (!needed || bytes == 0) {
-    return ncclSuccess;
-  }
   if (host_bytes == 0) {
     host_bytes = tutti_host_mem_bytes();
   }
@@ -69,6 +66,14 @@ static ncclResult_t check_fits(const struct ncclComm* comm, const struct call* c
                                                 : "host");
   }
   return ncclSuccess;
+}
+
+/* Every machine holds a GiB: only larger buffers are compared. */
+static inline ncclResult_t check_fits(const struct ncclComm* comm, const struct call* c,
+                                      enum tutti_mem k, int needed, size_t bytes,
+                                      const char* which) {
+  return needed && bytes >= ((size_t)1 << 30) ? check_fits_slow(comm, c, k, bytes, which)
+                                              : ncclSuccess;
 }
 
 static ncclResult_t check_call(struct ncclComm* comm, struct call* c) {

@@ -8,11 +8,6 @@
 #include "reduce/reduce.h"
 #include "util/check.h"
 
-int tutti_call_same(const struct tutti_call* a, const struct tutti_call* b) {
-  return a->seq == b->seq && a->count == b->count && a->root == b->root && a->coll == b->coll &&
-         a->type == b->type && a->red == b->red && a->device == b->device;
-}
-
 static const char* red_name(int red) {
   static const char* const names[] = {"sum", "prod", "max", "min", "avg"};
   if (red >= 0 && red < 5) {

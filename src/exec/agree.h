@@ -11,8 +11,6 @@
 
 #include "exec/exec.h"
 
-/* Whether two records describe the same call. */
-int tutti_call_same(const struct tutti_call* a, const struct tutti_call* b);
 /* "AllReduce #17 of 1024 float, sum, on device buffers" */
 void tutti_call_describe(const struct tutti_call* c, char* buf, size_t len);
 /* Records ncclInvalidUsage for ranks `me` and `peer` having made calls `a`

@@ -39,23 +39,6 @@ void tutti_transport_teardown(struct tutti_transport_comm* tc) {
   }
 }
 
-/* A call record is written field by field, its number last (release); a
- * reader takes the number, the fields, then the number again, and trusts
- * the fields only when both match: a slot is rewritten only
- * TUTTI_CALL_HISTORY calls later. */
-void tutti_doorbell_put_call(struct tutti_doorbell* bell, const struct tutti_call* c) {
-  struct tutti_call* slot = &bell->calls[c->seq % TUTTI_CALL_HISTORY];
-  __atomic_store_n(&slot->seq, 0, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  slot->count = c->count;
-  slot->root = c->root;
-  slot->coll = c->coll;
-  slot->type = c->type;
-  slot->red = c->red;
-  slot->device = c->device;
-  __atomic_store_n(&slot->seq, c->seq, __ATOMIC_RELEASE);
-}
-
 int tutti_doorbell_get_call(const struct tutti_doorbell* bell, uint64_t seq,
                             struct tutti_call* out) {
   const struct tutti_call* slot = &bell->calls[seq % TUTTI_CALL_HISTORY];

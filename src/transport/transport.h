@@ -166,11 +166,33 @@ ncclResult_t tutti_transport_setup(struct tutti_transport_comm* tc);
 void tutti_transport_teardown(struct tutti_transport_comm* tc);
 
 /* The owner's call records in its doorbell (struct tutti_call): put writes
- * one (the owner, or the proxy that stands in for a network peer); get
- * reads call `seq`, 1 when present, 0 when not made yet or long gone. */
-void tutti_doorbell_put_call(struct tutti_doorbell* bell, const struct tutti_call* c);
+ * one (the owner, or the proxy that stands in for a network peer), at every
+ * call, so inline; get reads call `seq`, 1 when present, 0 when not made
+ * yet or long gone. A record is written field by field, its number last
+ * (release); a reader takes the number, the fields, then the number again,
+ * and trusts the fields only when both match: a slot is rewritten only
+ * TUTTI_CALL_HISTORY calls later. */
+static inline void tutti_doorbell_put_call(struct tutti_doorbell* bell,
+                                           const struct tutti_call* c) {
+  struct tutti_call* slot = &bell->calls[c->seq % TUTTI_CALL_HISTORY];
+  __atomic_store_n(&slot->seq, 0, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  slot->count = c->count;
+  slot->root = c->root;
+  slot->coll = c->coll;
+  slot->type = c->type;
+  slot->red = c->red;
+  slot->device = c->device;
+  __atomic_store_n(&slot->seq, c->seq, __ATOMIC_RELEASE);
+}
 int tutti_doorbell_get_call(const struct tutti_doorbell* bell, uint64_t seq,
                             struct tutti_call* out);
+
+/* Whether two records describe the same call. */
+static inline int tutti_call_same(const struct tutti_call* a, const struct tutti_call* b) {
+  return a->seq == b->seq && a->count == b->count && a->root == b->root && a->coll == b->coll &&
+         a->type == b->type && a->red == b->red && a->device == b->device;
+}
 
 /* Wakes the owner of `bell` if it may be asleep. */
 void tutti_doorbell_ring(struct tutti_doorbell* bell);
