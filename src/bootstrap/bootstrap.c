@@ -1,6 +1,7 @@
 /* The rank side of bootstrap: joins the job through the root, learns every
  * rank's listening address, then hands over to ring.c for the ring. */
 #include <arpa/inet.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,9 @@
  * a quarter of the timeout), so that the root's sentence naming the missing
  * ranks arrives before the rank gives up on its own. */
 #define ROOT_MARGIN_S 1.0
+/* How long a root made by ncclGetUniqueId may take to answer a connection,
+ * and a rank of its own process may wait there alone (check_not_alone). */
+#define ROOT_ANSWER_S 5.0
 
 static ncclResult_t open_listener(struct tutti_bootstrap* b, const union tutti_socket_addr* root,
                                   union tutti_socket_addr* me) {
@@ -117,6 +121,32 @@ static ncclResult_t read_reply(struct tutti_bootstrap* b, int fd,
                      io->peer, b->rank, type, len);
 }
 
+/* A rank other than 0 that joined a root its own process started, and is
+ * still alone there after a few seconds: every rank called
+ * ncclGetUniqueId itself, so each waits at a root of its own. */
+static ncclResult_t check_not_alone(const struct tutti_bootstrap* b, int fd, const char* where) {
+  if (tutti_bootstrap_root_joined(b->secret) < 0) {
+    return ncclSuccess; /* another process's root: it cannot be told apart from a slow job */
+  }
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  const double until = tutti_socket_now() + ROOT_ANSWER_S;
+  while (tutti_socket_now() < until) {
+    if (poll(&p, 1, 100) != 0 ||
+        (b->abort_flag != NULL && __atomic_load_n(b->abort_flag, __ATOMIC_RELAXED) != 0)) {
+      return ncclSuccess; /* an answer, or an abort: read_reply says which */
+    }
+  }
+  if (tutti_bootstrap_root_joined(b->secret) <= 1 && b->nranks > 1) {
+    return tutti_error(ncclInvalidUsage,
+                       "rank %d of %d joined the bootstrap root at %s, which its own process "
+                       "started with ncclGetUniqueId, and no other rank came in %.0f s: it looks "
+                       "as if every rank called ncclGetUniqueId itself. Call it on one rank "
+                       "(rank 0) and give that id to every rank",
+                       b->rank, b->nranks, where, ROOT_ANSWER_S);
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t join_root(struct tutti_bootstrap* b, const struct tutti_bs_id* id,
                               const union tutti_socket_addr* me, double deadline) {
   char where[TUTTI_SOCKET_ADDR_STRLEN], peer[96], doing[64];
@@ -125,8 +155,28 @@ static ncclResult_t join_root(struct tutti_bootstrap* b, const struct tutti_bs_i
   snprintf(doing, sizeof doing, "bootstrap init of rank %d", b->rank);
   struct tutti_socket_io io = {deadline, b->abort_flag, peer, doing};
   int fd = -1;
-  NCCLCHECK(tutti_socket_connect(&id->root, &io,
-                                 "is rank 0 running, and is NCCL_SOCKET_IFNAME right?", &fd));
+  /* With NCCL_COMM_ID rank 0 starts the root, maybe after the others: they
+   * wait for it. Otherwise the root ran when the id was made: a root that
+   * does not answer within seconds is gone, or the id is not this job's. */
+  const int comm_id = (id->flags & TUTTI_ID_FLAG_RANK0_ROOT) != 0;
+  struct tutti_socket_io cio = io;
+  if (!comm_id && tutti_socket_now() + ROOT_ANSWER_S < deadline) {
+    cio.deadline = tutti_socket_now() + ROOT_ANSWER_S;
+  }
+  ncclResult_t cres = tutti_socket_connect(
+      &id->root, &cio, "is rank 0 running, and is NCCL_SOCKET_IFNAME right?", &fd);
+  if (cres != ncclSuccess && !comm_id &&
+      (b->abort_flag == NULL || __atomic_load_n(b->abort_flag, __ATOMIC_RELAXED) == 0)) {
+    char why[512]; /* copied: tutti_error rewrites the buffer it is read from */
+    snprintf(why, sizeof why, "%s", tutti_last_error());
+    return tutti_error(ncclInvalidUsage,
+                       "rank %d: no bootstrap root answers at %s within %.0f s (%s): the unique "
+                       "id names a root that is gone (did the process that called "
+                       "ncclGetUniqueId exit?) or that this host cannot reach; give every rank "
+                       "the id of one live ncclGetUniqueId call",
+                       b->rank, where, ROOT_ANSWER_S, why);
+  }
+  NCCLCHECK(cres);
   unsigned char msg[TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + TUTTI_BS_HELLO_LEN];
   unsigned char* p = msg + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER;
   double margin = b->timeout_s * 0.25 < ROOT_MARGIN_S ? b->timeout_s * 0.25 : ROOT_MARGIN_S;
@@ -140,6 +190,9 @@ static ncclResult_t join_root(struct tutti_bootstrap* b, const struct tutti_bs_i
   tutti_bs_put32(p + 12, (uint32_t)(left <= 0 ? 0 : left < 4e6 ? left * 1e3 : 4e9));
   tutti_socket_addr_pack(me, p + 16);
   ncclResult_t res = tutti_socket_send_all(fd, msg, sizeof msg, &io);
+  if (res == ncclSuccess && !comm_id && b->rank != 0) {
+    res = check_not_alone(b, fd, where);
+  }
   if (res == ncclSuccess) {
     res = read_reply(b, fd, &io);
   }

@@ -72,6 +72,13 @@ static inline uint32_t tutti_bs_get32(const unsigned char* p) {
 }
 
 /* uid.c */
+/* The job as its launcher names it ("SLURM_JOB_ID=12,SLURM_STEP_ID=0"),
+ * "" when no launcher said: what keeps two jobs on one NCCL_COMM_ID apart. */
+void tutti_bootstrap_job_identity(char* out, size_t len);
+/* Whether the first `got` bytes are a tutti preamble with another secret:
+ * a rank of another job (not a stranger). */
+int tutti_bootstrap_other_job(const unsigned char* buf, size_t got,
+                              const unsigned char secret[TUTTI_BS_SECRET]);
 ncclResult_t tutti_bootstrap_id_decode(const ncclUniqueId* id, struct tutti_bs_id* out);
 void tutti_bootstrap_preamble(unsigned char out[TUTTI_BS_PREAMBLE],
                               const unsigned char secret[TUTTI_BS_SECRET]);
@@ -83,6 +90,9 @@ int tutti_bootstrap_handshake_check(const unsigned char* buf, size_t got,
 
 /* root.c: listens on `addr` (port 0 allowed, the bound port written back)
  * and serves the job from a detached thread. */
+/* How many ranks have joined the root of `secret` that this process runs,
+ * or -1 when it runs none. */
+int tutti_bootstrap_root_joined(const unsigned char secret[TUTTI_BS_SECRET]);
 ncclResult_t tutti_bootstrap_root_start(union tutti_socket_addr* addr,
                                         const unsigned char secret[TUTTI_BS_SECRET]);
 

@@ -23,12 +23,7 @@ static TUTTI_PARAM_RANGE(root_timeout, "TUTTI_TIMEOUT", 300, 1, INT64_MAX);
 #define ROOT_FLUSH_S 2.0 /* past its life, the root waits this long for replies to drain */
 #define HELLO_BYTES (TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + TUTTI_BS_HELLO_LEN)
 
-    enum conn_state {
-      CONN_HELLO,
-      CONN_JOINED,
-      CONN_REPLY,
-      CONN_DEAD
-    };
+enum conn_state { CONN_HELLO, CONN_JOINED, CONN_REPLY, CONN_DEAD };
 
 struct conn {
   int fd;
@@ -62,6 +57,35 @@ struct root {
   uint32_t err_code;
   char err[TUTTI_BS_MAX_ERROR];
 };
+
+/* The roots this process runs, so that its ranks can tell whether they
+ * joined their own root alone (tutti_bootstrap_root_joined). */
+#define ROOT_REGISTRY 64
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct root* registry[ROOT_REGISTRY];
+
+static void registry_set(struct root* r, int add) {
+  pthread_mutex_lock(&registry_lock);
+  for (int i = 0; i < ROOT_REGISTRY; i++) {
+    if (add ? registry[i] == NULL : registry[i] == r) {
+      registry[i] = add ? r : NULL;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&registry_lock);
+}
+
+int tutti_bootstrap_root_joined(const unsigned char secret[TUTTI_BS_SECRET]) {
+  int joined = -1;
+  pthread_mutex_lock(&registry_lock);
+  for (int i = 0; i < ROOT_REGISTRY && joined < 0; i++) {
+    if (registry[i] != NULL && memcmp(registry[i]->secret, secret, TUTTI_BS_SECRET) == 0) {
+      joined = __atomic_load_n(&registry[i]->joined, __ATOMIC_RELAXED);
+    }
+  }
+  pthread_mutex_unlock(&registry_lock);
+  return joined;
+}
 
 static void conn_drop(struct root* r, int i) {
   struct conn* c = r->conns[i];
@@ -246,7 +270,8 @@ static void on_hello(struct root* r, struct conn* c, double now) {
     r->job_deadline = dl;
     r->job_timeout_s = timeout_s;
   }
-  if (++r->joined == r->nranks) {
+  __atomic_store_n(&r->joined, r->joined + 1, __ATOMIC_RELAXED);
+  if (r->joined == r->nranks) {
     complete(r);
   }
 }
@@ -264,10 +289,20 @@ static int serve(struct root* r, struct conn* c, short revents, double now) {
     c->got += (size_t)n;
     if (tutti_bootstrap_handshake_check(c->in, c->got, r->secret, TUTTI_BS_HELLO,
                                         TUTTI_BS_HELLO_LEN) != 0) {
-      INFO(TUTTI_BOOTSTRAP,
-           "bootstrap root at %s: dropped a connection from %s that did not "
-           "present this job's secret",
-           r->where, c->where);
+      if (tutti_bootstrap_other_job(c->in, c->got, r->secret)) {
+        /* A tutti rank with another job's secret: said loudly here; the
+         * rank hears its connection closed and says why on its side. */
+        WARN(
+            "bootstrap root at %s: a rank of another job (from %s) tried to join: two jobs use "
+            "the same address (NCCL_COMM_ID), or its ranks were given different ids; it was "
+            "refused",
+            r->where, c->where);
+      } else {
+        INFO(TUTTI_BOOTSTRAP,
+             "bootstrap root at %s: dropped a connection from %s that did not "
+             "present this job's secret",
+             r->where, c->where);
+      }
       return -1;
     }
     if (c->got == HELLO_BYTES) {
@@ -408,6 +443,7 @@ static void* root_main(void* arg) {
       accept_some(r, now);
     }
   }
+  registry_set(r, 0);
   while (r->nconns > 0) {
     conn_drop(r, r->nconns - 1);
   }
@@ -445,9 +481,11 @@ ncclResult_t tutti_bootstrap_root_start(union tutti_socket_addr* addr,
   pthread_t thread;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  registry_set(r, 1);
   int err = r->pfd == NULL ? ENOMEM : pthread_create(&thread, &attr, root_main, r);
   pthread_attr_destroy(&attr);
   if (err != 0) {
+    registry_set(r, 0);
     close(r->lfd);
     free(r->pfd);
     free(r);

@@ -72,6 +72,33 @@ ncclResult_t tutti_bootstrap_new_root(ncclUniqueId* id) {
   return ncclSuccess;
 }
 
+void tutti_bootstrap_job_identity(char* out, size_t len) {
+  /* Each launcher's own name for the job (and, for Slurm, the step): the
+   * same in every rank of one launch, different between launches. */
+  static const char* const vars[] = {"TORCHELASTIC_RUN_ID",
+                                     "SLURM_JOB_ID",
+                                     "SLURM_STEP_ID",
+                                     "PMIX_NAMESPACE",
+                                     "OMPI_MCA_ess_base_jobid",
+                                     "OMPI_MCA_orte_ess_jobid",
+                                     "PMI_KVSNAME",
+                                     "LSB_JOBID",
+                                     "PBS_JOBID",
+                                     "FLUX_JOB_ID"};
+  size_t o = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char* v = tutti_getenv(vars[i]);
+    /* torchrun says "none" when no rendezvous id was given. */
+    if (v == NULL || *v == '\0' || (i == 0 && strcmp(v, "none") == 0) || o + 2 >= len) {
+      continue;
+    }
+    int w = snprintf(out + o, len - o, "%s%s=%s", o > 0 ? "," : "", vars[i], v);
+    o += w > 0 ? (size_t)w : 0;
+    o = o < len ? o : len - 1;
+  }
+}
+
 void tutti_bootstrap_rank0_id(const union tutti_socket_addr* root,
                               const unsigned char secret[TUTTI_BS_SECRET], ncclUniqueId* id) {
   encode(id, TUTTI_ID_FLAG_RANK0_ROOT, root, secret);
@@ -96,10 +123,15 @@ ncclResult_t tutti_bootstrap_get_unique_id(ncclUniqueId* id) {
   if (job != NULL && *job != '\0') {
     hash16(job, secret);
   } else {
-    /* The canonical text, so that "node1:2000" and "10.0.0.1:2000" agree. */
-    char text[TUTTI_SOCKET_ADDR_STRLEN + 16];
-    snprintf(text, sizeof text, "tutti-comm-id:%s", where);
+    /* The canonical text, so that "node1:2000" and "10.0.0.1:2000" agree,
+     * and the job as its launcher names it: two jobs on one address then
+     * have different secrets, and cannot join each other's root. */
+    char job_id[256], text[TUTTI_SOCKET_ADDR_STRLEN + 300];
+    tutti_bootstrap_job_identity(job_id, sizeof job_id);
+    snprintf(text, sizeof text, "tutti-comm-id:%s/%s", where, job_id);
     hash16(text, secret);
+    INFO(TUTTI_INIT | TUTTI_BOOTSTRAP, "job identity from the launcher: %s",
+         job_id[0] != '\0' ? job_id : "none (set TUTTI_JOB_SECRET to tell jobs apart)");
   }
   encode(id, TUTTI_ID_FLAG_RANK0_ROOT, &root, secret);
   INFO(TUTTI_INIT | TUTTI_BOOTSTRAP, "unique id from NCCL_COMM_ID: rank 0 will run the root at %s",
@@ -174,4 +206,10 @@ int tutti_bootstrap_handshake_check(const unsigned char* buf, size_t got,
     return -1;
   }
   return 0;
+}
+
+int tutti_bootstrap_other_job(const unsigned char* buf, size_t got,
+                              const unsigned char secret[TUTTI_BS_SECRET]) {
+  return got >= TUTTI_BS_PREAMBLE && memcmp(buf, preamble_magic, sizeof preamble_magic) == 0 &&
+         memcmp(buf + sizeof preamble_magic, secret, TUTTI_BS_SECRET) != 0;
 }

@@ -101,7 +101,10 @@ int tutti_agree_peer_failed(const struct tutti_exec_rank* er, uint64_t seq, nccl
       continue;
     }
     const uint32_t code = __atomic_load_n(&b->failed, __ATOMIC_ACQUIRE);
-    if (code == 0 || (b->failed_wait && seq != 0 && seq <= b->failed_seq)) {
+    /* A peer that failed in a later call did its part of this one; one
+     * that gave up waiting in this very call leaves this rank its own view. */
+    const uint64_t at = b->failed_seq;
+    if (code == 0 || (seq != 0 && at != 0 && (at > seq || (b->failed_wait && at == seq)))) {
       continue;
     }
     /* The cause as it was first told, unchanged on every rank. */
@@ -122,6 +125,8 @@ void tutti_agree_fail(struct tutti_exec_rank* er, ncclResult_t res, int first, u
     return;
   }
   snprintf(b->failed_why, sizeof b->failed_why, "%s", tutti_last_error());
+  /* The call that failed tells the cause as every later one will. */
+  tutti_set_last_error(b->failed_why);
   b->failed_rank = (uint32_t)(first >= 0 ? first : er->rank);
   b->failed_seq = seq;
   b->failed_wait = (uint32_t)wait;
@@ -159,5 +164,6 @@ ncclResult_t tutti_agree_sticky(const struct tutti_exec_rank* er) {
   char why[sizeof b->failed_why + 1];
   memcpy(why, b->failed_why, sizeof b->failed_why);
   why[sizeof b->failed_why] = '\0';
-  return tutti_error((ncclResult_t)code, "%s", why);
+  tutti_set_last_error(why); /* told once, when it happened: no warning again */
+  return (ncclResult_t)code;
 }

@@ -35,11 +35,13 @@ int tutti_agree_missing(const struct tutti_op* op);
 ncclResult_t tutti_agree_explain(const struct tutti_op* op, int peer);
 
 /* The first peer whose communicator has failed and whose cause this rank
- * takes now, or -1: a definitive cause (calls that differ, a lost peer) at
- * once; a peer that gave up waiting (TUTTI_TIMEOUT) only for calls after
- * the one it gave up in, so that the ranks of that call each tell their own
- * view of the stall. Records the cause as the error, word for word, its
- * code in *res; *first is the rank that found it. */
+ * takes now in call `seq`, or -1: a definitive cause (calls that differ, a
+ * lost peer) found in this call or an earlier one, at once (a peer that
+ * failed in a later call did its part of this one); a peer that gave up
+ * waiting (TUTTI_TIMEOUT) only for calls after the one it gave up in, so
+ * that the ranks of that call each tell their own view of the stall.
+ * Records the cause as the error, word for word, its code in *res; *first
+ * is the rank that found it. */
 int tutti_agree_peer_failed(const struct tutti_exec_rank* er, uint64_t seq, ncclResult_t* res,
                             int* first);
 

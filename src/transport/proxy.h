@@ -18,15 +18,15 @@
  * between slots, ahead of them when due: TUTTI_PROXY_CALL and 24 bytes, a
  * collective call the sender's rank made (exec/agree.c), on every socket
  * before the slots posted after it; TUTTI_PROXY_FAIL
- * and 248 bytes, its communicator failed (u32 code, u32 the rank that
- * found the cause, u64 the call, u32 whether it gave up waiting, 228 bytes
+ * and 500 bytes, its communicator failed (u32 code, u32 the rank that
+ * found the cause, u64 the call, u32 whether it gave up waiting, 480 bytes
  * of text), on socket 0. They go into the peer's stand-in
  * doorbell, where the rank compares calls as with a peer on its host. */
 #define TUTTI_PROXY_BYE 0xFFFFFFFFu
 #define TUTTI_PROXY_CALL 0xFFFFFFFDu
 #define TUTTI_PROXY_FAIL 0xFFFFFFFCu
 #define TUTTI_PROXY_CALL_BYTES 24
-#define TUTTI_PROXY_FAIL_BYTES 248
+#define TUTTI_PROXY_FAIL_BYTES 500
 
 struct tutti_proxy;
 

@@ -112,7 +112,7 @@ struct tutti_doorbell {
   uint64_t failed_seq;  /* in which call (struct tutti_call.seq; 0: not in one) */
   uint32_t failed_wait; /* it gave up waiting (TUTTI_TIMEOUT): the others of that
                            call may still be waiting for their own diagnosis */
-  char failed_why[228];
+  char failed_why[480];
 };
 #define TUTTI_DOORBELL_LOST_SELF 0xFFFFFFu
 

@@ -44,3 +44,14 @@ foreach(m procs threads hosts)
   add_test(NAME coll.misuse.${m} COMMAND test_misuse ${m})
   set_tests_properties(coll.misuse.${m} PROPERTIES TIMEOUT 300 ENVIRONMENT "TUTTI_TIMEOUT=20")
 endforeach()
+
+# Call agreement fuzzed: random programs, one call changed on one rank.
+add_executable(test_agree_fuzz ${CMAKE_CURRENT_LIST_DIR}/test_agree_fuzz.c
+  ${CMAKE_CURRENT_LIST_DIR}/checker.c ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+target_include_directories(test_agree_fuzz PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_CURRENT_LIST_DIR}
+  ${CMAKE_SOURCE_DIR}/tests/common)
+target_link_libraries(test_agree_fuzz PRIVATE tutti_static)
+add_test(NAME coll.agree_fuzz.threads COMMAND test_agree_fuzz threads 300)
+add_test(NAME coll.agree_fuzz.procs COMMAND test_agree_fuzz procs 60 1000)
+set_tests_properties(coll.agree_fuzz.threads coll.agree_fuzz.procs PROPERTIES TIMEOUT 300
+  ENVIRONMENT "TUTTI_TIMEOUT=20")

@@ -1,0 +1,181 @@
+/* Mistakes in how ranks meet, each reported within seconds (not after
+ * TUTTI_TIMEOUT) with a sentence that says what to do:
+ *   - two jobs on one NCCL_COMM_ID, told apart by their launchers' job ids:
+ *     the second job's ranks are refused at once, the first runs untouched;
+ *   - every rank called ncclGetUniqueId itself (the id never shared): a rank
+ *     other than 0, alone at the root of its own process, says so;
+ *   - an id whose root is gone (its process exited): no root answers. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "nccl.h"
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A child's verdict: {result, seconds, sum of the allreduce} and the text. */
+struct verdict {
+  int res;
+  double secs;
+  float sum;
+  char why[400];
+};
+
+static pid_t spawn(int pipefd, int rank, int nranks, const char* job, float value,
+                   const ncclUniqueId* id) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid != 0) {
+    return pid;
+  }
+  if (job != NULL) {
+    setenv("SLURM_JOB_ID", job, 1);
+  }
+  struct verdict v = {0, 0, 0, ""};
+  ncclUniqueId own;
+  const double t0 = now();
+  ncclComm_t comm;
+  v.res = id != NULL ? ncclSuccess : ncclGetUniqueId(&own);
+  if (v.res == ncclSuccess) {
+    v.res = ncclCommInitRank(&comm, nranks, id != NULL ? *id : own, rank);
+  }
+  v.secs = now() - t0;
+  snprintf(v.why, sizeof v.why, "%s", ncclGetLastError(NULL));
+  if (v.res == ncclSuccess) {
+    float x = value;
+    v.res = ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, NULL);
+    v.sum = x;
+    ncclCommDestroy(comm);
+  }
+  if (write(pipefd, &v, sizeof v) != (ssize_t)sizeof v) {
+    _exit(2);
+  }
+  _exit(0);
+}
+
+static struct verdict collect(int fd, pid_t pid) {
+  struct verdict v;
+  memset(&v, 0, sizeof v);
+  v.res = -1;
+  if (read(fd, &v, sizeof v) != (ssize_t)sizeof v) {
+    v.res = -1;
+  }
+  waitpid(pid, NULL, 0);
+  return v;
+}
+
+/* Job A (SLURM_JOB_ID=101) and job B (202) on one NCCL_COMM_ID. */
+static void two_jobs(void) {
+  int fds[4][2];
+  pid_t pids[4];
+  const char* jobs[4] = {"101", "101", "202", "202"};
+  for (int i = 0; i < 4; i++) {
+    if (pipe(fds[i]) != 0) {
+      return;
+    }
+  }
+  /* A's rank 0 first, so that its root holds the port. */
+  pids[0] = spawn(fds[0][1], 0, 2, jobs[0], 1.0f, NULL);
+  usleep(200 * 1000);
+  for (int i = 1; i < 4; i++) {
+    pids[i] = spawn(fds[i][1], i % 2, 2, jobs[i], i < 2 ? 1.0f : 100.0f, NULL);
+  }
+  struct verdict v[4];
+  for (int i = 0; i < 4; i++) {
+    close(fds[i][1]);
+    v[i] = collect(fds[i][0], pids[i]);
+    close(fds[i][0]);
+  }
+  for (int i = 0; i < 2; i++) {
+    CHECK(v[i].res == ncclSuccess && v[i].sum == 2.0f,
+          "job A rank %d: %d, sum %g (2 expected: no rank of job B among its ranks): %s", i,
+          v[i].res, (double)v[i].sum, v[i].why);
+  }
+  for (int i = 2; i < 4; i++) {
+    CHECK(v[i].res != ncclSuccess && v[i].secs < 8,
+          "job B rank %d: refused (%d) within seconds (%.1f s): %s", i - 2, v[i].res, v[i].secs,
+          v[i].why);
+  }
+  CHECK(strstr(v[2].why, "NCCL_COMM_ID") != NULL, "job B rank 0 names the address: %s", v[2].why);
+  CHECK(strstr(v[3].why, "secret") != NULL || strstr(v[3].why, "another job") != NULL,
+        "job B rank 1 says it met another job: %s", v[3].why);
+}
+
+/* Every rank calls ncclGetUniqueId itself. */
+static void own_ids(void) {
+  int fds[2][2];
+  pid_t pids[2];
+  for (int i = 0; i < 2; i++) {
+    if (pipe(fds[i]) != 0) {
+      return;
+    }
+    pids[i] = spawn(fds[i][1], i, 2, NULL, 1.0f, NULL);
+  }
+  struct verdict v[2];
+  for (int i = 0; i < 2; i++) {
+    close(fds[i][1]);
+    v[i] = collect(fds[i][0], pids[i]);
+    close(fds[i][0]);
+  }
+  CHECK(v[1].res == ncclInvalidUsage && v[1].secs < 8 && strstr(v[1].why, "ncclGetUniqueId"),
+        "rank 1, at its own root, says every rank called ncclGetUniqueId (%d after %.1f s): %s",
+        v[1].res, v[1].secs, v[1].why);
+  CHECK(v[0].res != ncclSuccess, "rank 0 does not form a communicator alone: %d", v[0].res);
+}
+
+/* An id whose root's process has exited. */
+static void dead_root(void) {
+  int fd[2];
+  if (pipe(fd) != 0) {
+    return;
+  }
+  fflush(NULL);
+  pid_t maker = fork();
+  if (maker == 0) {
+    ncclUniqueId id;
+    ncclGetUniqueId(&id);
+    if (write(fd[1], &id, sizeof id) != (ssize_t)sizeof id) {
+      _exit(2);
+    }
+    _exit(0); /* and its root with it */
+  }
+  ncclUniqueId id;
+  ssize_t got = read(fd[0], &id, sizeof id);
+  waitpid(maker, NULL, 0);
+  close(fd[0]);
+  close(fd[1]);
+  CHECK(got == (ssize_t)sizeof id, "the id arrived");
+  int vfd[2];
+  if (pipe(vfd) != 0) {
+    return;
+  }
+  pid_t pid = spawn(vfd[1], 1, 2, NULL, 1.0f, &id);
+  close(vfd[1]);
+  struct verdict v = collect(vfd[0], pid);
+  close(vfd[0]);
+  CHECK(v.res == ncclInvalidUsage && v.secs < 8 && strstr(v.why, "no bootstrap root answers"),
+        "a rank given a dead root's id fails within seconds (%d after %.1f s): %s", v.res, v.secs,
+        v.why);
+}
+
+int main(void) {
+  setenv("TUTTI_TIMEOUT", "9", 1);
+  unsetenv("NCCL_COMM_ID");
+  unsetenv("TUTTI_JOB_SECRET");
+  own_ids();
+  dead_root();
+  char port[64];
+  snprintf(port, sizeof port, "127.0.0.1:%d", 20000 + (int)(getpid() % 20000));
+  setenv("NCCL_COMM_ID", port, 1);
+  two_jobs();
+  return test_summary("join_mistakes");
+}
