@@ -229,9 +229,10 @@ ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUnique
   NCCLCHECKGOTO(tutti_bootstrap_allgather(comm->boot, comm->peers, sizeof *comm->peers), res, fail);
   NCCLCHECKGOTO(connect_ranks(comm), res, fail);
   tutti_topo_log(&comm->tc);
-  struct tutti_dev_setup ds = {comm->rank,      comm->nranks,       comm->cuda_dev,    comm->peers,
-                               comm->host_of,   comm->boot,         tutti_timeout_s(), comm->secret,
-                               comm->comm_hash, comm->tc.peer_bells};
+  struct tutti_dev_setup ds = {comm->rank,          comm->nranks,  comm->cuda_dev,
+                               comm->peers,         comm->host_of, comm->boot,
+                               tutti_timeout_s(),   comm->secret,  comm->comm_hash,
+                               comm->tc.peer_bells, comm->tc.bell};
   NCCLCHECKGOTO(tutti_dev_comm_create(&ds, &comm->dev, comm->dev_why, sizeof comm->dev_why), res,
                 fail);
   comm->dev_mem_bytes = comm->dev != NULL ? tutti_cuda_device_mem(comm->cuda_dev) : 0;

@@ -399,6 +399,7 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
     }
   }
   dc->bells = s->bells;
+  dc->own_bell = s->own_bell;
   dc->pids = (int32_t*)calloc((unsigned)s->nranks, sizeof *dc->pids);
   for (int p = 0; dc->pids != NULL && p < s->nranks; p++) {
     /* Remote peers (also those made remote by NCCL_SHM_DISABLE with
@@ -436,6 +437,8 @@ extern "C" ncclResult_t tutti_dev_comm_error(struct tutti_dev_comm* dc) {
                          dc->host_flags[2], (int)dc->pids[dc->host_flags[2]], dc->rank);
     case 5:
       return td_net_error(dc);
+    case 7:
+      return tutti_error(ncclInvalidUsage, "%s", dc->scan_why);
     case 6: {
       /* A peer's communicator failed first: its cause, word for word. */
       const struct tutti_doorbell* b = dc->bells[dc->host_flags[2]];

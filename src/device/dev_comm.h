@@ -33,11 +33,15 @@ struct tutti_dev_comm {
   char** base;                  /* [nranks]: every region as mapped here */
   struct td_region* mapped;     /* [nranks]: peer processes' regions mapped here */
   struct td_devcomm* d_comm;
-  int* host_flags;                     /* pinned, mapped: [0] abort, [1] error, [2] the rank lost
-                                          (or failed), [3] kernels started, [4] kernels finished */
-  int32_t* pids;                       /* [nranks]: peers' processes on this host (0: elsewhere) */
-  struct tutti_doorbell* const* bells; /* [nranks]: peers' doorbells where on this host */
-  pthread_t watch;                     /* watchdog: a peer process gone while kernels wait */
+  int* host_flags; /* pinned, mapped: [0] abort, [1] error, [2] the rank lost
+                      (or failed), [3] kernels started, [4] kernels finished */
+  int32_t* pids;   /* [nranks]: peers' processes on this host (0: elsewhere) */
+  struct tutti_doorbell* const*
+      bells; /* [nranks]: peers' doorbells (stand-ins for network peers) */
+  const struct tutti_doorbell* own_bell; /* this rank's calls (exec/agree.c) */
+  uint64_t scan_checked;                 /* the watchdog's tutti_agree_scan mark */
+  char scan_why[512];                    /* the calls that differ, error 7 */
+  pthread_t watch;                       /* watchdog: a peer process gone while kernels wait */
   int watch_live;
   volatile int watch_stop;
   cudaEvent_t ev;    /* scratch: joins a group's streams */

@@ -34,6 +34,7 @@ struct tutti_dev_setup {
   /* [nranks]: peers' doorbells where visible (exec/agree.c): a peer whose
    * communicator failed stops this rank's kernels with its cause. */
   struct tutti_doorbell* const* bells;
+  const struct tutti_doorbell* own_bell; /* this rank's: its calls, for the watchdog to compare */
 };
 
 /* Non-zero when this build has the device executor (nvcc was found). */

@@ -2,6 +2,7 @@
  * stops kernels waiting for a peer process that died, and the drain before
  * teardown. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include "device/dev_comm.h"
 
 extern "C" {
+#include "exec/agree.h"
 #include "util/check.h"
 #include "util/proc.h"
 }
@@ -23,13 +25,22 @@ void* td_watch_main(void* arg) {
   while (!dc->watch_stop) {
     struct timespec ts = {0, 200 * 1000 * 1000};
     nanosleep(&ts, NULL);
+    /* Device calls compared late, with the records network peers sent
+     * after the launch: an error instead of a silent wrong result. */
+    if (f[1] == 0 && dc->own_bell != NULL && dc->bells != NULL &&
+        tutti_agree_scan(dc->own_bell, dc->bells, dc->nranks, dc->rank, &dc->scan_checked)) {
+      snprintf(dc->scan_why, sizeof dc->scan_why, "%s", tutti_last_error());
+      __atomic_store_n(&dc->host_flags[1], 7, __ATOMIC_SEQ_CST);
+      __atomic_store_n(&dc->host_flags[0], 1, __ATOMIC_SEQ_CST);
+    }
     if (f[3] == f[4] || f[1] != 0) {
       continue;
     }
     /* A peer whose communicator failed (a mismatched call, a timeout) will
-     * never answer: stop with its cause. */
+     * never answer: stop with its cause (peers on other hosts tell theirs
+     * through the host transport's proxy, exec/agree.c). */
     for (int p = 0; p < dc->nranks && dc->bells != NULL; p++) {
-      if (p != dc->rank && dc->pids[p] > 0 && dc->bells[p] != NULL &&
+      if (p != dc->rank && dc->bells[p] != NULL &&
           __atomic_load_n(&dc->bells[p]->failed, __ATOMIC_ACQUIRE) != 0) {
         f[2] = p;
         __atomic_store_n(&dc->host_flags[1], 6, __ATOMIC_SEQ_CST);

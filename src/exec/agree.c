@@ -152,7 +152,13 @@ ncclResult_t tutti_agree_device(struct tutti_op* op, int* first) {
    * different calls at once, at least one sees the other's. */
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
   int pending = 0;
-  return tutti_agree_check(op, &pending);
+  NCCLCHECK(tutti_agree_check(op, &pending));
+  /* Earlier device calls whose peers' records have come since. */
+  if (er->peer_bells != NULL &&
+      tutti_agree_scan(er->bell, er->peer_bells, er->nranks, er->rank, &er->call_checked)) {
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
 }
 
 ncclResult_t tutti_agree_sticky(const struct tutti_exec_rank* er) {
@@ -166,4 +172,36 @@ ncclResult_t tutti_agree_sticky(const struct tutti_exec_rank* er) {
   why[sizeof b->failed_why] = '\0';
   tutti_set_last_error(why); /* told once, when it happened: no warning again */
   return (ncclResult_t)code;
+}
+
+int tutti_agree_scan(const struct tutti_doorbell* own, struct tutti_doorbell* const* bells,
+                     int nranks, int me, uint64_t* checked) {
+  for (;;) {
+    /* The oldest of this rank's device calls after *checked still held. */
+    uint64_t next = 0;
+    for (int i = 0; i < TUTTI_CALL_HISTORY; i++) {
+      const uint64_t seq = __atomic_load_n(&own->calls[i].seq, __ATOMIC_ACQUIRE);
+      if (seq > *checked && (next == 0 || seq < next)) {
+        next = seq;
+      }
+    }
+    struct tutti_call mine, theirs;
+    if (next == 0 || !tutti_doorbell_get_call(own, next, &mine)) {
+      return 0;
+    }
+    for (int p = 0; p < nranks && mine.device; p++) {
+      const struct tutti_doorbell* b = bells[p];
+      if (p == me || b == NULL || !__atomic_load_n(&b->shows_calls, __ATOMIC_ACQUIRE)) {
+        continue;
+      }
+      if (!tutti_doorbell_get_call(b, next, &theirs)) {
+        return 0; /* not seen yet: later */
+      }
+      if (!tutti_call_same(&mine, &theirs)) {
+        tutti_call_mismatch(me, &mine, p, &theirs);
+        return 1;
+      }
+    }
+    *checked = next;
+  }
 }

@@ -58,6 +58,14 @@ void tutti_agree_fail(struct tutti_exec_rank* er, ncclResult_t res, int first, u
  * stops it too, with its cause (*first: who found it). */
 ncclResult_t tutti_agree_device(struct tutti_op* op, int* first);
 
+/* Device calls are compared at launch only with the peers whose records
+ * are there; a network peer's comes a little later. This compares this
+ * rank's device calls after *checked (in `own`) with every visible peer's
+ * record, advancing *checked past those all peers agree on: 1 and the
+ * error recorded when one differs, 0 otherwise. */
+int tutti_agree_scan(const struct tutti_doorbell* own, struct tutti_doorbell* const* bells,
+                     int nranks, int me, uint64_t* checked);
+
 /* ncclSuccess, or the cause this rank's communicator already failed with
  * (recorded again as the error): every later call fails with it. */
 ncclResult_t tutti_agree_sticky(const struct tutti_exec_rank* er);

@@ -27,6 +27,7 @@ struct tutti_exec_rank {
   double timeout_s;
   uint64_t op_count;     /* operations issued, for error texts */
   uint64_t call_seq;     /* collectives run (struct tutti_call.seq; exec/agree.c) */
+  uint64_t call_checked; /* device calls every peer was seen agreeing on, up to this one */
   struct tutti_op* pool; /* finished operations kept with their buffers for reuse */
   int spin_rounds;       /* idle passes spent spinning (adapted as calls go), */
   int spin_max;          /* up to this many, */

@@ -118,3 +118,47 @@ void run_stall(struct grank* g) {
     FAILF("stall: destroying the failed communicator took %.1f s", dt3);
   }
 }
+
+/* Mismatched device calls (rank 0 sums, rank 1 takes the max): each rank's
+ * call, or its asynchronous error, must fail with ncclInvalidUsage naming
+ * both calls within seconds, and every later call must fail at once with
+ * the same cause. */
+void run_mismatch(struct grank* g) {
+  const size_t count = 1 << 16;
+  if (ncclAllReduce(g->dsend, g->drecv, count, ncclFloat32, ncclSum, g->comm, g->stream) !=
+          ncclSuccess ||
+      !cuda_ok(cudaStreamSynchronize(g->stream), "allreduce")) {
+    FAILF("rank %d: the matching allreduce failed: %s", g->rank, ncclGetLastError(g->comm));
+    return;
+  }
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  ncclResult_t res = ncclAllReduce(g->dsend, g->drecv, count, ncclFloat32,
+                                   g->rank == 0 ? ncclSum : ncclMax, g->comm, g->stream);
+  ncclResult_t async = ncclSuccess;
+  while (res == ncclSuccess && async == ncclSuccess && secs_since(&t0) < 30) {
+    ncclCommGetAsyncError(g->comm, &async);
+    usleep(1000);
+  }
+  const double dt = secs_since(&t0);
+  char why[1024];
+  snprintf(why, sizeof why, "%s", ncclGetLastError(g->comm));
+  const ncclResult_t got = res != ncclSuccess ? res : async;
+  printf("mismatch: rank %d saw %s after %.2f s: %s\n", g->rank, ncclGetErrorString(got), dt, why);
+  if (got == ncclInvalidUsage && dt < 5 && strstr(why, "sum") != NULL && strstr(why, "max")) {
+    passed++;
+  } else {
+    FAILF("mismatch: rank %d did not report the two calls within 5 s", g->rank);
+  }
+  cudaStreamSynchronize(g->stream); /* the kernels were stopped */
+  ncclResult_t later =
+      ncclAllReduce(g->dsend, g->drecv, count, ncclFloat32, ncclSum, g->comm, g->stream);
+  if (later == got && strcmp(ncclGetLastError(g->comm), why) == 0) {
+    passed++;
+  } else {
+    FAILF("mismatch: rank %d's next call returned %d: %s", g->rank, (int)later,
+          ncclGetLastError(g->comm));
+  }
+  ncclCommAbort(g->comm);
+  g->comm = NULL;
+}

@@ -36,6 +36,7 @@ void run_p2p(struct grank* g);
  * gets and when. Both may destroy the communicator (g->comm NULL then). */
 void run_netkill(struct grank* g);
 void run_stall(struct grank* g);
+void run_mismatch(struct grank* g);
 /* Stream and buffers of `cap` bytes for rank r of n on device `dev`. */
 int rank_setup(struct grank* g, ncclComm_t comm, int r, int n, int dev, size_t cap);
 

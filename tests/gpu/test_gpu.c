@@ -49,6 +49,9 @@
  *   stall       rank 1 stays alive but stops calling (TUTTI_TIMEOUT=4): rank 0's
  *               allreduce must fail naming the timeout within the bound, later
  *               calls must fail at once, and destroy must return
+ *   mismatch    2 ranks, device buffers, rank 0 sums where rank 1 takes the max:
+ *               both fail within 5 s naming both calls, later calls at once;
+ *               mismatch-hosts the same with each rank its own host
  *   mps         N processes on GPU 0 under an MPS server this mode starts
  *               (their kernels share the SMs at once): a reduce-scatter of
  *               128 MB per rank, the streams cases, then the same with each
@@ -147,6 +150,12 @@ static void proc_rank(const char* mode, int n, int r, int dev, const ncclUniqueI
     run_big(&g, 1, n);
   } else if (strcmp(mode, "huge") == 0) {
     run_huge(&g, n);
+  } else if (starts(mode, "mismatch")) {
+    run_mismatch(&g);
+    if (g.comm == NULL) {
+      grank_free(&g);
+      return;
+    }
   } else if (strcmp(mode, "stall") == 0) {
     run_stall(&g);
     if (g.comm == NULL) {
@@ -424,7 +433,8 @@ int main(int argc, char** argv) {
                        "ll128",         "ipc",           "frames",        "samegpu",
                        "hosts",         "memkinds",      "streams",       "streams-ring",
                        "streams-ce",    "streams-ll128", "streams-nop2p", "streams-net",
-                       "streams-hosts", "mps",           "stall"};
+                       "streams-hosts", "mps",           "stall",         "mismatch",
+                       "mismatch-hosts"};
   for (size_t m = 0; m < sizeof all / sizeof all[0]; m++) {
     if (strcmp(mode, "all") != 0 && strcmp(mode, all[m]) != 0) {
       continue;
@@ -440,7 +450,11 @@ int main(int argc, char** argv) {
     } else if (strcmp(all[m], "mps") == 0) {
       run_mps(n, ngpu);
     } else {
-      run_procs(all[m], strcmp(all[m], "netkill") == 0 || strcmp(all[m], "stall") == 0 ? 2 : n,
+      run_procs(all[m],
+                strcmp(all[m], "netkill") == 0 || strcmp(all[m], "stall") == 0 ||
+                        starts(all[m], "mismatch")
+                    ? 2
+                    : n,
                 ngpu);
     }
     printf("mode %-10s nranks %d on %d GPU(s): %ld passed, %ld failed\n", all[m],
