@@ -50,6 +50,7 @@ struct tutti_dev_comm {
    * stream capture, and of the last one inside capture `cap_id`. */
   cudaEvent_t ord_ev;
   int ord_set;
+  unsigned long long ord_stream_id; /* the stream it was recorded on (cudaStreamGetId) */
   cudaEvent_t cap_ev;
   unsigned long long cap_id;
   /* The copy-engine path (ce.cu): pieces issued so far (the same on every
@@ -98,8 +99,9 @@ ncclResult_t td_swap_fds(struct tutti_dev_comm* dc, const struct tutti_dev_setup
                          struct tutti_fdbox* box, const struct td_export* ex, int* fds);
 /* Where a launch stands in the communicator's order (order.cu). */
 struct td_order_at {
-  cudaStream_t stream;        /* the launch's stream: the group's first */
-  unsigned long long capture; /* the stream capture it is part of, 0 none */
+  cudaStream_t stream;          /* the launch's stream: the group's first */
+  unsigned long long capture;   /* the stream capture it is part of, 0 none */
+  unsigned long long stream_id; /* cudaStreamGetId of `stream`, 0 unknown */
 };
 /* Before a launch of `ops` (one group): the other streams of the group and
  * the communicator's previous launch come first, on ops[0].stream. */

@@ -60,12 +60,19 @@ ncclResult_t td_order_begin(struct tutti_dev_comm* dc, const struct tutti_dev_op
   e = each_other_stream(ops, nops, [&](cudaStream_t si) { return wait_stream(s0, si, dc->ev); });
   /* Then the communicator's previous launch: in the same capture when
    * capturing (a graph replays in its own order; the user orders replays),
-   * else the previous launch outside any capture. Also when it was on this
-   * same stream handle: a destroyed stream's handle may come back as a new
-   * stream, and the wait costs the GPU nothing when the stream orders it. */
+   * else the previous launch outside any capture, unless that was on this
+   * very stream. The stream is known by its id, which CUDA never gives
+   * twice (a handle can come back as a new stream). */
+  unsigned long long sid = 0; /* not asked while capturing: it would end the capture */
+  if (e == cudaSuccess && at->capture == 0 && cudaStreamGetId(s0, &sid) != cudaSuccess) {
+    sid = 0; /* unknown: always wait */
+    (void)cudaGetLastError();
+  }
+  at->stream_id = sid;
   if (e == cudaSuccess && at->capture != 0 && dc->cap_id == at->capture) {
     e = cudaStreamWaitEvent(s0, dc->cap_ev, 0);
-  } else if (e == cudaSuccess && at->capture == 0 && dc->ord_set) {
+  } else if (e == cudaSuccess && at->capture == 0 && dc->ord_set &&
+             (sid == 0 || sid != dc->ord_stream_id)) {
     e = cudaStreamWaitEvent(s0, dc->ord_ev, 0);
   }
   return e == cudaSuccess ? ncclSuccess : order_fail(e, "ordering the launch after the last one");
@@ -81,6 +88,7 @@ ncclResult_t td_order_end(struct tutti_dev_comm* dc, const struct tutti_dev_op* 
   } else {
     e = cudaEventRecord(dc->ord_ev, s0);
     dc->ord_set = e == cudaSuccess;
+    dc->ord_stream_id = at->stream_id;
   }
   /* Every stream of the group waits for the whole group. */
   if (e == cudaSuccess) {

@@ -151,9 +151,8 @@ ncclResult_t tutti_agree_device(struct tutti_op* op, int* first) {
   /* Published, then read (sequentially consistent): of two ranks making
    * different calls at once, at least one sees the other's. */
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  int pending = 0;
-  NCCLCHECK(tutti_agree_check(op, &pending));
-  /* Earlier device calls whose peers' records have come since. */
+  /* This call and the earlier ones whose peers' records have come since,
+   * in one pass: a launch reads each peer's newest record once. */
   if (er->peer_bells != NULL &&
       tutti_agree_scan(er->bell, er->peer_bells, er->nranks, er->rank, &er->call_checked)) {
     return ncclInvalidUsage;

@@ -177,12 +177,12 @@ static inline void tutti_doorbell_put_call(struct tutti_doorbell* bell,
   struct tutti_call* slot = &bell->calls[c->seq % TUTTI_CALL_HISTORY];
   __atomic_store_n(&slot->seq, 0, __ATOMIC_RELAXED);
   __atomic_thread_fence(__ATOMIC_RELEASE);
-  slot->count = c->count;
-  slot->root = c->root;
-  slot->coll = c->coll;
-  slot->type = c->type;
-  slot->red = c->red;
-  slot->device = c->device;
+  __atomic_store_n(&slot->count, c->count, __ATOMIC_RELAXED);
+  __atomic_store_n(&slot->root, c->root, __ATOMIC_RELAXED);
+  __atomic_store_n(&slot->coll, c->coll, __ATOMIC_RELAXED);
+  __atomic_store_n(&slot->type, c->type, __ATOMIC_RELAXED);
+  __atomic_store_n(&slot->red, c->red, __ATOMIC_RELAXED);
+  __atomic_store_n(&slot->device, c->device, __ATOMIC_RELAXED);
   __atomic_store_n(&slot->seq, c->seq, __ATOMIC_RELEASE);
 }
 int tutti_doorbell_get_call(const struct tutti_doorbell* bell, uint64_t seq,
