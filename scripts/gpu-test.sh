@@ -20,7 +20,7 @@ rc=$?
 if [ "${1:-all}" = all ] && [ -z "${2:-}" ]; then
   # More ranks than GPUs: 4 ranks on the direct path (up to its size limit)
   # and the schedules' kernel, then every pair through the proxy.
-  for m in procs ring ce net ll128; do
+  for m in procs ring ce net ll128 streams streams-net; do
     TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$bin" $m 4 || rc=1
   done
 fi

@@ -1,7 +1,10 @@
 /* Numeric variables are checked when a communicator is created: a value
  * that is not an integer, or out of its range, fails the init at once with
  * ncclInvalidArgument and a sentence naming the variable and the value,
- * instead of being replaced by the default in silence. */
+ * instead of being replaced by the default in silence. And a count whose
+ * buffer cannot fit the machine's memory is refused at once, before
+ * anything is sized from it. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -51,9 +54,26 @@ int main(void) {
   refused("TUTTI_TIMEOUT", "30s");
   refused("TUTTI_HEARTBEAT_S", "-1");
   refused("NCCL_BUFFSIZE", "4MB");
-  refused("NCCL_MAX_NCHANNELS", "64 channels");
+  refused("TUTTI_BOARD_BYTES", "1M");
   char why[1024];
   CHECK(init_with("TUTTI_TIMEOUT", "30", why, sizeof why) == ncclSuccess, "a valid value: %s", why);
   CHECK(init_with("TUTTI_TIMEOUT", "0x20", why, sizeof why) == ncclSuccess, "hex: %s", why);
+  /* A count that fits the address space but no machine's memory. */
+  ncclUniqueId id;
+  ncclComm_t comm;
+  CHECK_NCCL(ncclGetUniqueId(&id));
+  CHECK_NCCL(ncclCommInitRank(&comm, 1, id, 0));
+  float x[4] = {0};
+  const size_t huge[] = {SIZE_MAX / 4, SIZE_MAX / 8, (size_t)1 << 60};
+  for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+    double t0 = now();
+    ncclResult_t r = ncclAllReduce(x, x, huge[i], ncclFloat, ncclSum, comm, NULL);
+    CHECK(r == ncclInvalidArgument && strstr(ncclGetLastError(comm), "memory") != NULL &&
+              now() - t0 < 1,
+          "count %zu: %d: %s", huge[i], (int)r, ncclGetLastError(comm));
+  }
+  CHECK(ncclAllReduce(x, x, 4, ncclFloat, ncclSum, comm, NULL) == ncclSuccess,
+        "a valid call after the refused ones: %s", ncclGetLastError(comm));
+  ncclCommDestroy(comm);
   return test_summary("params");
 }
