@@ -147,10 +147,10 @@ ncclResult_t tutti_agree_device(struct tutti_op* op, int* first) {
   if (op->call.seq == 0 || er->bell == NULL) {
     return ncclSuccess;
   }
+  /* Published, then read, both sequentially consistent (the record's
+   * number): of two ranks making different calls at once, at least one
+   * sees the other's. */
   tutti_doorbell_put_call(er->bell, &op->call);
-  /* Published, then read (sequentially consistent): of two ranks making
-   * different calls at once, at least one sees the other's. */
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
   /* This call and the earlier ones whose peers' records have come since,
    * in one pass: a launch reads each peer's newest record once. */
   if (er->peer_bells != NULL &&

@@ -175,15 +175,17 @@ void tutti_transport_teardown(struct tutti_transport_comm* tc);
 static inline void tutti_doorbell_put_call(struct tutti_doorbell* bell,
                                            const struct tutti_call* c) {
   struct tutti_call* slot = &bell->calls[c->seq % TUTTI_CALL_HISTORY];
+  /* Release stores keep the blanked number ahead of the fields; the last
+   * store is sequentially consistent, so that of two ranks publishing and
+   * then reading each other's records, at least one sees the other's. */
   __atomic_store_n(&slot->seq, 0, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  __atomic_store_n(&slot->count, c->count, __ATOMIC_RELAXED);
-  __atomic_store_n(&slot->root, c->root, __ATOMIC_RELAXED);
-  __atomic_store_n(&slot->coll, c->coll, __ATOMIC_RELAXED);
-  __atomic_store_n(&slot->type, c->type, __ATOMIC_RELAXED);
-  __atomic_store_n(&slot->red, c->red, __ATOMIC_RELAXED);
-  __atomic_store_n(&slot->device, c->device, __ATOMIC_RELAXED);
-  __atomic_store_n(&slot->seq, c->seq, __ATOMIC_RELEASE);
+  __atomic_store_n(&slot->count, c->count, __ATOMIC_RELEASE);
+  __atomic_store_n(&slot->root, c->root, __ATOMIC_RELEASE);
+  __atomic_store_n(&slot->coll, c->coll, __ATOMIC_RELEASE);
+  __atomic_store_n(&slot->type, c->type, __ATOMIC_RELEASE);
+  __atomic_store_n(&slot->red, c->red, __ATOMIC_RELEASE);
+  __atomic_store_n(&slot->device, c->device, __ATOMIC_RELEASE);
+  __atomic_store_n(&slot->seq, c->seq, __ATOMIC_SEQ_CST);
 }
 int tutti_doorbell_get_call(const struct tutti_doorbell* bell, uint64_t seq,
                             struct tutti_call* out);

@@ -73,41 +73,47 @@ static struct verdict collect(int fd, pid_t pid) {
   return v;
 }
 
-/* Job A (SLURM_JOB_ID=101) and job B (202) on one NCCL_COMM_ID. */
+/* Job A (SLURM_JOB_ID=101, 3 ranks) and job B (202, 2 ranks) on one
+ * NCCL_COMM_ID. A's rank 0 holds the port; B's ranks knock while A still
+ * waits for its last ranks (which come 3 s later), so its root is there. */
 static void two_jobs(void) {
-  int fds[4][2];
-  pid_t pids[4];
-  const char* jobs[4] = {"101", "101", "202", "202"};
-  for (int i = 0; i < 4; i++) {
+  enum { N = 5 };
+  int fds[N][2];
+  pid_t pids[N];
+  const char* jobs[N] = {"101", "202", "202", "101", "101"};
+  const int ranks[N] = {0, 0, 1, 1, 2}, sizes[N] = {3, 2, 2, 3, 3};
+  for (int i = 0; i < N; i++) {
     if (pipe(fds[i]) != 0) {
       return;
     }
   }
-  /* A's rank 0 first, so that its root holds the port. */
-  pids[0] = spawn(fds[0][1], 0, 2, jobs[0], 1.0f, NULL);
-  usleep(200 * 1000);
-  for (int i = 1; i < 4; i++) {
-    pids[i] = spawn(fds[i][1], i % 2, 2, jobs[i], i < 2 ? 1.0f : 100.0f, NULL);
+  for (int i = 0; i < N; i++) {
+    if (i == 1 || i == 3) {
+      usleep(i == 1 ? 200 * 1000 : 3000 * 1000);
+    }
+    pids[i] =
+        spawn(fds[i][1], ranks[i], sizes[i], jobs[i], jobs[i][0] == '1' ? 1.0f : 100.0f, NULL);
   }
-  struct verdict v[4];
-  for (int i = 0; i < 4; i++) {
+  struct verdict v[N];
+  for (int i = 0; i < N; i++) {
     close(fds[i][1]);
     v[i] = collect(fds[i][0], pids[i]);
     close(fds[i][0]);
   }
-  for (int i = 0; i < 2; i++) {
-    CHECK(v[i].res == ncclSuccess && v[i].sum == 2.0f,
-          "job A rank %d: %d, sum %g (2 expected: no rank of job B among its ranks): %s", i,
-          v[i].res, (double)v[i].sum, v[i].why);
+  for (int i = 0; i < N; i++) {
+    if (jobs[i][0] == '1') {
+      CHECK(v[i].res == ncclSuccess && v[i].sum == 3.0f,
+            "job A rank %d: %d, sum %g (3 expected: no rank of job B among its ranks): %s",
+            ranks[i], v[i].res, (double)v[i].sum, v[i].why);
+    } else {
+      CHECK(v[i].res != ncclSuccess && v[i].secs < 3,
+            "job B rank %d: refused (%d) within seconds (%.1f s): %s", ranks[i], v[i].res,
+            v[i].secs, v[i].why);
+    }
   }
-  for (int i = 2; i < 4; i++) {
-    CHECK(v[i].res != ncclSuccess && v[i].secs < 8,
-          "job B rank %d: refused (%d) within seconds (%.1f s): %s", i - 2, v[i].res, v[i].secs,
-          v[i].why);
-  }
-  CHECK(strstr(v[2].why, "NCCL_COMM_ID") != NULL, "job B rank 0 names the address: %s", v[2].why);
-  CHECK(strstr(v[3].why, "secret") != NULL || strstr(v[3].why, "another job") != NULL,
-        "job B rank 1 says it met another job: %s", v[3].why);
+  CHECK(strstr(v[1].why, "NCCL_COMM_ID") != NULL, "job B rank 0 names the address: %s", v[1].why);
+  CHECK(strstr(v[2].why, "secret") != NULL || strstr(v[2].why, "another job") != NULL,
+        "job B rank 1 says it met another job: %s", v[2].why);
 }
 
 /* Every rank calls ncclGetUniqueId itself. */
