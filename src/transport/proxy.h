@@ -115,6 +115,18 @@ struct tutti_proxy {
   char* discard;                      /* sink for data that arrives while leaving */
 };
 
+/* Control records (proxy_ctl.c). Whether a header's size names one, and
+ * the bytes of its body; whether one is due on socket k of peer p; fills k's
+ * next record with it (1) or leaves it (0); applies one received on k. */
+int tutti_proxy_is_ctl(uint32_t size);
+size_t tutti_proxy_ctl_bytes(uint32_t size);
+int tutti_proxy_ctl_due(const struct tutti_proxy* px, const struct tutti_proxy_peer* p,
+                        const struct tutti_proxy_sock* k);
+int tutti_proxy_ctl_next(struct tutti_proxy* px, struct tutti_proxy_peer* p,
+                         struct tutti_proxy_sock* k);
+void tutti_proxy_ctl_apply(struct tutti_proxy* px, struct tutti_proxy_peer* p,
+                           const struct tutti_proxy_sock* k);
+
 /* Makes `p` serve `rank` over the connected sockets `fds` (taken over, even
  * on failure): private queues of the geometry of `buffsize`, and the two
  * connections the executor uses. */
