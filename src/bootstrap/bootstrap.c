@@ -232,6 +232,16 @@ ncclResult_t tutti_bootstrap_init(const ncclUniqueId* id, int rank, int nranks, 
   ncclResult_t res = ncclSuccess;
   if ((f.flags & TUTTI_ID_FLAG_RANK0_ROOT) && rank == 0) {
     union tutti_socket_addr root = f.root;
+    char job[256];
+    const char* secret_env = tutti_getenv("TUTTI_JOB_SECRET");
+    tutti_bootstrap_job_identity(job, sizeof job);
+    if (job[0] == '\0' && (secret_env == NULL || *secret_env == '\0')) {
+      /* Nothing tells this job from another started on the same address. */
+      WARN(
+          "NCCL_COMM_ID without a job identity (no launcher job id, no TUTTI_JOB_SECRET): a "
+          "second job started on the same address could join this one; set TUTTI_JOB_SECRET "
+          "to one value on every rank of a job");
+    }
     res = tutti_bootstrap_root_start(&root, f.secret);
     if (res != ncclSuccess) {
       char why[512]; /* copied: tutti_error rewrites the buffer it is read from */
