@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "bootstrap/bootstrap.h"
 #include "api/comm.h"
 #include "api/group.h"
 #include "api/redop.h"
@@ -81,6 +82,12 @@ static ncclResult_t check_call(struct ncclComm* comm, struct call* c) {
   /* After a failed collective every call fails with its cause, as on the
    * peers: the ranks no longer agree on where they are. */
   NCCLCHECK(tutti_agree_sticky(&comm->er));
+  ncclResult_t job = tutti_bootstrap_job_check(comm->boot);
+  if (job != ncclSuccess) {
+    /* Another job came on this job's NCCL_COMM_ID: the peers hear it too. */
+    tutti_agree_fail(&comm->er, job, comm->rank, comm->er.call_seq + 1, 0);
+    return job;
+  }
   if ((int)c->type < 0 || c->type >= ncclNumTypes) {
     return tutti_error(ncclInvalidArgument, "%s: invalid datatype %d (valid: 0..%d)", c->fn,
                        (int)c->type, ncclNumTypes - 1);

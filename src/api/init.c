@@ -220,6 +220,7 @@ ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUnique
   NCCLCHECKGOTO(
       tutti_bootstrap_init(id, rank, nranks, tutti_timeout_s(), &comm->abort_flag, &comm->boot),
       res, fail);
+  tutti_bootstrap_secret(comm->boot, comm->secret); /* the id's, or its job's token */
   comm->peers = calloc((size_t)nranks, sizeof *comm->peers);
   if (comm->peers == NULL) {
     res = tutti_error(ncclSystemError, "out of host memory for %d ranks", nranks);

@@ -107,8 +107,18 @@ static ncclResult_t read_reply(struct tutti_bootstrap* b, int fd,
   }
   NCCLCHECK(res);
   uint32_t type = tutti_bs_get32(hdr), len = tutti_bs_get32(hdr + 4);
-  if (type == TUTTI_BS_TABLE && len == (uint32_t)b->nranks * TUTTI_SOCKET_ADDR_WIRE) {
+  const uint32_t table = (uint32_t)b->nranks * TUTTI_SOCKET_ADDR_WIRE;
+  if (type == TUTTI_BS_TABLE && len == table) {
     return read_table(b, fd, io);
+  }
+  if (type == TUTTI_BS_TABLE && len == table + TUTTI_BS_SECRET &&
+      (b->flags & TUTTI_ID_FLAG_LEARN)) {
+    /* The job's token, presented by its processes from now on. */
+    unsigned char token[TUTTI_BS_SECRET];
+    NCCLCHECK(read_table(b, fd, io));
+    NCCLCHECK(tutti_socket_recv_all(fd, token, sizeof token, io));
+    b->job = tutti_bs_job_learn(&b->root, b->derived, token);
+    return ncclSuccess;
   }
   if (type == TUTTI_BS_ERROR && len >= 4 && len <= 4 + TUTTI_BS_MAX_ERROR) {
     unsigned char text[4 + TUTTI_BS_MAX_ERROR + 1];
@@ -200,6 +210,28 @@ static ncclResult_t join_root(struct tutti_bootstrap* b, const struct tutti_bs_i
   return res;
 }
 
+/* NCCL_COMM_ID: rank 0 runs the root at the address. A job without an
+ * identity (TUTTI_ID_FLAG_LEARN) may find its own root already there (one
+ * stays after the job's first communicator), here or in another of its
+ * processes; a rank 0 without the job's token that finds the address taken
+ * joins too, and the root there tells it (and its own job) that two jobs
+ * met. *taken says the address was held by another process. */
+static ncclResult_t start_root(const struct tutti_bootstrap* b, const struct tutti_bs_id* f,
+                               int* taken) {
+  const int learn = (f->flags & TUTTI_ID_FLAG_LEARN) != 0;
+  if (learn && tutti_bs_root_serving(&f->root, b->secret)) {
+    return ncclSuccess;
+  }
+  union tutti_socket_addr root = f->root;
+  ncclResult_t res = tutti_bootstrap_root_start(&root, f->secret, f->flags, taken);
+  if (res == ncclSuccess || (learn && *taken)) {
+    return ncclSuccess;
+  }
+  char why[512]; /* copied: tutti_error rewrites the buffer it is read from */
+  snprintf(why, sizeof why, "%s", tutti_last_error());
+  return tutti_error(res, "rank 0 cannot run the bootstrap root named by NCCL_COMM_ID: %s", why);
+}
+
 ncclResult_t tutti_bootstrap_init(const ncclUniqueId* id, int rank, int nranks, double timeout_s,
                                   volatile int* abort_flag, struct tutti_bootstrap** out) {
   if (out == NULL) {
@@ -226,32 +258,29 @@ ncclResult_t tutti_bootstrap_init(const ncclUniqueId* id, int rank, int nranks, 
   b->timeout_s = timeout_s > 0 ? timeout_s : 1e7; /* 0 or less: no limit worth the name */
   b->abort_flag = abort_flag;
   b->listen_fd = b->next_fd = b->prev_fd = -1;
-  memcpy(b->secret, f.secret, TUTTI_BS_SECRET);
+  b->flags = f.flags;
+  b->root = f.root;
+  memcpy(b->derived, f.secret, TUTTI_BS_SECRET);
+  b->job = (f.flags & TUTTI_ID_FLAG_LEARN) ? tutti_bs_job_find(&f.root, f.secret) : NULL;
+  memcpy(b->secret, b->job != NULL ? b->job->token : f.secret, TUTTI_BS_SECRET);
   double deadline = tutti_socket_now() + b->timeout_s;
   union tutti_socket_addr me;
   ncclResult_t res = ncclSuccess;
+  int taken = 0;
   if ((f.flags & TUTTI_ID_FLAG_RANK0_ROOT) && rank == 0) {
-    union tutti_socket_addr root = f.root;
-    char job[256];
-    const char* secret_env = tutti_getenv("TUTTI_JOB_SECRET");
-    tutti_bootstrap_job_identity(job, sizeof job);
-    if (job[0] == '\0' && (secret_env == NULL || *secret_env == '\0')) {
-      /* Nothing tells this job from another started on the same address. */
-      WARN(
-          "NCCL_COMM_ID without a job identity (no launcher job id, no TUTTI_JOB_SECRET): a "
-          "second job started on the same address could join this one; set TUTTI_JOB_SECRET "
-          "to one value on every rank of a job");
-    }
-    res = tutti_bootstrap_root_start(&root, f.secret);
-    if (res != ncclSuccess) {
-      char why[512]; /* copied: tutti_error rewrites the buffer it is read from */
-      snprintf(why, sizeof why, "%s", tutti_last_error());
-      res = tutti_error(res, "rank 0 cannot run the bootstrap root named by NCCL_COMM_ID: %s", why);
-      goto fail;
-    }
+    NCCLCHECKGOTO(start_root(b, &f, &taken), res, fail);
   }
   NCCLCHECKGOTO(open_listener(b, &f.root, &me), res, fail);
-  NCCLCHECKGOTO(join_root(b, &f, &me, deadline), res, fail);
+  res = join_root(b, &f, &me, deadline);
+  if (res != ncclSuccess && taken) {
+    char why[512]; /* copied: tutti_error rewrites the buffer it is read from */
+    snprintf(why, sizeof why, "%s", tutti_last_error());
+    res = tutti_error(res,
+                      "rank 0 cannot run the bootstrap root named by NCCL_COMM_ID: the address is "
+                      "taken, and joining what listens there failed: %s",
+                      why);
+  }
+  NCCLCHECKGOTO(res, res, fail);
   NCCLCHECKGOTO(tutti_bootstrap_ring_connect(b, deadline), res, fail);
   INFO(TUTTI_INIT | TUTTI_BOOTSTRAP, "bootstrap: rank %d of %d at %s joined", rank, nranks,
        b->addr_text[rank]);
@@ -260,6 +289,10 @@ ncclResult_t tutti_bootstrap_init(const ncclUniqueId* id, int rank, int nranks, 
 fail:
   tutti_bootstrap_close(b);
   return res;
+}
+
+void tutti_bootstrap_secret(const struct tutti_bootstrap* b, unsigned char secret[16]) {
+  memcpy(secret, b->secret, TUTTI_BS_SECRET);
 }
 
 const char* tutti_bootstrap_address(const struct tutti_bootstrap* b, int rank) {

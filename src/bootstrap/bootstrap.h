@@ -48,6 +48,15 @@ void tutti_bootstrap_id_secret(const ncclUniqueId* id, unsigned char secret[16])
 ncclResult_t tutti_bootstrap_init(const ncclUniqueId* id, int rank, int nranks, double timeout_s,
                                   volatile int* abort_flag, struct tutti_bootstrap** out);
 
+/* The 16-byte secret every connection of this communicator presents (the
+ * id's, or the job's learned token): transports and shared memory use it. */
+void tutti_bootstrap_secret(const struct tutti_bootstrap* b, unsigned char secret[16]);
+
+/* ncclSuccess, or ncclInvalidUsage with the cause once this communicator's
+ * job was found sharing its NCCL_COMM_ID with another job: every later call
+ * must fail with it. */
+ncclResult_t tutti_bootstrap_job_check(const struct tutti_bootstrap* b);
+
 /* All-gather over the ring: `data` holds nranks blocks of `bytes`; this
  * rank's block (index rank) is the input, the others are filled. */
 ncclResult_t tutti_bootstrap_allgather(struct tutti_bootstrap* b, void* data, size_t bytes);

@@ -41,6 +41,10 @@ enum tutti_bs_type {
 #define TUTTI_ID_MAGIC 0x74555469u
 #define TUTTI_ID_VERSION 1
 #define TUTTI_ID_FLAG_RANK0_ROOT 0x1 /* NCCL_COMM_ID: rank 0's init starts the root */
+/* NCCL_COMM_ID with no job identity: the first table the root sends carries
+ * a random token that the job's processes present from then on, and the root
+ * stays to catch processes of another job (docs/design.md, "Bootstrap"). */
+#define TUTTI_ID_FLAG_LEARN 0x2
 
 struct tutti_bs_id {
   unsigned flags;
@@ -48,11 +52,32 @@ struct tutti_bs_id {
   unsigned char secret[TUTTI_BS_SECRET];
 };
 
+/* A job that started on NCCL_COMM_ID without an identity, as this process
+ * learned it from its first table. Entries live as long as the process. */
+struct tutti_bs_job {
+  union tutti_socket_addr root;
+  unsigned char derived[TUTTI_BS_SECRET]; /* the id's secret: what any such process presents */
+  unsigned char token[TUTTI_BS_SECRET];   /* this job's own, presented from then on */
+  int poisoned;                           /* atomic: another job's process came */
+  char why[TUTTI_BS_MAX_ERROR];
+};
+
+/* What the rest of bootstrap sees of a root this process runs. */
+struct tutti_bs_root_pub {
+  union tutti_socket_addr addr;
+  unsigned char secret[TUTTI_BS_SECRET]; /* the secret it admits now (under the registry lock) */
+  int joined;                            /* ranks joined in the current round (atomic) */
+};
+
 struct tutti_bootstrap {
   int rank, nranks;
   double timeout_s;
   volatile int* abort_flag;
-  unsigned char secret[TUTTI_BS_SECRET];
+  unsigned char secret[TUTTI_BS_SECRET]; /* presented on every connection */
+  unsigned flags;                        /* the id's */
+  union tutti_socket_addr root;
+  unsigned char derived[TUTTI_BS_SECRET]; /* the id's secret */
+  struct tutti_bs_job* job;               /* TUTTI_ID_FLAG_LEARN: once learned */
   int listen_fd, next_fd, prev_fd;
   int broken; /* an operation failed half-way: the ring is out of step */
   union tutti_socket_addr* addrs;
@@ -72,6 +97,7 @@ static inline uint32_t tutti_bs_get32(const unsigned char* p) {
 }
 
 /* uid.c */
+ncclResult_t tutti_bs_random_secret(unsigned char secret[TUTTI_BS_SECRET]);
 /* The job as its launcher names it ("SLURM_JOB_ID=12,SLURM_STEP_ID=0"),
  * "" when no launcher said: what keeps two jobs on one NCCL_COMM_ID apart. */
 void tutti_bootstrap_job_identity(char* out, size_t len);
@@ -88,13 +114,33 @@ int tutti_bootstrap_handshake_check(const unsigned char* buf, size_t got,
                                     const unsigned char secret[TUTTI_BS_SECRET], uint32_t type,
                                     uint32_t len);
 
-/* root.c: listens on `addr` (port 0 allowed, the bound port written back)
- * and serves the job from a detached thread. */
+/* job.c: the roots this process runs, and the jobs it learned. */
+void tutti_bs_registry_set(struct tutti_bs_root_pub* r, int add);
+void tutti_bs_root_set_secret(struct tutti_bs_root_pub* r,
+                              const unsigned char secret[TUTTI_BS_SECRET]);
 /* How many ranks have joined the root of `secret` that this process runs,
  * or -1 when it runs none. */
 int tutti_bootstrap_root_joined(const unsigned char secret[TUTTI_BS_SECRET]);
+/* Whether a root of this process listens at `addr` admitting `secret`. */
+int tutti_bs_root_serving(const union tutti_socket_addr* addr,
+                          const unsigned char secret[TUTTI_BS_SECRET]);
+struct tutti_bs_job* tutti_bs_job_find(const union tutti_socket_addr* root,
+                                       const unsigned char derived[TUTTI_BS_SECRET]);
+/* Records the job's token (the one already known wins); NULL when full. */
+struct tutti_bs_job* tutti_bs_job_learn(const union tutti_socket_addr* root,
+                                        const unsigned char derived[TUTTI_BS_SECRET],
+                                        const unsigned char token[TUTTI_BS_SECRET]);
+/* Every later call of the job's communicators in this process fails with `why`. */
+void tutti_bs_job_poison(struct tutti_bs_job* j, const char* why);
+
+/* root.c: listens on `addr` (port 0 allowed, the bound port written back)
+ * and serves the job from a detached thread. `secret` is the id's; with
+ * TUTTI_ID_FLAG_LEARN in `flags` the root teaches the job a token and stays
+ * (see TUTTI_ID_FLAG_LEARN). On failure *in_use tells whether the address
+ * was taken. */
 ncclResult_t tutti_bootstrap_root_start(union tutti_socket_addr* addr,
-                                        const unsigned char secret[TUTTI_BS_SECRET]);
+                                        const unsigned char secret[TUTTI_BS_SECRET], unsigned flags,
+                                        int* in_use);
 
 /* ring.c: connects this rank to rank+1 and accepts rank-1. */
 ncclResult_t tutti_bootstrap_ring_connect(struct tutti_bootstrap* b, double deadline);

@@ -1,93 +1,19 @@
-/* The bootstrap root: one detached thread per job that collects every rank's
- * listening address and sends back the table. All connections are served
- * from one poll() loop with per-connection buffers, so that a stranger, a
- * wrong secret or a client trickling bytes cannot delay the real ranks. */
-#define _GNU_SOURCE /* accept4, pthread_setname_np */
+/* The bootstrap root's state: what each connection has sent and is owed,
+ * and the job's membership, advanced by tutti_root_serve() on bytes and by tutti_root_tick() on
+ * the clock. The thread that polls the sockets is in root_thread.c. */
 #include <errno.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
-#include "bootstrap/internal.h"
+#include "bootstrap/root_state.h"
 #include "util/check.h"
-#include "util/param.h"
 
-static TUTTI_PARAM_RANGE(root_timeout, "TUTTI_TIMEOUT", 300, 1, INT64_MAX);
-
-#define ROOT_MAX_PENDING 256 /* connections still presenting themselves */
-#define ROOT_ACCEPT_BURST 64
-#define ROOT_FLUSH_S 2.0 /* past its life, the root waits this long for replies to drain */
-#define HELLO_BYTES (TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + TUTTI_BS_HELLO_LEN)
-
-enum conn_state { CONN_HELLO, CONN_JOINED, CONN_REPLY, CONN_DEAD };
-
-struct conn {
-  int fd;
-  enum conn_state state;
-  double deadline; /* CONN_HELLO: by when the handshake must be complete */
-  size_t got;
-  unsigned char in[HELLO_BYTES];
-  unsigned char* out;
-  size_t out_len, out_off;
-  int rank;
-  char where[TUTTI_SOCKET_ADDR_STRLEN]; /* peer address, then the rank's listen address */
-};
-
-struct root {
-  int lfd;
-  double lfd_pause_until; /* out of fds: stop accepting for a moment */
-  unsigned char secret[TUTTI_BS_SECRET];
-  char where[TUTTI_SOCKET_ADDR_STRLEN];
-  double life_s, deadline; /* TUTTI_TIMEOUT bounds the root's own life */
-  struct conn** conns;
-  struct pollfd* pfd;
-  int nconns, cap;
-  int nranks, first_rank; /* nranks is -1 until the first hello */
-  int joined;
-  unsigned char* present;
-  unsigned char* table; /* nranks packed listen addresses */
-  double job_deadline;  /* the earliest deadline of a joined rank */
-  double job_timeout_s; /* that rank's timeout, for the sentence */
-  double linger_until;  /* after a failure, late ranks are told why until then */
-  int complete, failed;
-  uint32_t err_code;
-  char err[TUTTI_BS_MAX_ERROR];
-};
-
-/* The roots this process runs, so that its ranks can tell whether they
- * joined their own root alone (tutti_bootstrap_root_joined). */
-#define ROOT_REGISTRY 64
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct root* registry[ROOT_REGISTRY];
-
-static void registry_set(struct root* r, int add) {
-  pthread_mutex_lock(&registry_lock);
-  for (int i = 0; i < ROOT_REGISTRY; i++) {
-    if (add ? registry[i] == NULL : registry[i] == r) {
-      registry[i] = add ? r : NULL;
-      break;
-    }
-  }
-  pthread_mutex_unlock(&registry_lock);
-}
-
-int tutti_bootstrap_root_joined(const unsigned char secret[TUTTI_BS_SECRET]) {
-  int joined = -1;
-  pthread_mutex_lock(&registry_lock);
-  for (int i = 0; i < ROOT_REGISTRY && joined < 0; i++) {
-    if (registry[i] != NULL && memcmp(registry[i]->secret, secret, TUTTI_BS_SECRET) == 0) {
-      joined = __atomic_load_n(&registry[i]->joined, __ATOMIC_RELAXED);
-    }
-  }
-  pthread_mutex_unlock(&registry_lock);
-  return joined;
-}
-
-static void conn_drop(struct root* r, int i) {
+void tutti_root_conn_drop(struct root* r, int i) {
   struct conn* c = r->conns[i];
   close(c->fd);
   free(c->out);
@@ -95,7 +21,7 @@ static void conn_drop(struct root* r, int i) {
   r->conns[i] = r->conns[--r->nconns];
 }
 
-static int conn_add(struct root* r, int fd, const union tutti_socket_addr* peer, double now) {
+int tutti_root_conn_add(struct root* r, int fd, const union tutti_socket_addr* peer, double now) {
   if (r->nconns == r->cap) {
     int cap = r->cap ? 2 * r->cap : 16;
     struct conn** nc = realloc(r->conns, (size_t)cap * sizeof *nc);
@@ -122,7 +48,7 @@ static int conn_add(struct root* r, int fd, const union tutti_socket_addr* peer,
 }
 
 /* The connection that has been presenting itself the longest, or -1. */
-static int oldest_pending(const struct root* r, int* count) {
+int tutti_root_oldest_pending(const struct root* r, int* count) {
   int best = -1;
   *count = 0;
   for (int i = 0; i < r->nconns; i++) {
@@ -198,19 +124,82 @@ static void fail_missing(struct root* r, double timeout_s) {
        missing == 1 ? "rank" : "ranks", list, r->nranks, r->where, timeout_s);
 }
 
+/* Whether the root stays after its table: an identity-less job's root
+ * catches another job's processes arriving late, and serves the job's later
+ * communicators on the address (their ranks present the token). */
+static int lingers(const struct root* r) {
+  return r->job != NULL;
+}
+
 static void complete(struct root* r) {
   r->complete = 1;
+  if ((r->flags & TUTTI_ID_FLAG_LEARN) && r->job == NULL) {
+    unsigned char token[TUTTI_BS_SECRET];
+    if (tutti_bs_random_secret(token) == ncclSuccess) {
+      r->job = tutti_bs_job_learn(&r->pub.addr, r->derived, token);
+    }
+    if (r->job == NULL) {
+      WARN(
+          "bootstrap root at %s: no identity could be given to this job; a second job on the "
+          "address could join it. Set TUTTI_JOB_SECRET",
+          r->where);
+    }
+  }
+  const int token = (r->flags & TUTTI_ID_FLAG_LEARN) && r->job != NULL;
   for (int i = r->nconns - 1; i >= 0; i--) {
     struct conn* c = r->conns[i];
     if (c->state == CONN_JOINED) {
-      queue(c, TUTTI_BS_TABLE, r->table, (size_t)r->nranks * TUTTI_SOCKET_ADDR_WIRE, NULL, 0);
+      queue(c, TUTTI_BS_TABLE, r->table, (size_t)r->nranks * TUTTI_SOCKET_ADDR_WIRE,
+            token ? r->job->token : NULL, token ? TUTTI_BS_SECRET : 0);
     } else if (c->state == CONN_HELLO) {
-      c->state = CONN_DEAD; /* strangers still presenting themselves; tick() drops them */
+      c->state =
+          CONN_DEAD; /* strangers still presenting themselves; tutti_root_tick() drops them */
     }
   }
-  close(r->lfd); /* nobody else may join: later connections are refused */
-  r->lfd = -1;
-  INFO(TUTTI_BOOTSTRAP, "bootstrap root at %s: all %d ranks joined", r->where, r->nranks);
+  if (lingers(r)) {
+    tutti_bs_root_set_secret(&r->pub, r->job->token);
+    r->deadline = 1e300; /* until the process ends */
+  } else {
+    close(r->lfd); /* nobody else may join: later connections are refused */
+    r->lfd = -1;
+  }
+  INFO(TUTTI_BOOTSTRAP, "bootstrap root at %s: all %d ranks joined%s", r->where, r->nranks,
+       lingers(r) ? "; the root stays for the job's next communicators" : "");
+}
+
+/* A lingering root: the job's next communicator begins. */
+static void new_round(struct root* r, double now) {
+  free(r->present);
+  free(r->table);
+  r->present = NULL;
+  r->table = NULL;
+  r->nranks = -1;
+  r->complete = r->failed = 0;
+  __atomic_store_n(&r->pub.joined, 0, __ATOMIC_RELAXED);
+  r->job_deadline = 1e300;
+  r->linger_until = 0;
+  r->deadline = now + r->life_s;
+}
+
+/* A process presenting the identity-less secret to a job that already has
+ * its token: another job was started on the address, and the ranks that
+ * formed this job's communicators may be of both. Both are stopped. */
+static void on_intruder(struct root* r, struct conn* c) {
+  const unsigned char* p = c->in + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER;
+  int rank = (int32_t)tutti_bs_get32(p), nranks = (int32_t)tutti_bs_get32(p + 4);
+  char why[TUTTI_BS_MAX_ERROR];
+  snprintf(why, sizeof why,
+           "two jobs were started on NCCL_COMM_ID %s with no job identity: a process (from %s) "
+           "asked to join as rank %d of %d after this job's ranks had formed, so its "
+           "communicators may hold ranks of both jobs; both jobs are stopped. Give each job its "
+           "own NCCL_COMM_ID port, or one TUTTI_JOB_SECRET per job, or start it with a launcher "
+           "(tuttirun, torchrun, srun, mpirun)",
+           r->where, c->where, rank, nranks);
+  tutti_bs_job_poison(r->job, why);
+  WARN("bootstrap root at %s: %s", r->where, r->job->why);
+  unsigned char code[4];
+  tutti_bs_put32(code, ncclInvalidUsage);
+  queue(c, TUTTI_BS_ERROR, code, 4, r->job->why, strlen(r->job->why));
 }
 
 static void on_hello(struct root* r, struct conn* c, double now) {
@@ -256,8 +245,11 @@ static void on_hello(struct root* r, struct conn* c, double now) {
     tutti_socket_addr_unpack(r->table + (size_t)rank * TUTTI_SOCKET_ADDR_WIRE, &first);
     fail(r, ncclInvalidUsage,
          "two processes joined the job at %s as rank %d (listening at %s and %s): every rank "
-         "number must be used exactly once",
-         r->where, rank, tutti_socket_format(&first, other, sizeof other), c->where);
+         "number must be used exactly once%s",
+         r->where, rank, tutti_socket_format(&first, other, sizeof other), c->where,
+         (r->flags & TUTTI_ID_FLAG_LEARN) ? "; or two jobs were started on this NCCL_COMM_ID: "
+                                            "give each its own port or TUTTI_JOB_SECRET"
+                                          : "");
   }
   if (r->failed) {
     queue_error(r, c);
@@ -270,14 +262,14 @@ static void on_hello(struct root* r, struct conn* c, double now) {
     r->job_deadline = dl;
     r->job_timeout_s = timeout_s;
   }
-  __atomic_store_n(&r->joined, r->joined + 1, __ATOMIC_RELAXED);
-  if (r->joined == r->nranks) {
+  __atomic_store_n(&r->pub.joined, r->pub.joined + 1, __ATOMIC_RELAXED);
+  if (r->pub.joined == r->nranks) {
     complete(r);
   }
 }
 
 /* Progress on one connection; returns -1 when it should be closed. */
-static int serve(struct root* r, struct conn* c, short revents, double now) {
+int tutti_root_serve(struct root* r, struct conn* c, short revents, double now) {
   if (c->state == CONN_HELLO && (revents & (POLLIN | POLLHUP | POLLERR))) {
     ssize_t n = recv(c->fd, c->in + c->got, HELLO_BYTES - c->got, MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
@@ -287,9 +279,14 @@ static int serve(struct root* r, struct conn* c, short revents, double now) {
       return -1;
     }
     c->got += (size_t)n;
-    if (tutti_bootstrap_handshake_check(c->in, c->got, r->secret, TUTTI_BS_HELLO,
-                                        TUTTI_BS_HELLO_LEN) != 0) {
-      if (tutti_bootstrap_other_job(c->in, c->got, r->secret)) {
+    c->intruder = r->job != NULL &&
+                  tutti_bootstrap_handshake_check(c->in, c->got, r->pub.secret, TUTTI_BS_HELLO,
+                                                  TUTTI_BS_HELLO_LEN) != 0 &&
+                  tutti_bootstrap_handshake_check(c->in, c->got, r->derived, TUTTI_BS_HELLO,
+                                                  TUTTI_BS_HELLO_LEN) == 0;
+    if (!c->intruder && tutti_bootstrap_handshake_check(c->in, c->got, r->pub.secret,
+                                                        TUTTI_BS_HELLO, TUTTI_BS_HELLO_LEN) != 0) {
+      if (tutti_bootstrap_other_job(c->in, c->got, r->pub.secret)) {
         /* A tutti rank with another job's secret: said loudly here; the
          * rank hears its connection closed and says why on its side. */
         WARN(
@@ -305,7 +302,12 @@ static int serve(struct root* r, struct conn* c, short revents, double now) {
       }
       return -1;
     }
-    if (c->got == HELLO_BYTES) {
+    if (c->got == HELLO_BYTES && (c->intruder || (r->job != NULL && r->job->poisoned))) {
+      on_intruder(r, c); /* a member after the job was stopped hears the same cause */
+    } else if (c->got == HELLO_BYTES) {
+      if (r->complete) {
+        new_round(r, now);
+      }
       on_hello(r, c, now);
     }
   } else if (c->state == CONN_JOINED && (revents & (POLLIN | POLLHUP | POLLERR))) {
@@ -335,162 +337,29 @@ static int serve(struct root* r, struct conn* c, short revents, double now) {
   return c->state == CONN_DEAD ? -1 : 0;
 }
 
-static void accept_some(struct root* r, double now) {
-  for (int k = 0; k < ROOT_ACCEPT_BURST; k++) {
-    union tutti_socket_addr peer;
-    int fd = tutti_socket_try_accept(r->lfd, &peer);
-    int pending;
-    int old = oldest_pending(r, &pending);
-    if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        r->lfd_pause_until = now + 0.1; /* or poll would wake at once, forever */
-        if (old >= 0) {
-          conn_drop(r, old);
-        }
-      }
-      return;
-    }
-    if (pending >= ROOT_MAX_PENDING) {
-      conn_drop(r, old);
-    }
-    if (conn_add(r, fd, &peer, now) != 0) {
-      close(fd);
-    }
-  }
-}
-
 /* Advances the clock-driven state; returns 1 when the root is done. */
-static int tick(struct root* r, double now) {
+int tutti_root_tick(struct root* r, double now) {
   for (int i = r->nconns - 1; i >= 0; i--) {
     struct conn* c = r->conns[i];
     /* Too slow to present itself: a stranger or a stuck client. */
     if (c->state == CONN_DEAD || (c->state == CONN_HELLO && now >= c->deadline)) {
-      conn_drop(r, i);
+      tutti_root_conn_drop(r, i);
     }
   }
-  if (!r->complete && !r->failed && r->joined > 0 && now >= r->job_deadline) {
+  if (!r->complete && !r->failed && r->pub.joined > 0 && now >= r->job_deadline) {
     fail_missing(r, r->job_timeout_s);
-  } else if (!r->complete && !r->failed && r->joined > 0 && now >= r->deadline) {
+  } else if (!r->complete && !r->failed && r->pub.joined > 0 && now >= r->deadline) {
     fail_missing(r, r->life_s);
   }
   int replying = 0;
   for (int i = 0; i < r->nconns; i++) {
     replying += r->conns[i]->state == CONN_REPLY;
   }
-  if (now >= r->deadline + ROOT_FLUSH_S || (r->complete && r->nconns == 0)) {
+  if (now >= r->deadline + ROOT_FLUSH_S || (r->complete && r->nconns == 0 && !lingers(r))) {
     return 1;
   }
   if (r->failed) {
     return replying == 0 && now >= r->linger_until;
   }
-  return r->joined == 0 && now >= r->deadline;
-}
-
-static void sooner(double* t, double now, double x) {
-  if (x > now && x < *t) {
-    *t = x;
-  }
-}
-
-/* Milliseconds until the next thing tick() has to look at (at most 1 s). */
-static int next_wake_ms(const struct root* r, double now) {
-  double t = now + 1.0;
-  for (int i = 0; i < r->nconns; i++) {
-    if (r->conns[i]->state == CONN_HELLO) {
-      sooner(&t, now, r->conns[i]->deadline);
-    }
-  }
-  if (!r->complete && !r->failed && r->joined > 0) {
-    sooner(&t, now, r->job_deadline);
-  }
-  if (r->failed) {
-    sooner(&t, now, r->linger_until);
-  }
-  sooner(&t, now, r->deadline);
-  sooner(&t, now, r->deadline + ROOT_FLUSH_S);
-  sooner(&t, now, r->lfd_pause_until);
-  return (int)((t - now) * 1e3) + 1;
-}
-
-static void* root_main(void* arg) {
-  struct root* r = arg;
-  pthread_setname_np(pthread_self(), "tutti-root");
-  for (;;) {
-    double now = tutti_socket_now();
-    if (tick(r, now)) {
-      break;
-    }
-    int base = 0;
-    if (r->lfd >= 0 && now >= r->lfd_pause_until) {
-      r->pfd[base++] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
-    }
-    for (int i = 0; i < r->nconns; i++) {
-      short ev = r->conns[i]->state == CONN_REPLY ? POLLOUT : POLLIN;
-      r->pfd[base + i] = (struct pollfd){.fd = r->conns[i]->fd, .events = ev};
-    }
-    if (poll(r->pfd, (nfds_t)(base + r->nconns), next_wake_ms(r, now)) <= 0) {
-      continue;
-    }
-    now = tutti_socket_now();
-    /* Backwards, so that dropping i (which moves the last one into i) keeps the
-     * remaining indices matched with their pollfd. */
-    for (int i = r->nconns - 1; i >= 0; i--) {
-      if (i < r->nconns && serve(r, r->conns[i], r->pfd[base + i].revents, now) != 0) {
-        conn_drop(r, i);
-      }
-    }
-    if (base > 0 && r->lfd >= 0 && (r->pfd[0].revents & POLLIN)) {
-      accept_some(r, now);
-    }
-  }
-  registry_set(r, 0);
-  while (r->nconns > 0) {
-    conn_drop(r, r->nconns - 1);
-  }
-  if (r->lfd >= 0) {
-    close(r->lfd);
-  }
-  free(r->conns);
-  free(r->pfd);
-  free(r->present);
-  free(r->table);
-  free(r);
-  return NULL;
-}
-
-ncclResult_t tutti_bootstrap_root_start(union tutti_socket_addr* addr,
-                                        const unsigned char secret[TUTTI_BS_SECRET]) {
-  struct root* r = calloc(1, sizeof *r);
-  if (r == NULL) {
-    return tutti_error(ncclSystemError, "out of memory starting the bootstrap root");
-  }
-  ncclResult_t res = tutti_socket_listen(addr, &r->lfd);
-  if (res != ncclSuccess) {
-    free(r);
-    return res;
-  }
-  int64_t life = tutti_param_root_timeout();
-  r->life_s = life > 0 ? (double)life : 1e9; /* 0 or less: no limit */
-  r->deadline = tutti_socket_now() + r->life_s;
-  r->job_deadline = 1e300;
-  r->nranks = -1;
-  memcpy(r->secret, secret, TUTTI_BS_SECRET);
-  tutti_socket_format(addr, r->where, sizeof r->where);
-  r->pfd = malloc(sizeof *r->pfd);
-  pthread_attr_t attr;
-  pthread_t thread;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  registry_set(r, 1);
-  int err = r->pfd == NULL ? ENOMEM : pthread_create(&thread, &attr, root_main, r);
-  pthread_attr_destroy(&attr);
-  if (err != 0) {
-    registry_set(r, 0);
-    close(r->lfd);
-    free(r->pfd);
-    free(r);
-    return tutti_error(ncclSystemError, "cannot start the bootstrap root thread: %s",
-                       strerror(err));
-  }
-  return ncclSuccess;
+  return r->pub.joined == 0 && now >= r->deadline;
 }

@@ -41,7 +41,7 @@ static void encode(ncclUniqueId* id, unsigned flags, const union tutti_socket_ad
   memcpy(p + 32, secret, TUTTI_BS_SECRET);
 }
 
-static ncclResult_t random_secret(unsigned char secret[TUTTI_BS_SECRET]) {
+ncclResult_t tutti_bs_random_secret(unsigned char secret[TUTTI_BS_SECRET]) {
   size_t got = 0;
   while (got < TUTTI_BS_SECRET) {
     ssize_t n = getrandom(secret + got, TUTTI_BS_SECRET - got, 0);
@@ -64,8 +64,8 @@ ncclResult_t tutti_bootstrap_new_root(ncclUniqueId* id) {
   char where[TUTTI_SOCKET_ADDR_STRLEN];
   NCCLCHECK(tutti_iface_pick(&iface));
   root = iface.addr;
-  NCCLCHECK(random_secret(secret));
-  NCCLCHECK(tutti_bootstrap_root_start(&root, secret));
+  NCCLCHECK(tutti_bs_random_secret(secret));
+  NCCLCHECK(tutti_bootstrap_root_start(&root, secret, 0, NULL));
   encode(id, 0, &root, secret);
   INFO(TUTTI_INIT | TUTTI_BOOTSTRAP, "bootstrap root listening at %s (interface %s)",
        tutti_socket_format(&root, where, sizeof where), iface.name);
@@ -120,6 +120,7 @@ ncclResult_t tutti_bootstrap_get_unique_id(ncclUniqueId* id) {
   }
   tutti_socket_format(&root, where, sizeof where);
   const char* job = tutti_getenv("TUTTI_JOB_SECRET");
+  unsigned flags = TUTTI_ID_FLAG_RANK0_ROOT;
   if (job != NULL && *job != '\0') {
     hash16(job, secret);
   } else {
@@ -130,10 +131,13 @@ ncclResult_t tutti_bootstrap_get_unique_id(ncclUniqueId* id) {
     tutti_bootstrap_job_identity(job_id, sizeof job_id);
     snprintf(text, sizeof text, "tutti-comm-id:%s/%s", where, job_id);
     hash16(text, secret);
+    /* Nothing tells this job from another on the address: its first
+     * communicator gives it an identity (TUTTI_ID_FLAG_LEARN). */
+    flags |= job_id[0] == '\0' ? TUTTI_ID_FLAG_LEARN : 0;
     INFO(TUTTI_INIT | TUTTI_BOOTSTRAP, "job identity from the launcher: %s",
-         job_id[0] != '\0' ? job_id : "none (set TUTTI_JOB_SECRET to tell jobs apart)");
+         job_id[0] != '\0' ? job_id : "none: learned from the job's first communicator");
   }
-  encode(id, TUTTI_ID_FLAG_RANK0_ROOT, &root, secret);
+  encode(id, flags, &root, secret);
   INFO(TUTTI_INIT | TUTTI_BOOTSTRAP, "unique id from NCCL_COMM_ID: rank 0 will run the root at %s",
        where);
   return ncclSuccess;

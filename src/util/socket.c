@@ -259,10 +259,12 @@ ncclResult_t tutti_socket_listen(union tutti_socket_addr* addr, int* fd) {
       getsockname(s, &addr->sa, &len) != 0) {
     int err = errno;
     close(s);
-    return tutti_error(ncclSystemError,
-                       "cannot listen on %s: %s (the address must belong to this host and the "
-                       "port must be free)",
-                       where, strerror(err));
+    ncclResult_t res = tutti_error(ncclSystemError,
+                                   "cannot listen on %s: %s (the address must belong to this host "
+                                   "and the port must be free)",
+                                   where, strerror(err));
+    errno = err; /* for callers that tell a taken port from other failures */
+    return res;
   }
   *fd = s;
   return ncclSuccess;

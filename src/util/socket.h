@@ -61,7 +61,8 @@ int tutti_socket_heartbeat_s(void);
  * still has a kernel that answers, and is never reported here. */
 int tutti_socket_unanswered(int fd);
 
-/* Listens on `addr` (port 0: an ephemeral port, written back into addr). */
+/* Listens on `addr` (port 0: an ephemeral port, written back into addr).
+ * On failure errno holds the cause (EADDRINUSE: the port is taken). */
 ncclResult_t tutti_socket_listen(union tutti_socket_addr* addr, int* fd);
 /* Connects, retrying refused / unreachable attempts until io->deadline. On
  * failure the sentence names io->peer, the time tried and `hint`. */

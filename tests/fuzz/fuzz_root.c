@@ -6,7 +6,8 @@
  * functions (serve, on_hello, tick) without its thread; each connection is a
  * socket pair whose far end the input writes into. The input is a script:
  *   0 open a connection           1 c n bytes   send n raw bytes on c
- *   2 c r n t addr   send a HELLO with the job's secret (rank r, nranks n)
+ *   2 c r n t addr   send a HELLO with the job's secret (rank r, nranks n;
+ *                    bit 7 of addr's kind: the learned token, if any)
  *   3 c  half-close c             4 d   advance the clock d x 50 ms
  *   5 flush the replies and check they are well formed
  *   6 c  close c                  7 serve every connection */
@@ -53,8 +54,8 @@ static void sync_links(struct world* w) {
 static void check_invariants(const struct root* r) {
   FUZZ_ASSERT(r->nranks == -1 || (r->nranks >= 1 && r->nranks <= TUTTI_BS_MAX_RANKS), "nranks %d",
               r->nranks);
-  FUZZ_ASSERT(r->joined >= 0 && r->joined <= (r->nranks > 0 ? r->nranks : 0), "joined %d of %d",
-              r->joined, r->nranks);
+  FUZZ_ASSERT(r->pub.joined >= 0 && r->pub.joined <= (r->nranks > 0 ? r->nranks : 0),
+              "joined %d of %d", r->pub.joined, r->nranks);
   FUZZ_ASSERT(!(r->complete && r->failed), "complete and failed");
   FUZZ_ASSERT(r->nconns >= 0 && r->nconns <= r->cap, "nconns %d cap %d", r->nconns, r->cap);
   int joined = 0;
@@ -69,14 +70,14 @@ static void check_invariants(const struct root* r) {
       joined++;
     }
   }
-  FUZZ_ASSERT(r->failed || r->complete || joined == r->joined, "%d joined connections, %d counted",
-              joined, r->joined);
+  FUZZ_ASSERT(r->failed || r->complete || joined == r->pub.joined,
+              "%d joined connections, %d counted", joined, r->pub.joined);
 }
 
 static void serve_one(struct world* w, struct link* k, short revents) {
   int i = k->c != NULL ? index_of(w->r, k->c) : -1;
-  if (i >= 0 && serve(w->r, w->r->conns[i], revents, w->now) != 0) {
-    conn_drop(w->r, i);
+  if (i >= 0 && tutti_root_serve(w->r, w->r->conns[i], revents, w->now) != 0) {
+    tutti_root_conn_drop(w->r, i);
   }
   sync_links(w);
 }
@@ -95,7 +96,12 @@ static void check_reply(const struct root* r, int fd) {
     return;
   }
   uint32_t type = tutti_bs_get32(buf), len = tutti_bs_get32(buf + 4);
-  if (type == TUTTI_BS_TABLE) {
+  if (type == TUTTI_BS_TABLE && (r->flags & TUTTI_ID_FLAG_LEARN)) {
+    /* Any round's table (a later round may have begun), with the token. */
+    FUZZ_ASSERT(r->job != NULL && len > TUTTI_BS_SECRET &&
+                    (len - TUTTI_BS_SECRET) % TUTTI_SOCKET_ADDR_WIRE == 0,
+                "learning table of %u bytes", len);
+  } else if (type == TUTTI_BS_TABLE) {
     FUZZ_ASSERT(r->complete && len == (uint32_t)r->nranks * TUTTI_SOCKET_ADDR_WIRE,
                 "table of %u bytes for %d ranks", len, r->nranks);
   } else {
@@ -111,7 +117,8 @@ static void hello(struct world* w, struct link* k, struct fuzz_in* in) {
   unsigned char m[HELLO_BYTES];
   int8_t rank = (int8_t)fuzz_u8(in), nranks = (int8_t)fuzz_u8(in);
   uint8_t t = fuzz_u8(in), kind = fuzz_u8(in);
-  tutti_bootstrap_preamble(m, fuzz_secret);
+  /* A learning root's job presents its token; the id's secret is then an intruder's. */
+  tutti_bootstrap_preamble(m, w->r->job != NULL && (kind & 0x80) ? w->r->job->token : fuzz_secret);
   tutti_bs_put32(m + TUTTI_BS_PREAMBLE, TUTTI_BS_HELLO);
   tutti_bs_put32(m + TUTTI_BS_PREAMBLE + 4, TUTTI_BS_HELLO_LEN);
   unsigned char* p = m + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER;
@@ -142,7 +149,7 @@ static void step(struct world* w, struct fuzz_in* in) {
   struct link* k;
   switch (fuzz_u8(in) % 8) {
     case 0: {
-      if (w->nlinks == LINKS || r->complete) {
+      if (w->nlinks == LINKS || (r->complete && r->lfd < 0 && !(r->flags & TUTTI_ID_FLAG_LEARN))) {
         break; /* complete() closed the listener: nobody else connects */
       }
       int fds[2];
@@ -150,7 +157,7 @@ static void step(struct world* w, struct fuzz_in* in) {
       union tutti_socket_addr peer;
       memset(&peer, 0, sizeof peer);
       peer.sin.sin_family = AF_INET;
-      if (conn_add(r, fds[0], &peer, w->now) != 0) {
+      if (tutti_root_conn_add(r, fds[0], &peer, w->now) != 0) {
         close(fds[0]);
         close(fds[1]);
         break;
@@ -183,7 +190,7 @@ static void step(struct world* w, struct fuzz_in* in) {
       break;
     case 4:
       w->now += fuzz_u8(in) * 0.05;
-      w->done = tick(r, w->now);
+      w->done = tutti_root_tick(r, w->now);
       sync_links(w);
       break;
     case 5:
@@ -224,7 +231,11 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   r->deadline = w.now + r->life_s;
   r->job_deadline = 1e300;
   r->nranks = -1;
-  memcpy(r->secret, fuzz_secret, sizeof fuzz_secret);
+  memcpy(r->pub.secret, fuzz_secret, sizeof fuzz_secret);
+  memcpy(r->derived, fuzz_secret, sizeof fuzz_secret);
+  /* Odd-sized inputs: a job with no identity, whose root learns a token,
+   * stays, starts new rounds and turns intruders away. */
+  r->flags = (size & 1) ? TUTTI_ID_FLAG_LEARN : 0;
   snprintf(r->where, sizeof r->where, "fuzz-root");
   r->pfd = malloc(sizeof *r->pfd);
   w.r = r;
@@ -233,7 +244,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     step(&w, &in);
   }
   while (r->nconns > 0) {
-    conn_drop(r, r->nconns - 1);
+    tutti_root_conn_drop(r, r->nconns - 1);
   }
   for (int l = 0; l < w.nlinks; l++) {
     if (w.links[l].far >= 0) {

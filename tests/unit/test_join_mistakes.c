@@ -4,7 +4,12 @@
  *     the second job's ranks are refused at once, the first runs untouched;
  *   - every rank called ncclGetUniqueId itself (the id never shared): a rank
  *     other than 0, alone at the root of its own process, says so;
- *   - an id whose root is gone (its process exited): no root answers. */
+ *   - an id whose root is gone (its process exited): no root answers;
+ *   - two jobs with no identity at all on one NCCL_COMM_ID: whichever
+ *     ranks formed a communicator, every process of both jobs fails, none
+ *     runs to the end with rc 0; one such job alone runs communicators
+ *     whose rank 0 is any of its processes, and the next job on the
+ *     address runs once the first has ended. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +121,110 @@ static void two_jobs(void) {
         "job B rank 1 says it met another job: %s", v[2].why);
 }
 
+/* A process of a job with no identity: makes `ncomms` communicators, the
+ * k-th as rank ranks[k] of 2 (the earlier ones stay), then runs `calls`
+ * allreduces of `value` on the last, `gap_ms` apart. The verdict: the first
+ * failure (or success), the calls that succeeded, the last sum. */
+struct script {
+  int ncomms, ranks[3], calls, gap_ms;
+  float value;
+  double start_s;
+};
+
+static pid_t spawn_script(int pipefd, const struct script* sc) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid != 0) {
+    return pid;
+  }
+  usleep((useconds_t)(sc->start_s * 1e6));
+  struct verdict v = {0, 0, 0, ""};
+  const double t0 = now();
+  ncclComm_t comms[3];
+  int made = 0, ok = 0;
+  for (; made < sc->ncomms && v.res == ncclSuccess; made++) {
+    ncclUniqueId id;
+    v.res = ncclGetUniqueId(&id);
+    if (v.res == ncclSuccess) {
+      v.res = ncclCommInitRank(&comms[made], 2, id, sc->ranks[made]);
+    }
+    if (v.res != ncclSuccess) {
+      break;
+    }
+    float x = sc->value;
+    v.res = ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comms[made], NULL);
+    v.sum = x;
+  }
+  for (int i = 0; i < sc->calls && v.res == ncclSuccess; i++) {
+    float x = sc->value;
+    v.res = ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comms[made - 1], NULL);
+    v.sum = v.res == ncclSuccess ? x : v.sum;
+    ok += v.res == ncclSuccess;
+    usleep((useconds_t)sc->gap_ms * 1000);
+  }
+  v.secs = now() - t0;
+  snprintf(v.why, sizeof v.why, "%s", v.res == ncclSuccess ? "" : ncclGetLastError(NULL));
+  v.sum = v.res == ncclSuccess ? v.sum : (float)ok;
+  for (int i = 0; i < made; i++) {
+    ncclCommDestroy(comms[i]);
+  }
+  if (write(pipefd, &v, sizeof v) != (ssize_t)sizeof v) {
+    _exit(2);
+  }
+  _exit(0);
+}
+
+static void run_scripts(const struct script* sc, int n, struct verdict* v) {
+  int fds[4][2];
+  pid_t pids[4];
+  for (int i = 0; i < n; i++) {
+    if (pipe(fds[i]) != 0) {
+      return;
+    }
+    pids[i] = spawn_script(fds[i][1], &sc[i]);
+  }
+  for (int i = 0; i < n; i++) {
+    close(fds[i][1]);
+    v[i] = collect(fds[i][0], pids[i]);
+    close(fds[i][0]);
+  }
+}
+
+/* Job A (value 1) and job B (value 100), 2 ranks each, no identity, one
+ * address. A's rank 0 and B's rank 1 start first and form a communicator;
+ * A's rank 1 and B's rank 0 come a second later. */
+static void two_jobs_no_identity(void) {
+  const struct script sc[4] = {
+      {1, {0}, 60, 100, 1.0f, 0.0},   /* A0 */
+      {1, {1}, 60, 100, 100.0f, 0.0}, /* B1 */
+      {1, {1}, 60, 100, 1.0f, 1.0},   /* A1 */
+      {1, {0}, 60, 100, 100.0f, 1.0}, /* B0 */
+  };
+  const char* names[4] = {"A0", "B1", "A1", "B0"};
+  struct verdict v[4];
+  run_scripts(sc, 4, v);
+  for (int i = 0; i < 4; i++) {
+    CHECK(v[i].res == ncclInvalidUsage && strstr(v[i].why, "two jobs") != NULL && v[i].secs < 8,
+          "%s fails, saying two jobs met (%d after %.1f s, %g calls done): %s", names[i], v[i].res,
+          v[i].secs, (double)v[i].sum, v[i].why);
+  }
+}
+
+/* One job with no identity: communicators whose rank 0 is either process,
+ * the earlier ones still alive. Then the next job on the same address. */
+static void one_job_no_identity(void) {
+  const struct script sc[2] = {{3, {0, 1, 0}, 3, 0, 1.0f, 0.0}, {3, {1, 0, 1}, 3, 0, 2.0f, 0.0}};
+  struct verdict v[2];
+  for (int job = 0; job < 2; job++) {
+    run_scripts(sc, 2, v);
+    for (int i = 0; i < 2; i++) {
+      CHECK(v[i].res == ncclSuccess && v[i].sum == 3.0f,
+            "job %d process %d: three communicators on one address (%d, sum %g): %s", job, i,
+            v[i].res, (double)v[i].sum, v[i].why);
+    }
+  }
+}
+
 /* Every rank calls ncclGetUniqueId itself. */
 static void own_ids(void) {
   int fds[2][2];
@@ -183,5 +292,24 @@ int main(void) {
   snprintf(port, sizeof port, "127.0.0.1:%d", 20000 + (int)(getpid() % 20000));
   setenv("NCCL_COMM_ID", port, 1);
   two_jobs();
+  static const char* const launchers[] = {"TORCHELASTIC_RUN_ID",
+                                          "SLURM_JOB_ID",
+                                          "SLURM_STEP_ID",
+                                          "PMIX_NAMESPACE",
+                                          "OMPI_MCA_ess_base_jobid",
+                                          "OMPI_MCA_orte_ess_jobid",
+                                          "PMI_KVSNAME",
+                                          "LSB_JOBID",
+                                          "PBS_JOBID",
+                                          "FLUX_JOB_ID"};
+  for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
+    unsetenv(launchers[i]);
+  }
+  snprintf(port, sizeof port, "127.0.0.1:%d", 20000 + (int)((getpid() + 7919) % 20000));
+  setenv("NCCL_COMM_ID", port, 1);
+  one_job_no_identity();
+  snprintf(port, sizeof port, "127.0.0.1:%d", 20000 + (int)((getpid() + 15877) % 20000));
+  setenv("NCCL_COMM_ID", port, 1);
+  two_jobs_no_identity();
   return test_summary("join_mistakes");
 }
