@@ -7,6 +7,8 @@
 #          this build against OLD (an earlier libtutti.so.0, the cost of the
 #          launch order) and against NCCL, alternating, as two hosts
 #          (NCCL_HOSTID) and, for tutti, as one host
+#   threads the same allreduces with the two ranks as threads of one process
+#          (tutti-perf -t 2) on the GPU, this build against OLD, alternating
 # Usage: bench/gpu_streams.sh PHASE... with BIN=dir holding test_gpu,
 # libtutti.so.0 and tutti-perf (else build-gpu/ is built), OLD=lib,
 # NCCL=libnccl.so.2 (else PyTorch's), OUT=dir for logs.
@@ -73,11 +75,26 @@ perf() {
   mps_stop
 }
 
+# perf_threads LABEL LIB: tutti-perf allreduce, one process, two threads on GPU 0.
+perf_threads() {
+  "$BIN/tutti-perf" allreduce -t 2 -g 1 -b "${MIN:-8}" -e "${MAX:-64M}" -f 4 -n "${ITERS:-50}" \
+    -w 10 -c 1 --lib "$2" --label "$1" --device gpu 2>&1 | grep -vE "^#|^$" |
+    awk -v l="$1" '{print l, $0}'
+}
+
+threads() {
+  for rep in $(seq "${REPS:-3}"); do
+    perf_threads new "$BIN/libtutti.so.0"
+    [ -n "${OLD:-}" ] && perf_threads old "$OLD"
+  done | tee "$out/threads.txt"
+}
+
 for phase in "$@"; do
   case $phase in
     suite) suite ;;
     torch) LIB=$BIN/libtutti.so.0 OUT=$out/torch bash scripts/torch-fsdp.sh || fail=1 ;;
     perf) perf ;;
+    threads) threads ;;
     *) echo "unknown phase $phase" && exit 2 ;;
   esac
 done
