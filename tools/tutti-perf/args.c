@@ -10,7 +10,7 @@
 #include "colls.h"
 #include "data.h"
 
-enum { OPT_LIB = 256, OPT_JSON, OPT_DEVICE, OPT_LABEL };
+enum { OPT_LIB = 256, OPT_JSON, OPT_DEVICE, OPT_LABEL, OPT_SHARE };
 
 static const struct option long_opts[] = {
     {"nthreads", required_argument, 0, 't'},
@@ -37,6 +37,7 @@ static const struct option long_opts[] = {
     {"json", required_argument, 0, OPT_JSON},
     {"device", required_argument, 0, OPT_DEVICE},
     {"label", required_argument, 0, OPT_LABEL},
+    {"share-gpus", no_argument, 0, OPT_SHARE},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -72,6 +73,8 @@ static void usage(FILE* f, const char* prog) {
       "  --lib PATH              NCCL-API library to load [libtutti.so.0 of this build]\n"
       "  --device host|gpu|auto  where buffers live [auto: gpu when CUDA sees a GPU]\n"
       "  --label NAME            library name in the output and JSON [from the file name]\n"
+      "  --share-gpus            more ranks than visible GPUs: rank i uses GPU i mod count\n"
+      "                          (tutti runs several ranks per GPU; NCCL refuses)\n"
       "  --json FILE             also write every row to FILE as JSON\n"
       "  -h,--help               this text\n"
       "Several processes (torchrun, tuttirun, mpirun, srun) each run -t threads; set\n"
@@ -279,6 +282,9 @@ void perf_args_parse(int argc, char** argv, struct perf_opts* o) {
         break;
       case OPT_JSON:
         o->json = optarg;
+        break;
+      case OPT_SHARE:
+        o->share_gpus = 1;
         break;
       case OPT_LABEL:
         o->label = optarg;

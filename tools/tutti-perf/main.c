@@ -108,11 +108,12 @@ static int choose_device(struct perf_world* w, struct perf_opts* o) {
     perf_die("--device gpu: %s", why);
   }
   w->gpu = ndev > 0;
+  w->ndev = ndev;
   if (!w->gpu) {
     return 0;
   }
   int per_proc = o->nthreads * o->ngpus;
-  if ((w->local_rank + 1) * per_proc > ndev) {
+  if ((w->local_rank + 1) * per_proc > ndev && !o->share_gpus) {
     perf_die("local rank %d with %d thread(s) x %d GPU(s) needs GPUs %d..%d, but %d are visible",
              w->local_rank, o->nthreads, o->ngpus, w->local_rank * per_proc,
              (w->local_rank + 1) * per_proc - 1, ndev);
@@ -121,11 +122,12 @@ static int choose_device(struct perf_world* w, struct perf_opts* o) {
    * expected values are computed on the host). */
   size_t least = 0;
   for (int i = 0; i < per_proc; i++) {
-    size_t m = perf_cuda_mem_total(w->local_rank * per_proc + i);
+    size_t m = perf_cuda_mem_total((w->local_rank * per_proc + i) % ndev);
     least = (least == 0 || (m > 0 && m < least)) ? m : least;
   }
-  if (least > (1u << 30) && o->maxbytes > (least - (1u << 30)) / 2) {
-    o->maxbytes = (least - (1u << 30)) / 2;
+  const size_t sharers = (size_t)(per_proc + ndev - 1) / (size_t)ndev; /* ranks on one GPU */
+  if (least > (1u << 30) && o->maxbytes > (least - (1u << 30)) / (2 * sharers)) {
+    o->maxbytes = (least - (1u << 30)) / (2 * sharers);
     o->minbytes = o->minbytes > o->maxbytes ? o->maxbytes : o->minbytes;
     return 1;
   }

@@ -34,6 +34,7 @@ struct perf_opts {
   int nops;
   int root;
   enum perf_device device;
+  int share_gpus;    /* --share-gpus: device index modulo the visible count */
   const char* lib;   /* --lib, NULL: the default search */
   const char* label; /* --label, NULL: derived from the library's file name */
   const char* json;  /* --json FILE or NULL */
@@ -58,7 +59,8 @@ struct perf_json;
 
 struct perf_world {
   const struct perf_opts* o;
-  int gpu; /* buffers are device memory */
+  int gpu;  /* buffers are device memory */
+  int ndev; /* visible GPUs */
   int nprocs, proc, local_rank;
   int nranks; /* nprocs * nthreads * ngpus */
   char host[256];

@@ -18,7 +18,7 @@ static void setup_rank(struct perf_world* w, struct perf_rank* r, int thread, in
   int local = thread * o->ngpus + g;
   r->rank = (w->proc * o->nthreads + thread) * o->ngpus + g;
   /* As nccl-tests: the processes of a host take consecutive GPUs. */
-  r->dev = w->gpu ? w->local_rank * o->nthreads * o->ngpus + local : -1;
+  r->dev = w->gpu ? (w->local_rank * o->nthreads * o->ngpus + local) % w->ndev : -1;
   perf_set_device(w->gpu, r->dev);
   r->send = perf_buf_alloc(w->gpu, o->maxbytes);
   r->recv = perf_buf_alloc(w->gpu, o->maxbytes);
