@@ -77,7 +77,7 @@ perf() {
 
 # perf_threads LABEL LIB: tutti-perf allreduce, one process, two threads on GPU 0.
 perf_threads() {
-  "$BIN/tutti-perf" allreduce -t 2 -g 1 --share-gpus -b "${MIN:-8}" -e "${MAX:-64M}" -f 4 -n "${ITERS:-50}" \
+  "$BIN/tutti-perf" allreduce -t 2 -g 1 -p 1 --share-gpus -b "${MIN:-8}" -e "${MAX:-64M}" -f 4 -n "${ITERS:-50}" \
     -w 10 -c 1 --lib "$2" --label "$1" --device gpu 2>&1 | grep -vE "^#|^$" |
     awk -v l="$1" '{print l, $0}'
 }

@@ -110,8 +110,8 @@ static void init_data(struct perf_thread* t, const struct perf_case* k, int in_p
     memset(r->recv_img, 0, k->size);
     w->o->coll->fill(&im);
     perf_set_device(w->gpu, r->dev);
-    perf_buf_copy(w->gpu, r->send, r->send_img, k->size);
-    perf_buf_copy(w->gpu, r->recv, r->recv_img, k->size);
+    perf_buf_copy(w->gpu, r->send, r->send_img, k->size, r->stream);
+    perf_buf_copy(w->gpu, r->recv, r->recv_img, k->size, r->stream);
   }
 }
 
@@ -123,7 +123,7 @@ static long long verify(struct perf_thread* t, const struct perf_case* k, int in
     struct perf_rank* r = &t->ranks[g];
     struct perf_images im;
     images(r, k, in_place, gen, &im);
-    perf_buf_copy(w->gpu, r->recv_img, r->recv, k->size);
+    perf_buf_copy(w->gpu, r->recv_img, r->recv, k->size, r->stream);
     wrong += w->o->coll->verify(&im);
   }
   return (long long)wrong;

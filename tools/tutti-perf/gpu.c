@@ -21,8 +21,8 @@ static struct {
   int (*SetDevice)(int);
   int (*Malloc)(void**, size_t);
   int (*Free)(void*);
-  int (*Memcpy)(void*, const void*, size_t, int);
-  int (*DeviceSynchronize)(void);
+  int (*MemcpyAsync)(void*, const void*, size_t, int, cudaStream_t);
+  int (*StreamSynchronize)(cudaStream_t);
   int (*StreamCreateWithFlags)(cudaStream_t*, unsigned);
   int (*StreamDestroy)(cudaStream_t);
   int (*StreamQuery)(cudaStream_t);
@@ -50,8 +50,8 @@ static const struct rt_sym rt_syms[] = {
     RT(SetDevice),
     RT(Malloc),
     RT(Free),
-    RT(Memcpy),
-    RT(DeviceSynchronize),
+    RT(MemcpyAsync),
+    RT(StreamSynchronize),
     RT(StreamCreateWithFlags),
     RT(StreamDestroy),
     RT(StreamQuery),
@@ -172,15 +172,16 @@ void perf_buf_free(int gpu, void* p) {
   }
 }
 
-void perf_buf_copy(int gpu, void* dst, const void* src, size_t bytes) {
+void perf_buf_copy(int gpu, void* dst, const void* src, size_t bytes, cudaStream_t stream) {
   if (bytes == 0 || dst == src) {
     return;
   }
   if (gpu) {
-    cuda_check(rt.Memcpy(dst, src, bytes, CUDA_MEMCPY_DEFAULT), "cudaMemcpy");
-    /* A copy from pageable memory may return before its DMA lands, and
-     * the collectives run on non-blocking streams that do not wait for it. */
-    cuda_check(rt.DeviceSynchronize(), "cudaDeviceSynchronize");
+    /* On the rank's own stream, waiting for that stream only: with several
+     * ranks on one GPU (--share-gpus) a device-wide wait would wait for a
+     * peer's collective, which waits for this rank's next call. */
+    cuda_check(rt.MemcpyAsync(dst, src, bytes, CUDA_MEMCPY_DEFAULT, stream), "cudaMemcpyAsync");
+    cuda_check(rt.StreamSynchronize(stream), "cudaStreamSynchronize");
   } else {
     memmove(dst, src, bytes);
   }

@@ -24,7 +24,8 @@ size_t perf_cuda_mem_free(int dev);
 void perf_set_device(int gpu, int dev);
 void* perf_buf_alloc(int gpu, size_t bytes);
 void perf_buf_free(int gpu, void* p);
-void perf_buf_copy(int gpu, void* dst, const void* src, size_t bytes); /* any direction */
+/* Any direction, ordered on `stream` (the rank's) and complete on return. */
+void perf_buf_copy(int gpu, void* dst, const void* src, size_t bytes, cudaStream_t stream);
 cudaStream_t perf_stream_create(int gpu, int null_stream);
 void perf_stream_destroy(int gpu, cudaStream_t s);
 /* 1 when all the stream's work is done, 0 while it runs. */

@@ -149,7 +149,7 @@ static double lib_allreduce(struct perf_thread* t, double v, int rank0_only, ncc
   for (int g = 0; g < n; g++) {
     double mine = rank0_only && t->ranks[g].rank != 0 ? 0.0 : v;
     perf_set_device(w->gpu, t->ranks[g].dev);
-    perf_buf_copy(w->gpu, t->ranks[g].xbuf, &mine, sizeof mine);
+    perf_buf_copy(w->gpu, t->ranks[g].xbuf, &mine, sizeof mine, t->ranks[g].stream);
   }
   PERF_NCCL(perf_nccl.GroupStart(), NULL, t->ranks[0].rank);
   for (int g = 0; g < n; g++) {
@@ -160,7 +160,7 @@ static double lib_allreduce(struct perf_thread* t, double v, int rank0_only, ncc
   PERF_NCCL(perf_nccl.GroupEnd(), NULL, t->ranks[0].rank);
   perf_world_complete(t);
   double out = 0;
-  perf_buf_copy(w->gpu, &out, t->ranks[0].xbuf, sizeof out);
+  perf_buf_copy(w->gpu, &out, t->ranks[0].xbuf, sizeof out, t->ranks[0].stream);
   return out;
 }
 
@@ -257,7 +257,7 @@ void perf_world_device_lines(struct perf_thread* t, char* all) {
     perf_set_device(w->gpu, r->dev);
     send[g] = perf_buf_alloc(w->gpu, PERF_LINE);
     recv[g] = perf_buf_alloc(w->gpu, (size_t)w->nranks * PERF_LINE);
-    perf_buf_copy(w->gpu, send[g], line, PERF_LINE);
+    perf_buf_copy(w->gpu, send[g], line, PERF_LINE, r->stream);
   }
   PERF_NCCL(perf_nccl.GroupStart(), NULL, t->ranks[0].rank);
   for (int g = 0; g < n; g++) {
@@ -268,7 +268,7 @@ void perf_world_device_lines(struct perf_thread* t, char* all) {
   PERF_NCCL(perf_nccl.GroupEnd(), NULL, t->ranks[0].rank);
   perf_world_complete(t);
   if (t->index == 0) {
-    perf_buf_copy(w->gpu, all, recv[0], (size_t)w->nranks * PERF_LINE);
+    perf_buf_copy(w->gpu, all, recv[0], (size_t)w->nranks * PERF_LINE, t->ranks[0].stream);
   }
   for (int g = 0; g < n; g++) {
     perf_set_device(w->gpu, t->ranks[g].dev);
