@@ -204,6 +204,8 @@ static void two_jobs_no_identity(void) {
   struct verdict v[4];
   run_scripts(sc, 4, v);
   for (int i = 0; i < 4; i++) {
+    printf("%s: result %d after %.2f s of its own, %g calls done\n", names[i], v[i].res,
+           v[i].secs, (double)v[i].sum);
     CHECK(v[i].res == ncclInvalidUsage && strstr(v[i].why, "two jobs") != NULL && v[i].secs < 8,
           "%s fails, saying two jobs met (%d after %.1f s, %g calls done): %s", names[i], v[i].res,
           v[i].secs, (double)v[i].sum, v[i].why);
