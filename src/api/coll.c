@@ -243,9 +243,9 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   if (!op->sched_valid || memcmp(&op->args, &a, sizeof a) != 0) {
     op->args = a;
     op->sched_valid = 0;
-    NCCLCHECKGOTO(tutti_schedule_build(c->device ? tutti_tune_algo_device(&a) : tutti_tune_algo(&a),
-                                       &a, &op->sched),
-                  res, fail);
+    struct tutti_plan plan;
+    tutti_tune_plan(&a, &plan);
+    NCCLCHECKGOTO(tutti_schedule_build(plan.algo, &a, &op->sched), res, fail);
     op->sched_valid = 1;
   }
   const enum tutti_algo_id algo = op->sched.algo;

@@ -118,15 +118,6 @@ extern "C" int td_ce_launch(const struct td_ce* w, int nblocks, int nthreads, cu
 
 /* Host side: which calls, and their pieces. */
 
-static TUTTI_PARAM(ce_on, "TUTTI_DEVICE_CE", 1);
-/* From this many bytes per rank, every collective the path knows; -1: the
- * measured defaults (2 x H200, bench/RESULTS.md, 2026-11-30; two ranks only,
- * see ce_fits): reducescatter
- * from 32 MB per rank, and allreduce from 64 MB when one process drives
- * every GPU (1.07-1.13x NCCL there; with one process per GPU the same
- * path ran 5-25% slower than the ring, for a reason not found: the copies
- * alone run as fast between processes). */
-static TUTTI_PARAM(ce_min, "TUTTI_DEVICE_CE_MIN_BYTES", -1);
 /* Bytes per block of the combining kernel: it keeps up with the link only
  * on (nearly) every SM. In 4 MB pieces a 256 MB allreduce took 2003 us at
  * 256 KB per block (the kernel set the pace), 1165 us at 32 KB. */
@@ -134,40 +125,6 @@ static TUTTI_PARAM(ce_block_bytes, "TUTTI_DEVICE_CE_BLOCK_BYTES", 32 * 1024);
 /* Bytes per piece: a piece's kernel overlaps the next piece's copies, but
  * each piece costs a copy and a kernel of its own (16 MB measured best). */
 static TUTTI_PARAM(ce_piece_bytes, "TUTTI_DEVICE_CE_PIECE_BYTES", 16 << 20);
-
-static int ce_fits(const struct tutti_dev_comm* dc, const struct tutti_dev_op* op) {
-  const struct tutti_coll_args* a = op->args;
-  const int n = dc->nranks;
-  const size_t bytes = a->count * a->elem_size;
-  int one_process = 1;
-  for (int p = 0; p < n; p++) {
-    one_process &= dc->mapped[p].kind == TD_REGION_NONE;
-  }
-  const int64_t min = tutti_param_ce_min();
-  size_t from = SIZE_MAX;
-  if (min >= 0) {
-    from = (size_t)min;
-  } else if (n != 2) {
-    /* The defaults below were measured on two GPUs. On 4 x H200 the path ran
-     * 3x slower than the ring: allreduce, one process, 128 MB 1996 us (the
-     * ring, one process per GPU: 639); reduce-scatter of 32 MB per rank 595
-     * (NCCL 345). Off by default there until derived for that count. */
-  } else if (a->coll == TUTTI_COLL_REDUCESCATTER) {
-    from = (size_t)32 << 20;
-  } else if (a->coll == TUTTI_COLL_ALLREDUCE && one_process) {
-    from = (size_t)64 << 20;
-  }
-  if (!tutti_param_ce_on() || dc->lay.ce_slot_bytes == 0 || td_dcoll(a->coll) < 0 || n < 2 ||
-      n > TD_DIRECT_MAX_RANKS || bytes == 0 || bytes < from ||
-      op->redop.kind == TUTTI_RED_PREMULSUM) {
-    return 0;
-  }
-  if (tutti_tune_algo_named() && op->sched->algo != TUTTI_ALGO_DIRECT) {
-    return 0;
-  }
-  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  return cudaStreamIsCapturing(op->stream, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusNone;
-}
 
 static ncclResult_t ce_cuda(cudaError_t e, const char* what) {
   return tutti_error(ncclUnhandledCudaError, "%s failed on the copy-engine path: %s", what,
@@ -215,12 +172,7 @@ static ncclResult_t ce_piece(struct tutti_dev_comm* dc, struct td_ce* w, cudaStr
   return e == cudaSuccess ? ncclSuccess : ce_cuda(e, "launching the combining kernel");
 }
 
-extern "C" int td_ce_try(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops,
-                         ncclResult_t* res) {
-  if (nops != 1 || !ce_fits(dc, &ops[0])) {
-    return 0;
-  }
-  const struct tutti_dev_op* op = &ops[0];
+extern "C" ncclResult_t td_ce_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op) {
   const struct tutti_coll_args* a = op->args;
   struct td_ce w = {};
   w.comm = dc->d_comm;
@@ -242,17 +194,20 @@ extern "C" int td_ce_try(struct tutti_dev_comm* dc, const struct tutti_dev_op* o
   if (e == cudaSuccess) {
     e = cudaStreamWaitEvent(dc->ce_copy, dc->ce_start, 0);
   }
-  *res = e == cudaSuccess ? ncclSuccess : ce_cuda(e, "ordering the call's streams");
+  ncclResult_t res = e == cudaSuccess ? ncclSuccess : ce_cuda(e, "ordering the call's streams");
   uint64_t piece = (uint64_t)tutti_param_ce_piece_bytes() / 16 * 16;
   const uint64_t slot = dc->lay.ce_slot_bytes / 16 * 16;
   piece = piece < 4096 ? 4096 : piece > slot ? slot : piece;
-  INFO(TUTTI_TUNING, "%s of %zu bytes per rank on %d ranks: copy engines, pieces of %zu bytes",
-       tutti_coll_name((enum tutti_coll)a->coll), (size_t)w.part, dc->nranks, (size_t)piece);
-  for (uint64_t off = 0; off < w.part && *res == ncclSuccess; off += piece) {
+  if (tutti_log_wants(TUTTI_LOG_TRACE, TUTTI_TUNING) &&
+      tutti_tune_first_sight(1 + tutti_tune_shape(a, TUTTI_PATH_COPY_ENGINES))) {
+    TRACE(TUTTI_TUNING, "%s of %zu bytes per rank on %d ranks: copy engines, pieces of %zu bytes",
+          tutti_coll_name((enum tutti_coll)a->coll), (size_t)w.part, dc->nranks, (size_t)piece);
+  }
+  for (uint64_t off = 0; off < w.part && res == ncclSuccess; off += piece) {
     w.off = off;
     w.len = w.part - off < piece ? w.part - off : piece;
-    *res = ce_piece(dc, &w, op->stream);
+    res = ce_piece(dc, &w, op->stream);
   }
   td_dev_leave(&g);
-  return 1;
+  return res;
 }

@@ -56,10 +56,8 @@ int td_ce_launch(const struct td_ce* w, int nblocks, int nthreads, cudaStream_t 
 int td_ce_attributes(struct cudaFuncAttributes* a);
 struct tutti_dev_comm;
 struct tutti_dev_op;
-/* Runs `ops` on the copy-engine path when it takes them: returns 1 with the
- * result in *res, or 0 when another path must run them. */
-int td_ce_try(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops,
-              ncclResult_t* res);
+/* Runs `op` on the copy-engine path (tune chose it: tutti_tune_device). */
+ncclResult_t td_ce_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op);
 #ifdef __cplusplus
 }
 #endif

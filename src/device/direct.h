@@ -75,19 +75,11 @@ int td_direct_launch(const struct td_direct* w, int nthreads, cudaStream_t strea
 int td_direct_occupancy(int nthreads, int* per_sm);
 /* The attributes of the direct kernel of protocol `p` (0 simple, 1 LL, 2 LL128). */
 int td_direct_attributes(int p, struct cudaFuncAttributes* a);
-/* Whether NCCL_PROTO and TUTTI_DEVICE_DIRECT_LL128_MAX_BYTES let the direct
- * path use LL128 lines at some size. */
-int td_direct_wants_ll128(void);
-/* NCCL_PROTO as a mask: bit 0 LL, bit 1 simple, bit 2 LL128 (the
- * schedules' kernel runs LL where LL128 is asked). */
-int td_protocols(void);
 struct tutti_dev_comm;
 struct tutti_dev_op;
-/* Runs `ops` on the direct path when it takes them (one collective it
- * knows, peers in GPU memory): returns 1 with the launch's result in *res,
- * or 0 when the schedules' kernel must run them. */
-int td_direct_try(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops,
-                  ncclResult_t* res);
+/* Runs `op` on the direct path (tune chose it and its lines, `proto`, a
+ * TUTTI_PROTO_*: tutti_tune_device). */
+ncclResult_t td_direct_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op, int proto);
 #ifdef __cplusplus
 }
 #endif

@@ -16,56 +16,14 @@
 extern "C" {
 #include "algo/pattern.h"
 #include "util/check.h"
+#include "tune/tune.h"
 #include "util/log.h"
 #include "util/param.h"
 }
 
-static TUTTI_PARAM(min_nchannels, "NCCL_MIN_NCHANNELS", 1);
-/* Bytes per channel below which an operation uses fewer channels. */
-static TUTTI_PARAM(channel_bytes, "TUTTI_DEVICE_CHANNEL_BYTES", 64 * 1024);
-/* Operations up to this many bytes use the low-latency protocol. */
-static TUTTI_PARAM(ll_max_bytes, "TUTTI_DEVICE_LL_MAX_BYTES", 8 * 1024);
-
-/* NCCL_PROTO: which protocols may run (bit 0 LL, bit 1 simple, bit 2
- * LL128; direct.h). "^LL" excludes. Unset: all. */
-extern "C" int td_protocols(void) {
-  static int mask = -1;
-  if (mask >= 0) {
-    return mask;
-  }
-  const char* spec = tutti_getenv("NCCL_PROTO");
-  int m = 7;
-  if (spec != NULL && *spec != '\0') {
-    int invert = spec[0] == '^';
-    int named = 0;
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", spec + invert);
-    char* save = NULL;
-    for (char* t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
-      if (strcasecmp(t, "LL") == 0) {
-        named |= 1;
-      } else if (strcasecmp(t, "LL128") == 0) {
-        named |= 4;
-      } else if (strcasecmp(t, "Simple") == 0) {
-        named |= 2;
-      } else {
-        WARN("NCCL_PROTO names \"%s\", which tutti does not know: use LL, LL128 or Simple", t);
-      }
-    }
-    m = invert ? (7 & ~named) : named;
-    m = m == 0 ? 7 : m;
-  }
-  mask = m;
-  return m;
-}
-
 /* The protocol: a function of the arguments only, like the channels. */
 static int op_ll(const struct tutti_dev_comm* dc, const struct tutti_coll_args* a) {
-  int m = td_protocols();
-  m = (m & 2) | ((m & 5) != 0); /* the ring's LL stands in for LL128 */
-  /* A proxy forwards whole slots after their tail: across hosts, simple only. */
-  return !dc->net && (m & 1) &&
-         (!(m & 2) || a->count * a->elem_size <= (size_t)tutti_param_ll_max_bytes());
+  return tutti_tune_device_ll(a, dc->net);
 }
 
 /* Blocks one launch may have: what the GPU holds at once, and what the
@@ -83,12 +41,7 @@ static size_t launch_budget(const struct tutti_dev_comm* dc) {
  * of a send and a receive per peer. Ranks must run the same GPU model. */
 static int op_channels(const struct tutti_dev_comm* dc, const struct tutti_coll_args* a,
                        enum tutti_algo_id algo) {
-  size_t bytes = a->count * a->elem_size;
-  size_t per = (size_t)tutti_param_channel_bytes();
-  per = per < 4096 ? 4096 : per;
-  size_t c = (bytes + per - 1) / per;
-  int64_t lo = tutti_param_min_nchannels();
-  c = c < (size_t)lo ? (size_t)lo : c;
+  size_t c = tutti_tune_device_channels(a);
   c = c > (size_t)dc->nch ? (size_t)dc->nch : c;
   const size_t budget = launch_budget(dc);
   size_t cap = TD_OP_CTAS / 2; /* ring lanes: at most two on any rank */
@@ -388,13 +341,16 @@ static ncclResult_t launch_schedules(struct tutti_dev_comm* dc, const struct tut
       all_ll = op_ll(dc, ops[i].args);
     }
     const int nt = all_ll && dc->nthreads > 256 ? 256 : dc->nthreads;
-    for (int i = 0; i < nops; i++) {
+    for (int i = 0; i < nops && tutti_log_wants(TUTTI_LOG_TRACE, TUTTI_TUNING); i++) {
       const struct tutti_coll_args* a = ops[i].args;
-      INFO(TUTTI_TUNING,
-           "%s of %zu bytes on %d ranks: %s on the schedules' kernel, %s, %d channels%s",
-           tutti_coll_name((enum tutti_coll)a->coll), (size_t)(a->count * a->elem_size), dc->nranks,
-           tutti_algo_get((enum tutti_algo_id)ops[i].sched->algo)->name,
-           op_ll(dc, a) ? "LL" : "Simple", nch[i], nops > 1 ? " (in a group)" : "");
+      if (!tutti_tune_first_sight(tutti_tune_shape(a, TUTTI_PATH_LAUNCH) + (uint64_t)nops)) {
+        continue;
+      }
+      TRACE(TUTTI_TUNING,
+            "%s of %zu bytes on %d ranks: %s on the schedules' kernel, %s, %d channels%s",
+            tutti_coll_name((enum tutti_coll)a->coll), (size_t)(a->count * a->elem_size),
+            dc->nranks, tutti_algo_get((enum tutti_algo_id)ops[i].sched->algo)->name,
+            op_ll(dc, a) ? "LL" : "Simple", nch[i], nops > 1 ? " (in a group)" : "");
     }
     int e = td_kernel_launch(work, large, nt, ops[0].stream);
     res = e == 0 ? ncclSuccess : cuda_fail((cudaError_t)e, "launching the collective kernel");
@@ -413,6 +369,28 @@ static ncclResult_t launch_schedules(struct tutti_dev_comm* dc, const struct tut
   return res;
 }
 
+/* What this communicator offers the launch, and tune's choice of path. */
+static void plan_launch(const struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops,
+                        const struct td_order_at* at, struct tutti_dev_plan* plan) {
+  struct tutti_dev_caps c = {};
+  c.nops = nops;
+  c.net = dc->net;
+  if (nops == 1) {
+    c.known = td_dcoll(ops[0].args->coll) >= 0;
+    c.max_ranks = TD_DIRECT_MAX_RANKS;
+    c.direct_lanes = dc->lay.lane_bytes != 0;
+    c.ll128_lanes = dc->lay.ll128_lane_bytes > 0;
+    c.ce_slots = dc->lay.ce_slot_bytes != 0;
+    c.one_process = 1;
+    for (int p = 0; p < dc->nranks; p++) {
+      c.one_process &= dc->mapped[p].kind == TD_REGION_NONE;
+    }
+    c.premulsum = ops[0].redop.kind == TUTTI_RED_PREMULSUM;
+    c.capturing = at->capture != 0;
+  }
+  tutti_tune_device(ops[0].args, (enum tutti_algo_id)ops[0].sched->algo, &c, plan);
+}
+
 extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops,
                                          int nops) {
   NCCLCHECK(tutti_dev_comm_error(dc));
@@ -421,9 +399,11 @@ extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct
   struct td_order_at at;
   ncclResult_t res = td_order_begin(dc, ops, nops, &at);
   if (res == ncclSuccess) {
-    if (!td_ce_try(dc, ops, nops, &res) && !td_direct_try(dc, ops, nops, &res)) {
-      res = launch_schedules(dc, ops, nops);
-    }
+    struct tutti_dev_plan plan;
+    plan_launch(dc, ops, nops, &at, &plan);
+    res = plan.path == TUTTI_PATH_COPY_ENGINES    ? td_ce_run(dc, &ops[0])
+          : plan.path == TUTTI_PATH_DIRECT_KERNEL ? td_direct_run(dc, &ops[0], plan.proto)
+                                                  : launch_schedules(dc, ops, nops);
     /* Whatever was enqueued, the next launch comes after it. */
     ncclResult_t ores = td_order_end(dc, ops, nops, &at);
     res = res != ncclSuccess ? res : ores;

@@ -130,7 +130,8 @@ size_t tutti_tune_chunk(size_t queue_bytes, size_t piece_bytes) {
  * limit TUTTI_DEVICE_DIRECT_MAX_BYTES: src/device/direct_host.cu.) */
 static TUTTI_PARAM(device_direct_max_bytes, "TUTTI_DEVICE_DIRECT_SCHEDULE_MAX_BYTES", 0);
 
-static enum tutti_algo_id pick_allowed(const struct tutti_coll_args* a, enum tutti_algo_id pick);
+static enum tutti_algo_id pick_allowed(const struct tutti_coll_args* a, enum tutti_algo_id pick,
+                                       const char** why);
 
 /* Across hosts: from this many hosts on, messages up to TUTTI_TREE_MAX_BYTES
  * cross the network along a tree (2 log2 H steps) rather than a ring
@@ -228,22 +229,59 @@ static int use_board(const struct tutti_coll_args* a) {
          bytes <= (size_t)tutti_param_board_max_bytes();
 }
 
-enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a) {
-  pthread_once(&algo_once, load_algo_env);
-  enum tutti_algo_id pick = direct_bytes(a) <= (size_t)tutti_param_direct_max_bytes()
-                                ? TUTTI_ALGO_DIRECT
-                                : TUTTI_ALGO_RING;
+/* The host buffers' choice, and the rule that made it. */
+static enum tutti_algo_id host_pick(const struct tutti_coll_args* a, const char** why) {
+  enum tutti_algo_id pick = TUTTI_ALGO_RING;
+  *why = "ring: bandwidth-bound, 2(N-1)/N of the data per rank";
+  if (direct_bytes(a) <= (size_t)tutti_param_direct_max_bytes()) {
+    pick = TUTTI_ALGO_DIRECT;
+    *why = "direct: the busiest rank moves at most TUTTI_DIRECT_MAX_BYTES";
+  }
   if (use_pull(a)) {
     pick = TUTTI_ALGO_PULL;
+    *why = "pull: one host, peers' buffers readable, from TUTTI_PULL_MIN_BYTES of message";
   }
   if (use_board(a)) {
     pick = TUTTI_ALGO_BOARD;
+    *why = a->coll == TUTTI_COLL_ALLREDUCE ? "board: one host, fits TUTTI_BOARD_MAX_BYTES"
+           : a->coll == TUTTI_COLL_ALLGATHER
+               ? "board: one host, from TUTTI_BOARD_ALLGATHER_MIN_BYTES of output or ranks "
+                 "outnumbering cores"
+               : "board: one host, from TUTTI_BOARD_BROADCAST_MIN_BYTES";
   }
   const int tree = tutti_tune_inter(a) == TUTTI_ALGO_TREE;
   if (a->coll == TUTTI_COLL_ALLREDUCE && pick == TUTTI_ALGO_RING && a->nhosts > 1) {
     pick = a->max_local > 1 ? TUTTI_ALGO_HIER : tree ? TUTTI_ALGO_TREE : TUTTI_ALGO_RING;
+    *why = a->max_local > 1 ? "hier: several hosts, several ranks on some host"
+           : tree           ? "tree: from TUTTI_TREE_MIN_HOSTS hosts, up to TUTTI_TREE_MAX_BYTES"
+                            : "ring: several hosts, one rank each";
   }
-  return pick_allowed(a, pick);
+  return pick;
+}
+
+void tutti_tune_plan(const struct tutti_coll_args* a, struct tutti_plan* plan) {
+  pthread_once(&algo_once, load_algo_env);
+  const char* why;
+  enum tutti_algo_id pick;
+  if (a->device) {
+    const int direct = direct_bytes(a) <= (size_t)tutti_param_device_direct_max_bytes();
+    pick = direct ? TUTTI_ALGO_DIRECT : TUTTI_ALGO_RING;
+    why = direct ? "direct schedule: up to TUTTI_DEVICE_DIRECT_SCHEDULE_MAX_BYTES"
+                 : "ring schedule: each byte over each link once, no scratch";
+  } else {
+    pick = host_pick(a, &why);
+  }
+  plan->algo = pick_allowed(a, pick, &why);
+  plan->why = why;
+  /* A device call's line comes at its launch, which may take another path
+   * (tutti_tune_device). */
+  if (!a->device && tutti_log_wants(TUTTI_LOG_INFO, TUTTI_TUNING) &&
+      tutti_tune_first_sight(tutti_tune_shape(a, TUTTI_PATH_SCHEDULE))) {
+    INFO(TUTTI_TUNING, "%s of %zu bytes, %d ranks on %d host%s%s, host buffers: %s (%s)",
+         tutti_coll_name(a->coll), a->count * a->elem_size, a->nranks, a->nhosts,
+         a->nhosts == 1 ? "" : "s", a->in_place ? ", in place" : "",
+         tutti_algo_get(plan->algo)->name, why);
+  }
 }
 
 int tutti_tune_inter(const struct tutti_coll_args* a) {
@@ -253,14 +291,8 @@ int tutti_tune_inter(const struct tutti_coll_args* a) {
              : TUTTI_ALGO_RING;
 }
 
-enum tutti_algo_id tutti_tune_algo_device(const struct tutti_coll_args* a) {
-  pthread_once(&algo_once, load_algo_env);
-  return pick_allowed(a, direct_bytes(a) <= (size_t)tutti_param_device_direct_max_bytes()
-                             ? TUTTI_ALGO_DIRECT
-                             : TUTTI_ALGO_RING);
-}
-
-static enum tutti_algo_id pick_allowed(const struct tutti_coll_args* a, enum tutti_algo_id pick) {
+static enum tutti_algo_id pick_allowed(const struct tutti_coll_args* a, enum tutti_algo_id pick,
+                                       const char** why) {
   unsigned allowed = allowed_mask[a->coll];
   if (!a->can_pull) {
     allowed &= ~(1u << TUTTI_ALGO_PULL); /* peers' buffers cannot be read from here */
@@ -275,14 +307,15 @@ static enum tutti_algo_id pick_allowed(const struct tutti_coll_args* a, enum tut
   }
   for (int id = 0; id < TUTTI_ALGO_COUNT; id++) {
     if ((allowed & (1u << id)) && tutti_algo_get(id)->build[a->coll] != NULL) {
+      *why = algo_named ? "NCCL_ALGO: the first allowed algorithm that runs this collective"
+                        : "the first algorithm that can run here";
       return (enum tutti_algo_id)id;
     }
   }
   /* Nothing allowed implements it: any algorithm that does. */
   for (int id = 0; id < TUTTI_ALGO_COUNT; id++) {
     if (tutti_algo_get(id)->build[a->coll] != NULL) {
-      INFO(TUTTI_TUNING, "NCCL_ALGO allows no algorithm for %s: using %s", tutti_coll_name(a->coll),
-           tutti_algo_get(id)->name);
+      *why = "NCCL_ALGO allows no algorithm for this collective: the first that runs it";
       return (enum tutti_algo_id)id;
     }
   }

@@ -4,10 +4,21 @@
 
 #include "algo/algo.h"
 
-/* The algorithm for `a`: NCCL_ALGO when it names one that implements the
- * collective, otherwise by size. Never fails: an algorithm that cannot run
- * the collective is skipped, and the reason logged (NCCL_DEBUG_SUBSYS=TUNING). */
-enum tutti_algo_id tutti_tune_algo(const struct tutti_coll_args* a);
+#include <stdint.h>
+
+/* The schedule of a call: its algorithm and the rule that chose it. Device
+ * calls may instead take a path that needs no schedule (the direct kernel,
+ * the copy engines: src/device), which says so in its own TUNING line. */
+struct tutti_plan {
+  enum tutti_algo_id algo;
+  const char* why; /* a static sentence: the table's rule, NCCL_ALGO, a fallback */
+};
+
+/* The plan for `a` (host or device buffers, a->device): NCCL_ALGO when it
+ * names one that implements the collective, otherwise by size and place.
+ * Never fails. With NCCL_DEBUG_SUBSYS=TUNING the plan and its reason are
+ * printed once per distinct call shape. */
+void tutti_tune_plan(const struct tutti_coll_args* a, struct tutti_plan* plan);
 
 /* The hierarchical allreduce's exchange among hosts (coll_args.inter_algo). */
 int tutti_tune_inter(const struct tutti_coll_args* a);
@@ -15,8 +26,54 @@ int tutti_tune_inter(const struct tutti_coll_args* a);
 /* Non-zero when NCCL_ALGO names the algorithms (read once). */
 int tutti_tune_algo_named(void);
 
-/* The same choice for a collective on device buffers (one host). */
-enum tutti_algo_id tutti_tune_algo_device(const struct tutti_coll_args* a);
+/* Protocols a device call may use: NCCL_PROTO, read once (bits below). */
+enum { TUTTI_PROTO_LL = 1, TUTTI_PROTO_SIMPLE = 2, TUTTI_PROTO_LL128 = 4, TUTTI_PROTO_ALL = 7 };
+int tutti_tune_protocols(void);
+/* An NCCL_PROTO value as the mask above; unset or nothing left: all (exposed for tests). */
+int tutti_tune_parse_proto(const char* spec);
+
+/* The path that runs a call (and that a TUNING line describes: part of its
+ * call shape). TUTTI_PATH_LAUNCH: the schedules' kernel's launch details. */
+enum { TUTTI_PATH_SCHEDULE, TUTTI_PATH_DIRECT_KERNEL, TUTTI_PATH_COPY_ENGINES, TUTTI_PATH_LAUNCH };
+
+/* What a device communicator offers one launch (filled by src/device). */
+struct tutti_dev_caps {
+  int nops;         /* operations launched together */
+  int known;        /* the direct paths implement the collective */
+  int max_ranks;    /* the most ranks those paths take */
+  int direct_lanes; /* the direct kernel's lanes exist (every peer mapped) */
+  int ll128_lanes;  /* and its LL128 inboxes (NVLink, agreed by every rank) */
+  int ce_slots;     /* the copy engines' inboxes exist */
+  int one_process;  /* every peer's memory belongs to this process */
+  int premulsum;    /* the reduction scales by a scalar */
+  int capturing;    /* the stream is being captured into a graph */
+  int net;          /* some peer is reached through the network proxy */
+};
+
+/* A device call's path and protocol (TUTTI_PROTO_*), and the rule. */
+struct tutti_dev_plan {
+  int path;
+  int proto;
+  const char* why;
+};
+
+/* The path for `a`, whose schedule is of `sched_algo` (src/tune/device.c
+ * holds the rules and where each was measured). */
+void tutti_tune_device(const struct tutti_coll_args* a, enum tutti_algo_id sched_algo,
+                       const struct tutti_dev_caps* caps, struct tutti_dev_plan* plan);
+/* Whether the schedules' kernel runs `a` in LL lines (`net`: some peer
+ * through the network proxy). */
+int tutti_tune_device_ll(const struct tutti_coll_args* a, int net);
+/* The channels the schedules' kernel would give `a` before the launch's
+ * own caps (NCCL_MIN_NCHANNELS, one per TUTTI_DEVICE_CHANNEL_BYTES). */
+size_t tutti_tune_device_channels(const struct tutti_coll_args* a);
+/* Whether some size may take the direct kernel's LL128 lines: only then
+ * are its inboxes worth their memory. */
+int tutti_tune_device_wants_ll128(void);
+/* A call shape: collective, bytes, ranks, hosts, in place, buffers, path. */
+uint64_t tutti_tune_shape(const struct tutti_coll_args* a, unsigned path);
+/* Non-zero the first time `shape` is asked about in this process. */
+int tutti_tune_first_sight(uint64_t shape);
 
 /* Bytes a ring round moves per step: half the smallest queue, so that a rank
  * one step ahead of its neighbour never fills the queue between them (which

@@ -303,3 +303,7 @@ void tutti_log(enum tutti_log_level level, unsigned long subsys, const char* fil
     va_end(ap);
   }
 }
+
+int tutti_log_wants(enum tutti_log_level level, unsigned long subsys) {
+  return TUTTI_LOG_ENABLED(level) && (log_mask & subsys) != 0;
+}

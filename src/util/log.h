@@ -53,7 +53,7 @@ void tutti_log(enum tutti_log_level level, unsigned long subsys, const char* fil
                const char* fmt, ...) __attribute__((format(printf, 5, 6)));
 
 #define TUTTI_LOG_ENABLED(lvl) \
-  ((tutti_log_level_v < 0 ? (tutti_log_init(), 0) : 0), tutti_log_level_v >= (lvl))
+  ((tutti_log_level_v < 0 ? (tutti_log_init(), 0) : 0), tutti_log_level_v >= (int)(lvl))
 
 #define WARN(...) tutti_log(TUTTI_LOG_WARN, TUTTI_ALL, __FILE__, __LINE__, __VA_ARGS__)
 #define INFO(subsys, ...)                                                   \
@@ -68,6 +68,10 @@ void tutti_log(enum tutti_log_level level, unsigned long subsys, const char* fil
       tutti_log(TUTTI_LOG_TRACE, (subsys), __FILE__, __LINE__, __VA_ARGS__); \
     }                                                                        \
   } while (0)
+
+/* Whether a line of `level` about `subsys` would be printed: for callers
+ * that must work to compose it. */
+int tutti_log_wants(enum tutti_log_level level, unsigned long subsys);
 
 /* The short host name (up to the first dot), as in every line's prefix. */
 const char* tutti_hostname(void);

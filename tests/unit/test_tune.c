@@ -1,0 +1,213 @@
+/* Tune: the NCCL_ALGO and NCCL_PROTO parsers, the plan and its reason for
+ * host and device calls, and NCCL_DEBUG_SUBSYS=TUNING printing each
+ * distinct call shape once. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "tune/tune.h"
+
+static struct tutti_coll_args args(enum tutti_coll coll, size_t bytes, int nranks) {
+  struct tutti_coll_args a;
+  memset(&a, 0, sizeof a);
+  a.coll = coll;
+  a.count = bytes / 4;
+  a.elem_size = 4;
+  a.nranks = nranks;
+  a.nhosts = 1;
+  a.max_local = nranks;
+  return a;
+}
+
+static void test_parsers(void) {
+  const struct {
+    const char* spec;
+    int mask;
+  } protos[] = {{NULL, TUTTI_PROTO_ALL},
+                {"", TUTTI_PROTO_ALL},
+                {"LL", TUTTI_PROTO_LL},
+                {"ll128", TUTTI_PROTO_LL128},
+                {"^LL", TUTTI_PROTO_SIMPLE | TUTTI_PROTO_LL128},
+                {"Simple,LL128", TUTTI_PROTO_SIMPLE | TUTTI_PROTO_LL128},
+                {"^LL,Simple,LL128", TUTTI_PROTO_ALL}, /* nothing left: as if unset */
+                {"bogus", TUTTI_PROTO_ALL}};
+  for (size_t i = 0; i < sizeof protos / sizeof protos[0]; i++) {
+    int m = tutti_tune_parse_proto(protos[i].spec);
+    CHECK(m == protos[i].mask, "NCCL_PROTO=\"%s\": mask %d, expected %d",
+          protos[i].spec ? protos[i].spec : "(unset)", m, protos[i].mask);
+  }
+  unsigned allowed[TUTTI_COLL_COUNT];
+  tutti_tune_parse_algo("Ring", allowed);
+  CHECK(allowed[TUTTI_COLL_ALLREDUCE] == 1u << TUTTI_ALGO_RING, "NCCL_ALGO=Ring: ring only");
+  tutti_tune_parse_algo("allreduce:direct;broadcast:^ring", allowed);
+  CHECK(allowed[TUTTI_COLL_ALLREDUCE] == 1u << TUTTI_ALGO_DIRECT, "per collective: allreduce");
+  CHECK(!(allowed[TUTTI_COLL_BROADCAST] & (1u << TUTTI_ALGO_RING)) &&
+            (allowed[TUTTI_COLL_BROADCAST] & (1u << TUTTI_ALGO_DIRECT)),
+        "per collective: broadcast without the ring");
+  CHECK(allowed[TUTTI_COLL_ALLGATHER] == (1u << TUTTI_ALGO_COUNT) - 1, "others untouched");
+}
+
+static void test_plans(void) {
+  struct tutti_plan p;
+  struct tutti_coll_args a = args(TUTTI_COLL_ALLREDUCE, 64, 4);
+  a.board_bytes = 64 * 1024;
+  tutti_tune_plan(&a, &p);
+  CHECK(p.algo == TUTTI_ALGO_BOARD && strstr(p.why, "board") != NULL,
+        "64 B allreduce on one host's board: %s (%s)", tutti_algo_get(p.algo)->name, p.why);
+  a = args(TUTTI_COLL_ALLREDUCE, 64 << 20, 4);
+  tutti_tune_plan(&a, &p);
+  CHECK(p.algo == TUTTI_ALGO_RING && strstr(p.why, "ring") != NULL, "64 MB allreduce: %s (%s)",
+        tutti_algo_get(p.algo)->name, p.why);
+  a.nhosts = 2;
+  a.max_local = 2;
+  tutti_tune_plan(&a, &p);
+  CHECK(p.algo == TUTTI_ALGO_HIER && strstr(p.why, "hier") != NULL,
+        "64 MB allreduce, 2 hosts of 2 ranks: %s (%s)", tutti_algo_get(p.algo)->name, p.why);
+  a = args(TUTTI_COLL_ALLREDUCE, 64 << 20, 2);
+  a.device = 1;
+  tutti_tune_plan(&a, &p);
+  CHECK(p.algo == TUTTI_ALGO_RING && strstr(p.why, "schedule") != NULL, "device allreduce: %s (%s)",
+        tutti_algo_get(p.algo)->name, p.why);
+  a = args(TUTTI_COLL_ALLTOALL, 64 << 20, 4);
+  tutti_tune_plan(&a, &p);
+  CHECK(p.algo == TUTTI_ALGO_DIRECT && p.why != NULL && p.why[0] != '\0',
+        "all-to-all has no ring: %s (%s)", tutti_algo_get(p.algo)->name, p.why);
+}
+
+/* Device launches: the path and protocol for what the communicator offers
+ * (two GPUs mapping each other, LL128 inboxes off, copy-engine slots). */
+static void test_device_paths(void) {
+  const struct tutti_dev_caps base = {.nops = 1,
+                                      .known = 1,
+                                      .max_ranks = 8,
+                                      .direct_lanes = 1,
+                                      .ll128_lanes = 0,
+                                      .ce_slots = 1,
+                                      .one_process = 0,
+                                      .premulsum = 0,
+                                      .capturing = 0,
+                                      .net = 0};
+  const struct {
+    enum tutti_coll coll;
+    size_t bytes;
+    int nranks, nops, one_process, premulsum, capturing;
+    int path, proto;
+  } cases[] = {
+      {TUTTI_COLL_ALLREDUCE, 8, 2, 1, 0, 0, 0, TUTTI_PATH_DIRECT_KERNEL, TUTTI_PROTO_LL},
+      {TUTTI_COLL_ALLREDUCE, 1 << 20, 2, 1, 0, 0, 0, TUTTI_PATH_DIRECT_KERNEL, TUTTI_PROTO_LL},
+      {TUTTI_COLL_ALLREDUCE, 8 << 20, 2, 1, 0, 0, 0, TUTTI_PATH_DIRECT_KERNEL, TUTTI_PROTO_SIMPLE},
+      {TUTTI_COLL_ALLREDUCE, 32 << 20, 2, 1, 0, 0, 0, TUTTI_PATH_SCHEDULE, -1},
+      {TUTTI_COLL_ALLREDUCE, 64 << 20, 2, 1, 1, 0, 0, TUTTI_PATH_COPY_ENGINES, TUTTI_PROTO_SIMPLE},
+      {TUTTI_COLL_ALLREDUCE, 64 << 20, 2, 1, 1, 0, 1, TUTTI_PATH_SCHEDULE, -1},
+      {TUTTI_COLL_ALLREDUCE, 64 << 20, 2, 1, 1, 1, 0, TUTTI_PATH_SCHEDULE, -1},
+      {TUTTI_COLL_REDUCESCATTER, 32 << 20, 2, 1, 0, 0, 0, TUTTI_PATH_COPY_ENGINES, -1},
+      {TUTTI_COLL_REDUCESCATTER, 16 << 20, 2, 1, 0, 0, 0, TUTTI_PATH_DIRECT_KERNEL, -1},
+      {TUTTI_COLL_BROADCAST, 4 << 20, 2, 1, 0, 0, 0, TUTTI_PATH_DIRECT_KERNEL, -1},
+      {TUTTI_COLL_BROADCAST, 8 << 20, 2, 1, 0, 0, 0, TUTTI_PATH_SCHEDULE, -1},
+      {TUTTI_COLL_ALLREDUCE, 1 << 20, 4, 1, 0, 0, 0, TUTTI_PATH_DIRECT_KERNEL, TUTTI_PROTO_LL},
+      {TUTTI_COLL_ALLREDUCE, 2 << 20, 4, 1, 0, 0, 0, TUTTI_PATH_SCHEDULE, -1},
+      {TUTTI_COLL_ALLREDUCE, 64 << 20, 4, 1, 1, 0, 0, TUTTI_PATH_SCHEDULE, -1},
+      {TUTTI_COLL_ALLREDUCE, 8, 16, 1, 0, 0, 0, TUTTI_PATH_SCHEDULE, -1},
+      {TUTTI_COLL_ALLREDUCE, 8, 2, 2, 0, 0, 0, TUTTI_PATH_SCHEDULE, -1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    struct tutti_coll_args a = args(cases[i].coll, cases[i].bytes, cases[i].nranks);
+    a.device = 1;
+    struct tutti_dev_caps c = base;
+    c.nops = cases[i].nops;
+    c.one_process = cases[i].one_process;
+    c.premulsum = cases[i].premulsum;
+    c.capturing = cases[i].capturing;
+    struct tutti_dev_plan p;
+    tutti_tune_device(&a, TUTTI_ALGO_RING, &c, &p);
+    CHECK(p.path == cases[i].path && (cases[i].proto < 0 || p.proto == cases[i].proto),
+          "device %s of %zu bytes, %d ranks, %d ops: path %d proto %d (%s), expected %d / %d",
+          tutti_coll_name(cases[i].coll), cases[i].bytes, cases[i].nranks, cases[i].nops, p.path,
+          p.proto, p.why, cases[i].path, cases[i].proto);
+  }
+  struct tutti_coll_args a = args(TUTTI_COLL_ALLREDUCE, 4096, 4);
+  CHECK(tutti_tune_device_ll(&a, 0) && !tutti_tune_device_ll(&a, 1),
+        "schedules' kernel: LL at 4 KB, not through a network proxy");
+  a = args(TUTTI_COLL_ALLREDUCE, 16384, 4);
+  CHECK(!tutti_tune_device_ll(&a, 0), "schedules' kernel: simple at 16 KB");
+  CHECK(tutti_tune_device_channels(&a) == 1, "one channel for 16 KB");
+  a = args(TUTTI_COLL_ALLREDUCE, 1 << 20, 4);
+  CHECK(tutti_tune_device_channels(&a) == 16, "16 channels wished for 1 MB");
+  CHECK(!tutti_tune_device_wants_ll128(), "no LL128 inboxes by default");
+}
+
+static void test_first_sight(void) {
+  struct tutti_coll_args a = args(TUTTI_COLL_ALLGATHER, 1000, 3);
+  uint64_t s = tutti_tune_shape(&a, TUTTI_PATH_SCHEDULE);
+  CHECK(tutti_tune_first_sight(s) == 1 && tutti_tune_first_sight(s) == 0, "a shape is new once");
+  a.count++;
+  CHECK(tutti_tune_shape(&a, TUTTI_PATH_SCHEDULE) != s, "another size, another shape");
+  struct tutti_coll_args b = args(TUTTI_COLL_ALLGATHER, 1000, 3);
+  CHECK(tutti_tune_shape(&b, TUTTI_PATH_DIRECT_KERNEL) != s, "another path, another shape");
+}
+
+/* A child with TUNING on plans one shape five times and another once: two
+ * lines. Logging reads its variables once per process, so this runs before
+ * anything in this process logs. */
+static void test_tuning_lines(void) {
+  char path[] = "/tmp/tutti-tune-XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0, "temporary file");
+  close(fd);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("NCCL_DEBUG", "INFO", 1);
+    setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
+    setenv("NCCL_DEBUG_FILE", path, 1);
+    struct tutti_plan p;
+    struct tutti_coll_args a = args(TUTTI_COLL_REDUCESCATTER, 12345 * 4, 5);
+    for (int i = 0; i < 5; i++) {
+      tutti_tune_plan(&a, &p);
+    }
+    a.in_place = 1;
+    tutti_tune_plan(&a, &p);
+    /* A device launch: one line naming its path, however often it runs. */
+    struct tutti_coll_args d = args(TUTTI_COLL_ALLREDUCE, 4096, 2);
+    d.device = 1;
+    const struct tutti_dev_caps caps = {.nops = 1, .known = 1, .max_ranks = 8, .direct_lanes = 1};
+    struct tutti_dev_plan dp;
+    for (int i = 0; i < 3; i++) {
+      tutti_tune_device(&d, TUTTI_ALGO_RING, &caps, &dp);
+    }
+    _exit(0);
+  }
+  waitpid(pid, NULL, 0);
+  FILE* f = fopen(path, "r");
+  char line[512];
+  int lines = 0, placed = 0, device = 0;
+  while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+    device +=
+        strstr(line, "AllReduce of 4096 bytes, 2 ranks, device buffers: direct kernel, LL") != NULL;
+    if (strstr(line, "ReduceScatter of 49380 bytes") != NULL) {
+      lines++;
+      placed += strstr(line, "in place") != NULL;
+    }
+  }
+  if (f != NULL) {
+    fclose(f);
+  }
+  unlink(path);
+  CHECK(lines == 2 && placed == 1, "TUNING: one line per distinct shape (%d lines, %d in place)",
+        lines, placed);
+  CHECK(device == 1, "TUNING: one line for three launches of one device shape (%d)", device);
+}
+
+int main(void) {
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  test_tuning_lines(); /* first: the child must read the logging variables itself */
+  test_parsers();
+  test_plans();
+  test_device_paths();
+  test_first_sight();
+  return test_summary("tune");
+}
