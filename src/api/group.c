@@ -200,16 +200,17 @@ static ncclResult_t launch_device(struct queued_op* q, int n, int* cause) {
     if (!first) {
       continue;
     }
-    struct tutti_dev_op dops[32];
+    struct tutti_dev_op dops[TUTTI_DEV_MAX_OPS];
     int nd = 0;
     for (int j = i; j < n; j++) {
       if (!q[j].op->device || q[j].comm != comm) {
         continue;
       }
-      if (nd == 32) {
+      if (nd == TUTTI_DEV_MAX_OPS) {
         return tutti_error(ncclInvalidUsage,
-                           "a group holds more than 32 device operations of one communicator: "
-                           "split it into several groups");
+                           "a group holds more than %d device operations of one communicator: "
+                           "split it into several groups",
+                           TUTTI_DEV_MAX_OPS);
       }
       struct tutti_op* op = q[j].op;
       struct tutti_dev_op* d = &dops[nd++];

@@ -78,6 +78,14 @@ void tutti_comm_free(struct ncclComm* comm) {
   free(comm);
 }
 
+/* One rank's view of its connections, all-gathered at init. */
+struct conn_caps {
+  size_t slot_bytes;  /* its smallest slot (0: no connection) */
+  size_t queue_bytes; /* its smallest queue */
+  size_t can_read;    /* it can read every peer's host buffers (single copy) */
+  size_t board_bytes; /* the slot size of the host's board it maps, 0 none */
+};
+
 static ncclResult_t connect_ranks(struct ncclComm* comm) {
   struct tutti_transport_comm* tc = &comm->tc;
   const int n = comm->nranks;
@@ -143,47 +151,45 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
     local += comm->host_of[r] == comm->host_of[comm->rank];
   }
   tutti_wait_policy(er, local);
-  /* smallest slot, smallest queue, whether this rank can read every peer's
-   * buffers (single-copy collectives): all ranks on this host, joined by
-   * queues whose far end is the peer itself, and memory readable. */
-  size_t mine[4] = {0, 0, comm->nhosts == 1,
-                    comm->nhosts == 1 && tc->board.base != NULL ? tc->board.slot_bytes : 0};
+  /* What this rank's connections allow; the ranks agree on it (below). */
+  struct conn_caps mine = {0, 0, comm->nhosts == 1,
+                           comm->nhosts == 1 && tc->board.base != NULL ? tc->board.slot_bytes : 0};
   for (int r = 0; r < n; r++) {
     struct tutti_conn* cs[2] = {tc->send[r], tc->recv[r]};
     if (r != comm->rank && (cs[0] == NULL || cs[0]->ops->send_idle == NULL)) {
-      mine[2] = 0;
+      mine.can_read = 0;
     }
     for (int d = 0; d < 2; d++) {
-      if (cs[d] != NULL && (mine[0] == 0 || cs[d]->slot_bytes < mine[0])) {
-        mine[0] = cs[d]->slot_bytes;
+      if (cs[d] != NULL && (mine.slot_bytes == 0 || cs[d]->slot_bytes < mine.slot_bytes)) {
+        mine.slot_bytes = cs[d]->slot_bytes;
       }
-      if (cs[d] != NULL && (mine[1] == 0 || cs[d]->queue_bytes < mine[1])) {
-        mine[1] = cs[d]->queue_bytes;
+      if (cs[d] != NULL && (mine.queue_bytes == 0 || cs[d]->queue_bytes < mine.queue_bytes)) {
+        mine.queue_bytes = cs[d]->queue_bytes;
       }
     }
   }
-  /* Every rank must cut steps into the same pieces and rounds: agree on the smallest. */
-  mine[2] = mine[2] && tutti_cma_probe(tc);
-  size_t* all = calloc(4 * (size_t)n, sizeof *all);
+  mine.can_read = mine.can_read && tutti_cma_probe(tc);
+  struct conn_caps* all = calloc((size_t)n, sizeof *all);
   if (all == NULL) {
     return tutti_error(ncclSystemError, "out of host memory");
   }
-  memcpy(&all[4 * comm->rank], mine, sizeof mine);
-  ncclResult_t res = tutti_bootstrap_allgather(comm->boot, all, 4 * sizeof *all);
-  er->piece_bytes = mine[0];
-  er->queue_bytes = mine[1];
+  all[comm->rank] = mine;
+  ncclResult_t res = tutti_bootstrap_allgather(comm->boot, all, sizeof *all);
+  /* Every rank must cut steps into the same pieces and rounds: the smallest. */
+  er->piece_bytes = mine.slot_bytes;
+  er->queue_bytes = mine.queue_bytes;
   comm->can_pull = res == ncclSuccess;
   /* The board runs when every rank maps it, with the same slots. */
-  comm->board_bytes = res == ncclSuccess ? mine[3] : 0;
+  comm->board_bytes = res == ncclSuccess ? mine.board_bytes : 0;
   for (int r = 0; r < n && res == ncclSuccess; r++) {
-    if (all[4 * r] != 0 && all[4 * r] < er->piece_bytes) {
-      er->piece_bytes = all[4 * r];
+    if (all[r].slot_bytes != 0 && all[r].slot_bytes < er->piece_bytes) {
+      er->piece_bytes = all[r].slot_bytes;
     }
-    if (all[4 * r + 1] != 0 && all[4 * r + 1] < er->queue_bytes) {
-      er->queue_bytes = all[4 * r + 1];
+    if (all[r].queue_bytes != 0 && all[r].queue_bytes < er->queue_bytes) {
+      er->queue_bytes = all[r].queue_bytes;
     }
-    comm->can_pull = comm->can_pull && all[4 * r + 2] != 0;
-    comm->board_bytes = all[4 * r + 3] == comm->board_bytes ? comm->board_bytes : 0;
+    comm->can_pull = comm->can_pull && all[r].can_read != 0;
+    comm->board_bytes = all[r].board_bytes == comm->board_bytes ? comm->board_bytes : 0;
   }
   if (comm->board_bytes > 0) {
     er->board = tc->board;

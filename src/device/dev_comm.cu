@@ -313,9 +313,9 @@ static ncclResult_t publish(struct tutti_dev_comm* dc) {
   h->priv = dc->priv;
   int* dflags = NULL;
   cudaError_t e = cudaHostGetDevicePointer((void**)&dflags, dc->host_flags, 0);
-  h->abort_flag = dflags;
-  h->error = dflags + 1;
-  h->kstate = dflags + 3;
+  h->abort_flag = dflags + TD_FLAG_ABORT;
+  h->error = dflags + TD_FLAG_STOP;
+  h->kstate = dflags + TD_FLAG_STARTED;
   memcpy(h->base, dc->base, (size_t)dc->nranks * sizeof(char*));
   if (e == cudaSuccess) {
     e = cudaMalloc((void**)&dc->d_comm, bytes);
@@ -418,36 +418,42 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
 
 extern "C" void tutti_dev_comm_abort(struct tutti_dev_comm* dc) {
   if (dc != NULL) {
-    __atomic_store_n(&dc->host_flags[0], 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&dc->host_flags[TD_FLAG_ABORT], 1, __ATOMIC_SEQ_CST);
   }
 }
 
 extern "C" ncclResult_t tutti_dev_comm_error(struct tutti_dev_comm* dc) {
-  int e = dc == NULL ? 0 : __atomic_load_n(&dc->host_flags[1], __ATOMIC_SEQ_CST);
+  int e = dc == NULL ? 0 : __atomic_load_n(&dc->host_flags[TD_FLAG_STOP], __ATOMIC_SEQ_CST);
   switch (e) {
-    case 0:
+    case TD_STOP_NONE:
       return ncclSuccess;
-    case 1:
+    case TD_STOP_ABORT:
       return tutti_error(ncclInvalidUsage, "a device collective was stopped by ncclCommAbort");
-    case 4:
+    case TD_STOP_NO_TICKET:
+      return tutti_error(ncclInternalError,
+                         "a device collective on rank %d found a lane without its queue ticket: "
+                         "a tutti bug; please report it with NCCL_DEBUG=INFO output",
+                         dc->rank);
+    case TD_STOP_PEER_EXITED:
       return tutti_error(ncclRemoteError,
                          "rank %d (pid %d) exited while a device collective of rank %d waited for "
                          "it: the communicator is unusable; destroy it (or shrink it without "
                          "that rank)",
-                         dc->host_flags[2], (int)dc->pids[dc->host_flags[2]], dc->rank);
-    case 5:
+                         dc->host_flags[TD_FLAG_RANK], (int)dc->pids[dc->host_flags[TD_FLAG_RANK]],
+                         dc->rank);
+    case TD_STOP_NET:
       return td_net_error(dc);
-    case 7:
+    case TD_STOP_MISMATCH:
       return tutti_error(ncclInvalidUsage, "%s", dc->scan_why);
-    case 6: {
+    case TD_STOP_PEER_FAILED: {
       /* A peer's communicator failed first: its cause, word for word. */
-      const struct tutti_doorbell* b = dc->bells[dc->host_flags[2]];
+      const struct tutti_doorbell* b = dc->bells[dc->host_flags[TD_FLAG_RANK]];
       char why[sizeof b->failed_why + 1];
       memcpy(why, b->failed_why, sizeof b->failed_why);
       why[sizeof b->failed_why] = '\0';
       return tutti_error((ncclResult_t)__atomic_load_n(&b->failed, __ATOMIC_ACQUIRE), "%s", why);
     }
-    case 2:
+    case TD_STOP_TIMEOUT:
       return tutti_error(ncclRemoteError,
                          "a device collective on rank %d waited more than %.0f s (TUTTI_TIMEOUT) "
                          "for a peer: a rank stopped, or the ranks called different collectives",
@@ -471,10 +477,10 @@ extern "C" void tutti_dev_comm_destroy(struct tutti_dev_comm* dc) {
   td_dev_enter(&g, dc->dev);
   /* Only this communicator's launches, bounded: a device-wide wait would
    * also wait for other work of the GPU, which may never finish. */
-  const int aborted = __atomic_load_n(&dc->host_flags[0], __ATOMIC_SEQ_CST);
+  const int aborted = __atomic_load_n(&dc->host_flags[TD_FLAG_ABORT], __ATOMIC_SEQ_CST);
   int quiet = td_order_quiesce(dc, dc->timeout_s + 5);
   if (!quiet) {
-    __atomic_store_n(&dc->host_flags[0], 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&dc->host_flags[TD_FLAG_ABORT], 1, __ATOMIC_SEQ_CST);
     quiet = td_order_quiesce(dc, 5);
   }
   if (quiet && !aborted) {

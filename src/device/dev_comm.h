@@ -33,8 +33,7 @@ struct tutti_dev_comm {
   char** base;                  /* [nranks]: every region as mapped here */
   struct td_region* mapped;     /* [nranks]: peer processes' regions mapped here */
   struct td_devcomm* d_comm;
-  int* host_flags; /* pinned, mapped: [0] abort, [1] error, [2] the rank lost
-                      (or failed), [3] kernels started, [4] kernels finished */
+  int* host_flags; /* pinned, mapped: [TD_FLAG_*] (work.h) */
   int32_t* pids;   /* [nranks]: peers' processes on this host (0: elsewhere) */
   struct tutti_doorbell* const*
       bells; /* [nranks]: peers' doorbells (stand-ins for network peers) */

@@ -62,6 +62,10 @@ ncclResult_t tutti_dev_comm_error(struct tutti_dev_comm* dc);
 ncclResult_t tutti_dev_comm_wait(struct tutti_dev_comm* dc);
 
 /* One operation for the device executor. */
+/* The most device operations of one communicator a group may hold: they
+ * run as one launch. */
+#define TUTTI_DEV_MAX_OPS 32
+
 struct tutti_dev_op {
   const struct tutti_schedule* sched;
   const struct tutti_coll_args* args;

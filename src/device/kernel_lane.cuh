@@ -33,7 +33,7 @@ __device__ int td_take_turn(const td_block& b, int conn, uint8_t* held, uint64_t
     }
     return k;
   }
-  *b.dc->error = 3; /* the launcher gave no ticket: a bug */
+  *b.dc->error = TD_STOP_NO_TICKET;
   return -1;
 }
 

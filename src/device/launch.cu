@@ -274,14 +274,14 @@ static ncclResult_t check_queues(const struct tutti_dev_comm* dc, const struct t
 static ncclResult_t launch_schedules(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops,
                                      int nops) {
   struct td_counts c = {nops, 0, 0, 0, 0};
-  int nch_stack[32];
-  int* nch = nops <= 32 ? nch_stack : NULL;
+  int nch_stack[TUTTI_DEV_MAX_OPS];
+  int* nch = nops <= TUTTI_DEV_MAX_OPS ? nch_stack : NULL;
   size_t scratch = 0;
   if (nch == NULL) {
     return tutti_error(ncclInvalidUsage,
-                       "a group of %d device operations on one communicator: at most 32 run in "
+                       "a group of %d device operations on one communicator: at most %d run in "
                        "one launch",
-                       nops);
+                       nops, TUTTI_DEV_MAX_OPS);
   }
   /* A group larger than one launch holds runs every operation on fewer
    * channels, scaled from a bound of lanes that every rank computes alike. */

@@ -30,9 +30,9 @@ static void raise_error(struct tutti_dev_comm* dc, struct td_link* k) {
     return;
   }
   nt->raised = 1;
-  dc->host_flags[2] = k->peer;
-  __atomic_store_n(&dc->host_flags[1], 5, __ATOMIC_SEQ_CST);
-  __atomic_store_n(&dc->host_flags[0], 1, __ATOMIC_SEQ_CST);
+  dc->host_flags[TD_FLAG_RANK] = k->peer;
+  __atomic_store_n(&dc->host_flags[TD_FLAG_STOP], TD_STOP_NET, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&dc->host_flags[TD_FLAG_ABORT], 1, __ATOMIC_SEQ_CST);
   WARN("rank %d: the connection to rank %d (host %s) broke while a device collective used it: %s",
        dc->rank, k->peer, k->hostname,
        k->broken >= 1000 ? "malformed data"
@@ -238,7 +238,7 @@ static void* proxy_main(void* arg) {
         moved |= pump_send(dc, k);
       }
     }
-    const int busy = f[3] != f[4];
+    const int busy = f[TD_FLAG_STARTED] != f[TD_FLAG_FINISHED];
     for (int i = 0; busy && i < nt->nlinks; i++) {
       if (nt->links[i].broken && !nt->links[i].departed) {
         raise_error(dc, &nt->links[i]);
@@ -263,7 +263,7 @@ static void* proxy_main(void* arg) {
       /* Forward what peers are still owed (bounded), then say goodbye. */
       stop_at = stop_at == 0 ? now : stop_at;
       int any = 0;
-      for (int i = 0; i < nt->nlinks && !f[0]; i++) {
+      for (int i = 0; i < nt->nlinks && !f[TD_FLAG_ABORT]; i++) {
         any |= owed(dc, &nt->links[i]);
       }
       if (!any || now - stop_at > 2.0) {
@@ -323,7 +323,7 @@ void td_net_free(struct tutti_dev_comm* dc) {
 }
 
 ncclResult_t td_net_error(struct tutti_dev_comm* dc) {
-  const int p = dc->host_flags[2];
+  const int p = dc->host_flags[TD_FLAG_RANK];
   const char* host = "?";
   for (int i = 0; dc->netp != NULL && i < dc->netp->nlinks; i++) {
     if (dc->netp->links[i].peer == p) {

@@ -117,7 +117,7 @@ static int poll_until(struct tutti_dev_comm* dc, double limit, int abortable, F 
     if (r != 0) {
       return r;
     }
-    if ((abortable && __atomic_load_n(&dc->host_flags[0], __ATOMIC_SEQ_CST)) ||
+    if ((abortable && __atomic_load_n(&dc->host_flags[TD_FLAG_ABORT], __ATOMIC_SEQ_CST)) ||
         now_s() - t0 > limit) {
       return 0;
     }
@@ -170,7 +170,7 @@ int td_order_quiesce(struct tutti_dev_comm* dc, double limit) {
    * stopped blocks count nothing more. */
   const int ok = poll_until(dc, limit, 0, [&]() {
     const int ev_done = !dc->ord_set || cudaEventQuery(dc->ord_ev) != cudaErrorNotReady;
-    return ev_done && (f[3] == f[4] || f[1] != 0);
+    return ev_done && (f[TD_FLAG_STARTED] == f[TD_FLAG_FINISHED] || f[TD_FLAG_STOP] != 0);
   });
   cudaThreadExchangeStreamCaptureMode(&mode);
   (void)cudaGetLastError();

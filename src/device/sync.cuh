@@ -34,7 +34,7 @@ __device__ __forceinline__ int td_wait_ok(td_devcomm* dc, uint64_t* start) {
   if (*dc->abort_flag) {
     __threadfence_system(); /* read the reason after the flag, as it was written before it */
     if (*err == 0) {
-      *err = 1;
+      *err = TD_STOP_ABORT;
     }
     return 0;
   }
@@ -42,7 +42,7 @@ __device__ __forceinline__ int td_wait_ok(td_devcomm* dc, uint64_t* start) {
   if (*start == 0) {
     *start = now;
   } else if (now - *start > dc->timeout_ns) {
-    *err = 2;
+    *err = TD_STOP_TIMEOUT;
     __threadfence_system();
     *dc->abort_flag = 1;
     return 0;

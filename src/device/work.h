@@ -22,6 +22,29 @@
  * carrying 8 bytes of data and the slot's flag twice, written by one store;
  * the receiver polls the lines themselves, so no fence and no tail. */
 #define TD_SOLE 1 /* td_work.flags */
+
+/* A communicator's flags, in pinned host memory mapped to the device
+ * (tutti_dev_comm.host_flags[TD_FLAG_*]; the kernels see abort_flag, error
+ * and kstate in the same memory). */
+enum {
+  TD_FLAG_ABORT = 0,   /* non-zero: every wait ends (ncclCommAbort, a stop below) */
+  TD_FLAG_STOP = 1,    /* why device work stopped: enum td_stop */
+  TD_FLAG_RANK = 2,    /* the rank a stop names (lost, failed) */
+  TD_FLAG_STARTED = 3, /* kernels started */
+  TD_FLAG_FINISHED = 4 /* kernels finished */
+};
+
+/* Why a communicator's device work stopped (host_flags[TD_FLAG_STOP]). */
+enum td_stop {
+  TD_STOP_NONE = 0,
+  TD_STOP_ABORT = 1,       /* ncclCommAbort */
+  TD_STOP_TIMEOUT = 2,     /* a wait outlasted TUTTI_TIMEOUT */
+  TD_STOP_NO_TICKET = 3,   /* the launcher gave a lane no queue ticket: a bug */
+  TD_STOP_PEER_EXITED = 4, /* the process of rank TD_FLAG_RANK exited */
+  TD_STOP_NET = 5,         /* the network proxy's connection to TD_FLAG_RANK broke */
+  TD_STOP_PEER_FAILED = 6, /* rank TD_FLAG_RANK's communicator failed first */
+  TD_STOP_MISMATCH = 7     /* the late comparison of calls found a difference */
+};
 #define TD_LL_LINES 512
 #define TD_LL_PAYLOAD (TD_LL_LINES * 8)            /* data bytes per LL slot */
 #define TD_LL_CHUNK (TD_LL_PAYLOAD * TD_SLOTS / 2) /* an LL round: half the LL queue */
