@@ -9,6 +9,7 @@
 #include "api/comm.h"
 #include "api/group.h"
 #include "bootstrap/bootstrap.h"
+#include "tune/tune.h"
 #include "transport/cma.h"
 #include "topo/topo.h"
 #include "util/check.h"
@@ -214,6 +215,7 @@ ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUnique
   tutti_log_init();
   /* A mistyped variable is refused here, not silently replaced by its default. */
   NCCLCHECKGOTO(tutti_param_validate(), res, fail);
+  NCCLCHECKGOTO(tutti_tune_check(), res, fail);
   comm->rank = rank;
   comm->nranks = nranks;
   if (comm->cuda_dev == -2) {

@@ -22,7 +22,7 @@
 static TUTTI_PARAM(shm_disable, "NCCL_SHM_DISABLE", 0);
 /* Data bytes of one board slot (struct tutti_board): the largest
  * contribution a board allreduce carries (tune picks it below
- * TUTTI_BOARD_MAX_BYTES, at most this) and a board all-gather's round.
+ * the table's 64 KB, at most this) and a board all-gather's round.
  * 0: no board. */
 static TUTTI_PARAM(board_bytes, "TUTTI_BOARD_BYTES", 1 << 20);
 

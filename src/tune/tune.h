@@ -3,6 +3,7 @@
 #define TUTTI_TUNE_TUNE_H
 
 #include "algo/algo.h"
+#include "nccl.h"
 
 #include <stdint.h>
 
@@ -19,6 +20,32 @@ struct tutti_plan {
  * Never fails. With NCCL_DEBUG_SUBSYS=TUNING the plan and its reason are
  * printed once per distinct call shape. */
 void tutti_tune_plan(const struct tutti_coll_args* a, struct tutti_plan* plan);
+
+/* table.c: the schedule table and TUTTI_TUNE, the one string that
+ * overrides it: "coll[,coll]:lo-hi:@algorithm[#lo-hi:@algorithm]...;..."
+ * with sizes in bytes of the call's buffer (count x element size; k, m, g,
+ * inf), e.g. "allreduce:0-64k:@board#64k-inf:@ring;allgather:0-inf:@pull".
+ * A range it names takes that algorithm wherever it can run. */
+struct tutti_tune_rule {
+  unsigned colls; /* a bit per enum tutti_coll */
+  size_t lo, hi;
+  enum tutti_algo_id algo;
+};
+/* Parses a TUTTI_TUNE value into at most `max` rules: how many, or -1 with
+ * what is wrong in `err` (exposed for tests). */
+int tutti_tune_parse_override(const char* spec, struct tutti_tune_rule* rules, int max, char* err,
+                              size_t errlen);
+/* ncclInvalidArgument naming TUTTI_TUNE's mistake, at communicator creation. */
+ncclResult_t tutti_tune_check(void);
+/* The first row (TUTTI_TUNE's, then the defaults) that matches `a` and
+ * whose algorithm is in `allowed` and can run here; TUTTI_ALGO_COUNT when
+ * none. *why: the row's sentence. */
+enum tutti_algo_id tutti_tune_table(const struct tutti_coll_args* a, unsigned allowed,
+                                    const char** why);
+/* Whether `algo` can run `a` here at all. */
+int tutti_tune_table_can_run(const struct tutti_coll_args* a, enum tutti_algo_id algo);
+/* The hierarchical allreduce's exchange among hosts, from the table. */
+int tutti_tune_table_inter(const struct tutti_coll_args* a);
 
 /* The hierarchical allreduce's exchange among hosts (coll_args.inter_algo). */
 int tutti_tune_inter(const struct tutti_coll_args* a);

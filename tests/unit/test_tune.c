@@ -1,6 +1,6 @@
 /* Tune: the NCCL_ALGO and NCCL_PROTO parsers, the plan and its reason for
- * host and device calls, and NCCL_DEBUG_SUBSYS=TUNING printing each
- * distinct call shape once. */
+ * host and device calls, TUTTI_TUNE's ranges, and NCCL_DEBUG_SUBSYS=TUNING
+ * printing each distinct call shape once. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +9,7 @@
 
 #include "harness.h"
 #include "tune/tune.h"
+#include "util/check.h"
 
 static struct tutti_coll_args args(enum tutti_coll coll, size_t bytes, int nranks) {
   struct tutti_coll_args a;
@@ -139,6 +140,68 @@ static void test_device_paths(void) {
   CHECK(!tutti_tune_device_wants_ll128(), "no LL128 inboxes by default");
 }
 
+static void test_override_parse(void) {
+  struct tutti_tune_rule r[8];
+  char err[256];
+  int n = tutti_tune_parse_override(
+      "allreduce:0-64k:@board#64k-inf:@Ring;allgather,broadcast:1m-"
+      "inf:@pull;all:0-0:@direct",
+      r, 8, err, sizeof err);
+  CHECK(n == 4, "four ranges: %d (%s)", n, err);
+  CHECK(n == 4 && r[0].colls == 1u << TUTTI_COLL_ALLREDUCE && r[0].lo == 0 &&
+            r[0].hi == 64 * 1024 && r[0].algo == TUTTI_ALGO_BOARD,
+        "allreduce 0-64k board");
+  CHECK(n == 4 && r[1].lo == 64 * 1024 && r[1].hi == SIZE_MAX && r[1].algo == TUTTI_ALGO_RING,
+        "64k-inf ring (names are case-insensitive)");
+  CHECK(n == 4 && r[2].colls == ((1u << TUTTI_COLL_ALLGATHER) | (1u << TUTTI_COLL_BROADCAST)) &&
+            r[2].lo == 1 << 20 && r[2].algo == TUTTI_ALGO_PULL,
+        "two collectives, 1m-inf pull");
+  CHECK(n == 4 && r[3].colls == ~0u && r[3].algo == TUTTI_ALGO_DIRECT, "all: every collective");
+  const char* bad[] = {"allreduce:0-64k:@bogus", "nope:0-1k:@ring",      "allreduce:64k-1k:@ring",
+                       "allreduce:0-64k",        "allreduce:1x-2:@ring", "allreduce"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    err[0] = '\0';
+    CHECK(tutti_tune_parse_override(bad[i], r, 8, err, sizeof err) < 0 && err[0] != '\0',
+          "\"%s\" refused: %s", bad[i], err);
+  }
+  setenv("TUTTI_TUNE", "allreduce:0-64k:@bogus", 1);
+  CHECK(tutti_tune_check() == ncclInvalidArgument && strstr(tutti_last_error(), "TUTTI_TUNE") &&
+            strstr(tutti_last_error(), "bogus"),
+        "a bad TUTTI_TUNE fails the init: %s", tutti_last_error());
+  unsetenv("TUTTI_TUNE");
+  CHECK(tutti_tune_check() == ncclSuccess, "no TUTTI_TUNE: fine");
+}
+
+/* TUTTI_TUNE is read once per process: a child applies one. */
+static void test_override_applied(void) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("TUTTI_TUNE", "allreduce:0-64k:@ring#64k-inf:@direct;reducescatter:0-inf:@pull", 1);
+    struct tutti_plan p;
+    struct tutti_coll_args a = args(TUTTI_COLL_ALLREDUCE, 64, 4);
+    a.board_bytes = 64 * 1024;
+    int bad = 0;
+    tutti_tune_plan(&a, &p);
+    bad += p.algo != TUTTI_ALGO_RING || strcmp(p.why, "TUTTI_TUNE") != 0;
+    a = args(TUTTI_COLL_ALLREDUCE, 1 << 20, 4);
+    tutti_tune_plan(&a, &p);
+    bad += p.algo != TUTTI_ALGO_DIRECT;
+    a = args(TUTTI_COLL_REDUCESCATTER, 1 << 20, 2);
+    a.can_pull = 1; /* between processes: not worth it by default, named here */
+    tutti_tune_plan(&a, &p);
+    bad += p.algo != TUTTI_ALGO_PULL;
+    a.can_pull = 0; /* cannot run: the default rows */
+    tutti_tune_plan(&a, &p);
+    bad += p.algo != TUTTI_ALGO_RING;
+    _exit(bad);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "TUTTI_TUNE's ranges applied (%d wrong)",
+        WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
 static void test_first_sight(void) {
   struct tutti_coll_args a = args(TUTTI_COLL_ALLGATHER, 1000, 3);
   uint64_t s = tutti_tune_shape(&a, TUTTI_PATH_SCHEDULE);
@@ -204,10 +267,14 @@ static void test_tuning_lines(void) {
 int main(void) {
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_PROTO");
-  test_tuning_lines(); /* first: the child must read the logging variables itself */
+  /* First: their children must read the variables themselves (read once
+   * per process, and a child inherits what its parent read). */
+  test_tuning_lines();
+  test_override_applied();
   test_parsers();
   test_plans();
   test_device_paths();
+  test_override_parse();
   test_first_sight();
   return test_summary("tune");
 }

@@ -1,0 +1,315 @@
+/* The schedule table: which algorithm runs a call, by collective, size and
+ * place, with where each default was measured written beside its row; and
+ * TUTTI_TUNE, the one string that overrides it.
+ *
+ * A call takes the first row that matches it (collective, conditions, size
+ * in the row's measure) and whose algorithm can run here and is allowed by
+ * NCCL_ALGO; the rows of TUTTI_TUNE come before the defaults. */
+#define _GNU_SOURCE /* sched_getaffinity */
+#include <ctype.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "tune/tune.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/param.h"
+
+/* Conditions a row may require (all of them). */
+enum {
+  W_ONE_HOST = 1 << 0,     /* every rank on one host */
+  W_HOSTS = 1 << 1,        /* several hosts */
+  W_OVERSUB = 1 << 2,      /* a host has more ranks than cores */
+  W_CORES = 1 << 3,        /* a core for every rank */
+  W_OUT_OF_PLACE = 1 << 4, /* the output is not the input */
+  W_LOCAL_MANY = 1 << 5,   /* some host has several ranks */
+  W_HOSTS_4 = 1 << 6,      /* four hosts or more */
+  W_HOST_BUFS = 1 << 7,    /* host buffers */
+  W_DEVICE_BUFS = 1 << 8,  /* device buffers */
+  W_FORCED = 1 << 9        /* a TUTTI_TUNE row: "worth it" rules do not apply */
+};
+
+/* What a row's size range is compared with. */
+enum measure {
+  M_BYTES,   /* count x element size: the buffer NCCL's count describes */
+  M_MESSAGE, /* the whole message: an all-gather's output, a reduce-scatter's input */
+  M_BUSIEST  /* what the busiest rank moves in a one-round algorithm */
+};
+
+struct row {
+  unsigned colls; /* a bit per enum tutti_coll; ~0u: every one */
+  unsigned when;
+  enum measure measure;
+  size_t lo, hi; /* lo <= size <= hi */
+  enum tutti_algo_id algo;
+  const char* why;
+};
+
+#define C(c) (1u << TUTTI_COLL_##c)
+#define ANY (~0u)
+#define KB ((size_t)1 << 10)
+#define MB ((size_t)1 << 20)
+#define INF SIZE_MAX
+
+/* Measured on this project's 2-core VM and 16-core hosts (bench/RESULTS.md,
+ * "CPU") unless said otherwise. */
+static const struct row defaults[] = {
+    /* 2-4 ranks: 8 B - 4 KB at or below Open MPI's time with 2 ranks, half
+     * of it with 4; the board's slot holds at most TUTTI_BOARD_BYTES. */
+    {C(ALLREDUCE), W_HOST_BUFS | W_ONE_HOST, M_BYTES, 0, 64 * KB, TUTTI_ALGO_BOARD,
+     "board: one host, up to 64 KB"},
+    /* 4 ranks on 2 cores: level with Pull at 1-4 MB, 1.9x faster at 16 MB,
+     * 1.3-1.6x faster than the queues below 1 MB. */
+    {C(ALLGATHER), W_HOST_BUFS | W_ONE_HOST | W_OVERSUB, M_MESSAGE, 0, INF, TUTTI_ALGO_BOARD,
+     "board: one host, ranks outnumber cores"},
+    /* A core per rank: Pull's reads were faster below (1 MB 105 us against
+     * 150-160), the board from 16 MB (3.2 ms against 3.8-3.9). */
+    {C(ALLGATHER), W_HOST_BUFS | W_ONE_HOST, M_MESSAGE, 16 * MB, INF, TUTTI_ALGO_BOARD,
+     "board: one host, from 16 MB of output"},
+    /* 4 ranks on 2 cores, in place: 1.3-1.9x faster than the chain and Pull
+     * from 256 KB, up to 3x slower below 64 KB (the chain waits only for
+     * the root). */
+    {C(BROADCAST), W_HOST_BUFS | W_ONE_HOST | W_OVERSUB, M_BYTES, 256 * KB, INF, TUTTI_ALGO_BOARD,
+     "board: one host, ranks outnumber cores, from 256 KB"},
+    /* A core per rank, out of place: 1.2-1.5x faster than Pull from 1 MB;
+     * in place Pull (whose root writes part of the outputs) was level. */
+    {C(BROADCAST), W_HOST_BUFS | W_ONE_HOST | W_CORES | W_OUT_OF_PLACE, M_BYTES, 1 * MB, INF,
+     TUTTI_ALGO_BOARD, "board: one host, out of place, from 1 MB"},
+    /* Below, the offer and its answer per peer cost more than the second
+     * copy saves (all-gather, 2 ranks: equal at 256 KB, 1.3x faster at
+     * 512 KB). Reductions between processes gain nothing: process_vm_readv
+     * copies the peer's bytes in before they are combined, the copy the
+     * queue makes too (1.1-1.5x slower than the ring at 1-4 MB). */
+    {ANY, W_HOST_BUFS | W_ONE_HOST | W_CORES, M_MESSAGE, 512 * KB, INF, TUTTI_ALGO_PULL,
+     "pull: one host, peers' buffers readable, from 512 KB of message"},
+    /* 4 ranks on 2 cores: every read needs the peer scheduled; slower than
+     * the ring up to 2-8 MB, faster from 8-32 MB. */
+    {ANY, W_HOST_BUFS | W_ONE_HOST | W_OVERSUB, M_MESSAGE, 8 * MB, INF, TUTTI_ALGO_PULL,
+     "pull: one host, ranks outnumber cores, from 8 MB of message"},
+    /* Latency-bound: one round instead of 2(N-1) steps. */
+    {ANY, W_HOST_BUFS, M_BUSIEST, 0, 256 * KB, TUTTI_ALGO_DIRECT,
+     "direct: the busiest rank moves at most 256 KB"},
+    /* Device schedules: a call that moves nothing (a point-to-point pair of
+     * 0 bytes) runs as one round. */
+    {ANY, W_DEVICE_BUFS, M_BUSIEST, 0, 0, TUTTI_ALGO_DIRECT, "direct schedule: nothing to move"},
+    /* Device schedules: the ring moves each byte over each link once and
+     * needs no scratch (a captured graph allocates nothing). */
+    {ANY, W_DEVICE_BUFS, M_BYTES, 0, INF, TUTTI_ALGO_RING,
+     "ring schedule: each byte over each link once, no scratch"},
+    /* Several hosts, several ranks on some host: one rank per host on the
+     * network. */
+    {C(ALLREDUCE), W_HOSTS | W_LOCAL_MANY, M_BYTES, 0, INF, TUTTI_ALGO_HIER,
+     "hier: several hosts, several ranks on some host"},
+    /* 2 log2 H steps instead of 2(H-1) (netns hosts, bench/RESULTS.md "TCP"). */
+    {C(ALLREDUCE), W_HOSTS | W_HOSTS_4, M_BYTES, 0, 1 * MB, TUTTI_ALGO_TREE,
+     "tree: from 4 hosts, up to 1 MB"},
+    {ANY, 0, M_BYTES, 0, INF, TUTTI_ALGO_RING,
+     "ring: bandwidth-bound, 2(N-1)/N of the data per rank"},
+};
+
+/* TUTTI_TUNE's rows, parsed once. */
+#define OVERRIDE_MAX 64
+static struct row overrides[OVERRIDE_MAX];
+static int noverrides;
+static pthread_once_t override_once = PTHREAD_ONCE_INIT;
+static int host_cpus;
+
+/* "64k", "1M", "0", "inf" -> bytes; -1 when malformed. */
+static int parse_size(const char* s, size_t* out) {
+  if (strcasecmp(s, "inf") == 0) {
+    *out = INF;
+    return 0;
+  }
+  char* end = NULL;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (end == s) {
+    return -1;
+  }
+  const char u = (char)tolower((unsigned char)*end);
+  const int shift = u == 'k' ? 10 : u == 'm' ? 20 : u == 'g' ? 30 : 0;
+  end += shift != 0;
+  if (*end == 'b' || *end == 'B') {
+    end++;
+  }
+  if (*end != '\0' || (shift > 0 && v > (SIZE_MAX >> shift))) {
+    return -1;
+  }
+  *out = (size_t)v << shift;
+  return 0;
+}
+
+int tutti_tune_parse_override(const char* spec, struct tutti_tune_rule* rules, int max, char* err,
+                              size_t errlen) {
+  int n = 0;
+  err[0] = '\0';
+  if (spec == NULL || *spec == '\0') {
+    return 0;
+  }
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s", spec);
+  char* s1 = NULL;
+  for (char* rule = strtok_r(buf, ";", &s1); rule != NULL; rule = strtok_r(NULL, ";", &s1)) {
+    char* colon = strchr(rule, ':');
+    if (colon == NULL) {
+      snprintf(err, errlen, "\"%s\" names no collective (collective:range:@algorithm)", rule);
+      return -1;
+    }
+    *colon = '\0';
+    unsigned colls = 0;
+    char* s2 = NULL;
+    for (char* c = strtok_r(rule, ",", &s2); c != NULL; c = strtok_r(NULL, ",", &s2)) {
+      int found = strcasecmp(c, "all") == 0;
+      colls |= found ? ANY : 0;
+      for (int k = 0; k < TUTTI_COLL_COUNT && !found; k++) {
+        if (strcasecmp(c, tutti_coll_name((enum tutti_coll)k)) == 0) {
+          colls |= 1u << k;
+          found = 1;
+        }
+      }
+      if (!found) {
+        snprintf(err, errlen, "\"%s\" is not a collective (allreduce, allgather, ... or all)", c);
+        return -1;
+      }
+    }
+    char* s3 = NULL;
+    for (char* r = strtok_r(colon + 1, "#", &s3); r != NULL; r = strtok_r(NULL, "#", &s3)) {
+      char* at = strstr(r, ":@");
+      char* dash = strchr(r, '-');
+      if (at == NULL || dash == NULL || dash > at) {
+        snprintf(err, errlen, "\"%s\" is not lo-hi:@algorithm", r);
+        return -1;
+      }
+      *at = '\0';
+      *dash = '\0';
+      struct tutti_tune_rule x = {colls, 0, 0, TUTTI_ALGO_COUNT};
+      if (parse_size(r, &x.lo) != 0 || parse_size(dash + 1, &x.hi) != 0 || x.lo > x.hi) {
+        snprintf(err, errlen, "\"%s-%s\" is not a size range (e.g. 0-64k, 1m-inf)", r, dash + 1);
+        return -1;
+      }
+      for (int id = 0; id < TUTTI_ALGO_COUNT; id++) {
+        if (strcasecmp(at + 2, tutti_algo_get((enum tutti_algo_id)id)->name) == 0) {
+          x.algo = (enum tutti_algo_id)id;
+        }
+      }
+      if (x.algo == TUTTI_ALGO_COUNT) {
+        snprintf(err, errlen, "\"%s\" is not an algorithm (ring, direct, hier, tree, pull, board)",
+                 at + 2);
+        return -1;
+      }
+      if (n == max) {
+        snprintf(err, errlen, "more than %d ranges", max);
+        return -1;
+      }
+      rules[n++] = x;
+    }
+  }
+  return n;
+}
+
+static void load(void) {
+  cpu_set_t set;
+  host_cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  struct tutti_tune_rule rules[OVERRIDE_MAX];
+  char err[256];
+  const char* spec = tutti_getenv("TUTTI_TUNE");
+  int n = tutti_tune_parse_override(spec, rules, OVERRIDE_MAX, err, sizeof err);
+  if (n < 0) {
+    /* tutti_tune_check refuses the init; nothing of it is applied. */
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    overrides[i] = (struct row){rules[i].colls, W_FORCED,      M_BYTES,     rules[i].lo,
+                                rules[i].hi,    rules[i].algo, "TUTTI_TUNE"};
+  }
+  noverrides = n;
+}
+
+ncclResult_t tutti_tune_check(void) {
+  struct tutti_tune_rule rules[OVERRIDE_MAX];
+  char err[256];
+  const char* spec = tutti_getenv("TUTTI_TUNE");
+  if (tutti_tune_parse_override(spec, rules, OVERRIDE_MAX, err, sizeof err) < 0) {
+    return tutti_error(ncclInvalidArgument,
+                       "TUTTI_TUNE=\"%s\": %s. The form is "
+                       "\"allreduce:0-64k:@board#64k-inf:@ring;allgather:0-inf:@pull\"",
+                       spec, err);
+  }
+  return ncclSuccess;
+}
+
+static size_t measure(const struct tutti_coll_args* a, enum measure m) {
+  const size_t b = a->count * a->elem_size;
+  switch (m) {
+    case M_MESSAGE:
+      return a->coll == TUTTI_COLL_ALLGATHER || a->coll == TUTTI_COLL_REDUCESCATTER
+                 ? b * (size_t)a->nranks
+                 : b;
+    case M_BUSIEST:
+      return a->coll == TUTTI_COLL_SEND || a->coll == TUTTI_COLL_RECV ||
+                     a->coll == TUTTI_COLL_ALLTOALL
+                 ? b
+                 : b * (size_t)(a->nranks - 1);
+    default:
+      return b;
+  }
+}
+
+static unsigned conditions(const struct tutti_coll_args* a) {
+  const int oversub = a->max_local > host_cpus;
+  return (a->nhosts == 1 ? W_ONE_HOST : W_HOSTS) | (oversub ? W_OVERSUB : W_CORES) |
+         (a->in_place ? 0 : W_OUT_OF_PLACE) | (a->max_local > 1 ? W_LOCAL_MANY : 0) |
+         (a->nhosts >= 4 ? W_HOSTS_4 : 0) | (a->device ? W_DEVICE_BUFS : W_HOST_BUFS);
+}
+
+/* Whether `algo` can run `a` here (forced: also where it is not worth it). */
+static int can_run(const struct tutti_coll_args* a, enum tutti_algo_id algo, int forced) {
+  if (tutti_algo_get(algo)->build[a->coll] == NULL) {
+    return 0;
+  }
+  const size_t bytes = a->count * a->elem_size;
+  switch (algo) {
+    case TUTTI_ALGO_PULL: {
+      const int reduces = a->coll == TUTTI_COLL_ALLREDUCE || a->coll == TUTTI_COLL_REDUCESCATTER;
+      return a->can_pull && a->nranks > 1 && (forced || !reduces || a->can_pull == 2);
+    }
+    case TUTTI_ALGO_BOARD:
+      return a->board_bytes > 0 && a->nranks > 1 &&
+             (a->coll != TUTTI_COLL_ALLREDUCE || bytes <= a->board_bytes);
+    default:
+      return 1;
+  }
+}
+
+enum tutti_algo_id tutti_tune_table(const struct tutti_coll_args* a, unsigned allowed,
+                                    const char** why) {
+  pthread_once(&override_once, load);
+  const unsigned have = conditions(a);
+  const size_t nd = sizeof defaults / sizeof defaults[0];
+  for (size_t i = 0; i < (size_t)noverrides + nd; i++) {
+    const struct row* r = i < (size_t)noverrides ? &overrides[i] : &defaults[i - noverrides];
+    const unsigned need = r->when & ~(unsigned)W_FORCED;
+    const size_t size = measure(a, r->measure);
+    if (!(r->colls & (1u << a->coll)) || (have & need) != need || size < r->lo || size > r->hi ||
+        !(allowed & (1u << r->algo)) || !can_run(a, r->algo, (r->when & W_FORCED) != 0)) {
+      continue;
+    }
+    *why = r->why;
+    return r->algo;
+  }
+  *why = NULL;
+  return TUTTI_ALGO_COUNT;
+}
+
+int tutti_tune_table_inter(const struct tutti_coll_args* a) {
+  /* The tree row's range, for the hierarchical allreduce's exchange among
+   * one rank per host. */
+  return a->nhosts >= 4 && a->count * a->elem_size <= 1 * MB ? TUTTI_ALGO_TREE : TUTTI_ALGO_RING;
+}
+
+int tutti_tune_table_can_run(const struct tutti_coll_args* a, enum tutti_algo_id algo) {
+  return can_run(a, algo, 1);
+}
