@@ -1,5 +1,6 @@
-/* The algorithm tables: which builder implements which collective. A NULL
- * entry means "not implemented by this algorithm": tune falls back. */
+/* The algorithm registry: which builder implements which collective (a
+ * NULL entry: not implemented by this algorithm, tune falls back), and
+ * building a schedule with one of them. */
 #include "algo/builders.h"
 
 const struct tutti_algo tutti_algo_ring = {
@@ -75,3 +76,27 @@ const struct tutti_algo tutti_algo_board = {
             [TUTTI_COLL_ALLGATHER] = tutti_build_allgather_board,
         },
 };
+
+static const struct tutti_algo* const algos[TUTTI_ALGO_COUNT] = {
+    [TUTTI_ALGO_RING] = &tutti_algo_ring, [TUTTI_ALGO_DIRECT] = &tutti_algo_direct,
+    [TUTTI_ALGO_HIER] = &tutti_algo_hier, [TUTTI_ALGO_TREE] = &tutti_algo_tree,
+    [TUTTI_ALGO_PULL] = &tutti_algo_pull, [TUTTI_ALGO_BOARD] = &tutti_algo_board,
+};
+
+const struct tutti_algo* tutti_algo_get(enum tutti_algo_id id) {
+  return (id >= 0 && id < TUTTI_ALGO_COUNT) ? algos[id] : NULL;
+}
+
+ncclResult_t tutti_schedule_build(enum tutti_algo_id id, const struct tutti_coll_args* a,
+                                  struct tutti_schedule* s) {
+  s->nlanes = 0;
+  s->nsteps = 0;
+  s->scratch_bytes = 0;
+  s->board_gens = 0;
+  s->algo = id;
+  const struct tutti_algo* algo = tutti_algo_get(id);
+  if (algo == NULL || algo->build[a->coll] == NULL) {
+    return ncclInvalidUsage;
+  }
+  return algo->build[a->coll](a, s);
+}

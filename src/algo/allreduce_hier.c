@@ -34,6 +34,18 @@ static ncclResult_t append(struct tutti_schedule* s, struct tutti_schedule* sub,
   return ncclSuccess;
 }
 
+/* A phase's schedule, built straight from its builder (as
+ * tutti_schedule_build does through the registry). */
+static ncclResult_t build_sub(tutti_schedule_fn build, enum tutti_algo_id id,
+                              const struct tutti_coll_args* a, struct tutti_schedule* sub) {
+  sub->nlanes = 0;
+  sub->nsteps = 0;
+  sub->scratch_bytes = 0;
+  sub->board_gens = 0;
+  sub->algo = id;
+  return build(a, sub);
+}
+
 TUTTI_BUILDER(allreduce_hier) {
   const int n = a->nranks, r = a->rank;
   ncclResult_t res = ncclSuccess;
@@ -68,7 +80,7 @@ TUTTI_BUILDER(allreduce_hier) {
   sa.rank = li;
   sa.root = 0;
   sa.host_of = NULL;
-  NCCLCHECKGOTO(tutti_schedule_build(TUTTI_ALGO_RING, &sa, &sub), res, out);
+  NCCLCHECKGOTO(build_sub(tutti_build_reduce_ring, TUTTI_ALGO_RING, &sa, &sub), res, out);
   NCCLCHECKGOTO(append(s, &sub, local, 0, ng == 1), res, out);
   /* 2. Allreduce among the leaders, in place on their partial results. */
   if (gi >= 0 && ng > 1) {
@@ -77,8 +89,10 @@ TUTTI_BUILDER(allreduce_hier) {
     sa.rank = gi;
     sa.in_place = 1;
     sa.host_of = NULL;
-    enum tutti_algo_id inter = a->inter_algo == TUTTI_ALGO_TREE ? TUTTI_ALGO_TREE : TUTTI_ALGO_RING;
-    NCCLCHECKGOTO(tutti_schedule_build(inter, &sa, &sub), res, out);
+    const int tree = a->inter_algo == TUTTI_ALGO_TREE;
+    NCCLCHECKGOTO(build_sub(tree ? tutti_build_allreduce_tree : tutti_build_allreduce_ring,
+                            tree ? TUTTI_ALGO_TREE : TUTTI_ALGO_RING, &sa, &sub),
+                  res, out);
     NCCLCHECKGOTO(append(s, &sub, leaders, 1, 1), res, out);
   }
   /* 3. Broadcast within the host. */
@@ -89,7 +103,7 @@ TUTTI_BUILDER(allreduce_hier) {
   sa.root = 0;
   sa.in_place = 1;
   sa.host_of = NULL;
-  NCCLCHECKGOTO(tutti_schedule_build(TUTTI_ALGO_RING, &sa, &sub), res, out);
+  NCCLCHECKGOTO(build_sub(tutti_build_broadcast_ring, TUTTI_ALGO_RING, &sa, &sub), res, out);
   NCCLCHECKGOTO(append(s, &sub, local, 1, 0), res, out);
 out:
   tutti_schedule_free(&sub);

@@ -1,24 +1,14 @@
-/* Schedule storage and the table of algorithms. */
+/* Schedule storage: lanes and steps as builders add them; collective names. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "algo/algo.h"
 #include "util/check.h"
 
-static const struct tutti_algo* const algos[TUTTI_ALGO_COUNT] = {
-    [TUTTI_ALGO_RING] = &tutti_algo_ring, [TUTTI_ALGO_DIRECT] = &tutti_algo_direct,
-    [TUTTI_ALGO_HIER] = &tutti_algo_hier, [TUTTI_ALGO_TREE] = &tutti_algo_tree,
-    [TUTTI_ALGO_PULL] = &tutti_algo_pull, [TUTTI_ALGO_BOARD] = &tutti_algo_board,
-};
-
 static const char* const coll_names[TUTTI_COLL_COUNT] = {
     "AllReduce", "Broadcast", "Reduce",  "AllGather", "ReduceScatter",
     "AlltoAll",  "Gather",    "Scatter", "Send",      "Recv",
 };
-
-const struct tutti_algo* tutti_algo_get(enum tutti_algo_id id) {
-  return (id >= 0 && id < TUTTI_ALGO_COUNT) ? algos[id] : NULL;
-}
 
 const char* tutti_coll_name(enum tutti_coll coll) {
   return (coll >= 0 && coll < TUTTI_COLL_COUNT) ? coll_names[coll] : "?";
@@ -56,20 +46,6 @@ ncclResult_t tutti_sched_step(struct tutti_schedule* s, const struct tutti_step*
   s->steps[s->nsteps++] = *step;
   s->lanes[s->nlanes - 1].nsteps++;
   return ncclSuccess;
-}
-
-ncclResult_t tutti_schedule_build(enum tutti_algo_id id, const struct tutti_coll_args* a,
-                                  struct tutti_schedule* s) {
-  s->nlanes = 0;
-  s->nsteps = 0;
-  s->scratch_bytes = 0;
-  s->board_gens = 0;
-  s->algo = id;
-  const struct tutti_algo* algo = tutti_algo_get(id);
-  if (algo == NULL || algo->build[a->coll] == NULL) {
-    return ncclInvalidUsage;
-  }
-  return algo->build[a->coll](a, s);
 }
 
 void tutti_schedule_free(struct tutti_schedule* s) {

@@ -7,7 +7,6 @@
 /* Exported: the only symbols the shared library shows. */
 #define NCCL_API __attribute__((visibility("default")))
 
-/* Seconds any blocking wait may last (TUTTI_TIMEOUT, default 300). */
-double tutti_timeout_s(void);
+#include "util/param.h" /* tutti_timeout_s */
 
 #endif

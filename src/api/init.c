@@ -1,5 +1,6 @@
-/* Communicator creation: ncclGetUniqueId, ncclCommInitRank[Config|Scalable],
- * and the init body shared with ncclCommInitAll, ncclCommSplit and groups. */
+/* Communicator creation: ncclGetUniqueId and the init body that
+ * ncclCommInitRank[Config|Scalable|All] (comm_init.c), ncclCommSplit and
+ * groups run. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +8,6 @@
 
 #include "api/api.h"
 #include "api/comm.h"
-#include "api/group.h"
 #include "bootstrap/bootstrap.h"
 #include "tune/tune.h"
 #include "transport/cma.h"
@@ -17,14 +17,7 @@
 #include "util/hash.h"
 #include "util/param.h"
 
-/* Seconds; at least 1 (tutti_param_validate refuses others at init). */
-static TUTTI_PARAM_RANGE(timeout, "TUTTI_TIMEOUT", 300, 1, INT64_MAX);
 static TUTTI_PARAM(buffsize, "NCCL_BUFFSIZE", 1 << 20);
-
-double tutti_timeout_s(void) {
-  int64_t t = tutti_param_timeout();
-  return t > 0 ? (double)t : 300.0;
-}
 
 NCCL_API ncclResult_t ncclGetVersion(int* version) {
   if (version == NULL) {
@@ -282,82 +275,4 @@ ncclResult_t tutti_comm_check(struct ncclComm* comm, const char* what) {
     return tutti_error(ncclInvalidUsage, "%s: comm %p was aborted", what, (void*)comm);
   }
   return ncclSuccess;
-}
-
-static ncclResult_t check_init_args(ncclComm_t* out, int nranks, const ncclUniqueId* id, int rank) {
-  if (out == NULL) {
-    return tutti_error(ncclInvalidArgument, "ncclCommInitRank: comm (the output) is NULL");
-  }
-  *out = NULL;
-  if (nranks < 1) {
-    return tutti_error(ncclInvalidArgument, "ncclCommInitRank: nranks is %d, it must be >= 1",
-                       nranks);
-  }
-  if (rank < 0 || rank >= nranks) {
-    return tutti_error(ncclInvalidArgument, "ncclCommInitRank: rank %d is out of range [0, %d)",
-                       rank, nranks);
-  }
-  return tutti_bootstrap_check_id(id);
-}
-
-NCCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* newcomm, int nranks, ncclUniqueId commId,
-                                             int rank, ncclConfig_t* config) {
-  tutti_log_init();
-  NCCLCHECK(check_init_args(newcomm, nranks, &commId, rank));
-  ncclResult_t res;
-  struct ncclComm* comm = tutti_comm_alloc(config, &res);
-  if (comm == NULL) {
-    return res;
-  }
-  *newcomm = comm;
-  return tutti_group_add_init(comm, newcomm, nranks, &commId, rank);
-}
-
-NCCL_API ncclResult_t ncclCommInitRank(ncclComm_t* newcomm, int nranks, ncclUniqueId commId,
-                                       int rank) {
-  return ncclCommInitRankConfig(newcomm, nranks, commId, rank, NULL);
-}
-
-NCCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
-                                               ncclUniqueId* commIds, ncclConfig_t* config) {
-  if (nId < 1 || commIds == NULL) {
-    return tutti_error(ncclInvalidArgument,
-                       "ncclCommInitRankScalable: nId is %d and commIds %p: give at least one id",
-                       nId, (void*)commIds);
-  }
-  /* Every id reaches the same job; tutti's root scales to the ranks it
-   * serves, so the first id is enough (all ranks pass the same list). */
-  return ncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
-}
-
-NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
-  tutti_log_init();
-  if (comms == NULL) {
-    return tutti_error(ncclInvalidArgument, "ncclCommInitAll: comms is NULL");
-  }
-  if (ndev < 1) {
-    return tutti_error(ncclInvalidArgument, "ncclCommInitAll: ndev is %d, it must be >= 1", ndev);
-  }
-  if (devlist != NULL) {
-    for (int i = 0; i < ndev; i++) {
-      for (int j = 0; j < i; j++) {
-        if (devlist[i] == devlist[j]) {
-          return tutti_error(ncclInvalidUsage, "ncclCommInitAll: device %d is listed twice",
-                             devlist[i]);
-        }
-      }
-    }
-  }
-  ncclUniqueId id;
-  NCCLCHECK(tutti_bootstrap_new_root(&id));
-  NCCLCHECK(ncclGroupStart());
-  ncclResult_t res = ncclSuccess;
-  for (int i = 0; i < ndev && res == ncclSuccess; i++) {
-    res = ncclCommInitRank(&comms[i], ndev, id, i);
-    if (res == ncclSuccess) {
-      comms[i]->cuda_dev = devlist ? devlist[i] : i;
-    }
-  }
-  ncclResult_t gres = ncclGroupEnd();
-  return res != ncclSuccess ? res : gres;
 }

@@ -15,8 +15,6 @@
 #include "util/check.h"
 #include "util/param.h"
 
-static TUTTI_PARAM_RANGE(root_timeout, "TUTTI_TIMEOUT", 300, 1, INT64_MAX);
-
 static void accept_some(struct root* r, double now) {
   for (int k = 0; k < ROOT_ACCEPT_BURST; k++) {
     union tutti_socket_addr peer;
@@ -132,8 +130,7 @@ ncclResult_t tutti_bootstrap_root_start(union tutti_socket_addr* addr,
     free(r);
     return res;
   }
-  int64_t life = tutti_param_root_timeout();
-  r->life_s = life > 0 ? (double)life : 1e9; /* 0 or less: no limit */
+  r->life_s = tutti_timeout_s(); /* TUTTI_TIMEOUT bounds the root's own life */
   r->deadline = tutti_socket_now() + r->life_s;
   r->job_deadline = 1e300;
   r->nranks = -1;

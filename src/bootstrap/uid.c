@@ -1,5 +1,5 @@
-/* The unique id (root address, job secret, NCCL_COMM_ID flag) and the
- * handshake every bootstrap connection opens with. */
+/* The unique id: root address, job secret, flags (NCCL_COMM_ID, a job
+ * that learns its identity), and the job identity launchers provide. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,8 +9,6 @@
 #include "util/check.h"
 #include "util/ifaces.h"
 #include "util/param.h"
-
-static const unsigned char preamble_magic[8] = {'t', 'u', 't', 't', 'i', 'B', 'S', '1'};
 
 /* A 16-byte digest of a string. Not cryptographic: a secret typed into
  * TUTTI_JOB_SECRET is only as strong as the string, and one derived from
@@ -39,19 +37,6 @@ static void encode(ncclUniqueId* id, unsigned flags, const union tutti_socket_ad
   tutti_bs_put32(p + 4, (TUTTI_ID_VERSION << 16) | (flags & 0xffff));
   tutti_socket_addr_pack(root, p + 8);
   memcpy(p + 32, secret, TUTTI_BS_SECRET);
-}
-
-ncclResult_t tutti_bs_random_secret(unsigned char secret[TUTTI_BS_SECRET]) {
-  size_t got = 0;
-  while (got < TUTTI_BS_SECRET) {
-    ssize_t n = getrandom(secret + got, TUTTI_BS_SECRET - got, 0);
-    if (n < 0 && errno != EINTR) {
-      return tutti_error(ncclSystemError, "getrandom failed making the job secret: %s",
-                         strerror(errno));
-    }
-    got += n > 0 ? (size_t)n : 0;
-  }
-  return ncclSuccess;
 }
 
 ncclResult_t tutti_bootstrap_new_root(ncclUniqueId* id) {
@@ -179,41 +164,4 @@ ncclResult_t tutti_bootstrap_check_id(const ncclUniqueId* id) {
 
 void tutti_bootstrap_id_secret(const ncclUniqueId* id, unsigned char secret[16]) {
   memcpy(secret, (const unsigned char*)id->internal + 32, TUTTI_BS_SECRET);
-}
-
-void tutti_bootstrap_preamble(unsigned char out[TUTTI_BS_PREAMBLE],
-                              const unsigned char secret[TUTTI_BS_SECRET]) {
-  memcpy(out, preamble_magic, sizeof preamble_magic);
-  memcpy(out + sizeof preamble_magic, secret, TUTTI_BS_SECRET);
-}
-
-int tutti_bootstrap_handshake_check(const unsigned char* buf, size_t got,
-                                    const unsigned char secret[TUTTI_BS_SECRET], uint32_t type,
-                                    uint32_t len) {
-  size_t m = got < sizeof preamble_magic ? got : sizeof preamble_magic;
-  if (memcmp(buf, preamble_magic, m) != 0) {
-    return -1;
-  }
-  if (got >= TUTTI_BS_PREAMBLE) {
-    /* Constant time, so that timing does not leak how much of a guess was right. */
-    unsigned char diff = 0;
-    for (int i = 0; i < TUTTI_BS_SECRET; i++) {
-      diff |= (unsigned char)(buf[sizeof preamble_magic + i] ^ secret[i]);
-    }
-    if (diff != 0) {
-      return -1;
-    }
-  }
-  if (got >= TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER &&
-      (tutti_bs_get32(buf + TUTTI_BS_PREAMBLE) != type ||
-       tutti_bs_get32(buf + TUTTI_BS_PREAMBLE + 4) != len)) {
-    return -1;
-  }
-  return 0;
-}
-
-int tutti_bootstrap_other_job(const unsigned char* buf, size_t got,
-                              const unsigned char secret[TUTTI_BS_SECRET]) {
-  return got >= TUTTI_BS_PREAMBLE && memcmp(buf, preamble_magic, sizeof preamble_magic) == 0 &&
-         memcmp(buf + sizeof preamble_magic, secret, TUTTI_BS_SECRET) != 0;
 }

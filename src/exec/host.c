@@ -35,14 +35,6 @@ static ncclResult_t lane_ticket(struct tutti_lane_state* l, struct tutti_conn* c
 }
 
 /* The connection a step needs, and whether this lane's turn on it has come. */
-int tutti_exec_conn_ready(const struct tutti_lane_state* l, const struct tutti_conn* c) {
-  for (int i = 0; i < l->nheld; i++) {
-    if (l->held[i] == c) {
-      return c->ticket_serving == l->tickets[i];
-    }
-  }
-  return 0;
-}
 
 static ncclResult_t op_prepare(struct tutti_op* op) {
   struct tutti_schedule* s = &op->sched;

@@ -35,7 +35,15 @@ ncclResult_t tutti_step_board(struct tutti_op* op, const struct tutti_step* st, 
 int tutti_board_missing(const struct tutti_op* op, const struct tutti_step* st, int from);
 
 /* Whether lane `l` holds the current ticket of connection `c`. */
-int tutti_exec_conn_ready(const struct tutti_lane_state* l, const struct tutti_conn* c);
+static inline int tutti_exec_conn_ready(const struct tutti_lane_state* l,
+                                        const struct tutti_conn* c) {
+  for (int i = 0; i < l->nheld; i++) {
+    if (l->held[i] == c) {
+      return c->ticket_serving == l->tickets[i];
+    }
+  }
+  return 0;
+}
 
 /* Why a peer can no longer answer ("exited", "destroyed its communicator"),
  * or NULL while it can. */

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/api.h"
 #include "bootstrap/bootstrap.h"
 #include "transport/proxy.h"
 #include "transport/tcp_connect.h"

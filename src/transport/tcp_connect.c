@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/api.h"
 #include "transport/proxy.h"
 #include "util/check.h"
+#include "util/param.h"
 #include "util/socket.h"
 
 #define HELLO_LEN 48 /* "tuttiTC1", secret, comm hash, from, to, socket index, nsocks */

@@ -38,21 +38,3 @@ void tutti_transport_teardown(struct tutti_transport_comm* tc) {
     }
   }
 }
-
-int tutti_doorbell_get_call(const struct tutti_doorbell* bell, uint64_t seq,
-                            struct tutti_call* out) {
-  const struct tutti_call* slot = &bell->calls[seq % TUTTI_CALL_HISTORY];
-  /* Sequentially consistent against the writer's last store; the fields
-   * with acquire, so the second look at the number comes after them. */
-  if (__atomic_load_n(&slot->seq, __ATOMIC_SEQ_CST) != seq) {
-    return 0;
-  }
-  out->seq = seq;
-  out->count = __atomic_load_n(&slot->count, __ATOMIC_ACQUIRE);
-  out->root = __atomic_load_n(&slot->root, __ATOMIC_ACQUIRE);
-  out->coll = __atomic_load_n(&slot->coll, __ATOMIC_ACQUIRE);
-  out->type = __atomic_load_n(&slot->type, __ATOMIC_ACQUIRE);
-  out->red = __atomic_load_n(&slot->red, __ATOMIC_ACQUIRE);
-  out->device = __atomic_load_n(&slot->device, __ATOMIC_ACQUIRE);
-  return __atomic_load_n(&slot->seq, __ATOMIC_RELAXED) == seq;
-}

@@ -187,8 +187,26 @@ static inline void tutti_doorbell_put_call(struct tutti_doorbell* bell,
   __atomic_store_n(&slot->device, c->device, __ATOMIC_RELEASE);
   __atomic_store_n(&slot->seq, c->seq, __ATOMIC_SEQ_CST);
 }
-int tutti_doorbell_get_call(const struct tutti_doorbell* bell, uint64_t seq,
-                            struct tutti_call* out);
+
+/* Reads the record of call `seq` into *out: 1 when it is there whole, 0
+ * when that slot holds another call or is being rewritten. */
+static inline int tutti_doorbell_get_call(const struct tutti_doorbell* bell, uint64_t seq,
+                                          struct tutti_call* out) {
+  const struct tutti_call* slot = &bell->calls[seq % TUTTI_CALL_HISTORY];
+  /* Sequentially consistent against the writer's last store; the fields
+   * with acquire, so the second look at the number comes after them. */
+  if (__atomic_load_n(&slot->seq, __ATOMIC_SEQ_CST) != seq) {
+    return 0;
+  }
+  out->seq = seq;
+  out->count = __atomic_load_n(&slot->count, __ATOMIC_ACQUIRE);
+  out->root = __atomic_load_n(&slot->root, __ATOMIC_ACQUIRE);
+  out->coll = __atomic_load_n(&slot->coll, __ATOMIC_ACQUIRE);
+  out->type = __atomic_load_n(&slot->type, __ATOMIC_ACQUIRE);
+  out->red = __atomic_load_n(&slot->red, __ATOMIC_ACQUIRE);
+  out->device = __atomic_load_n(&slot->device, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&slot->seq, __ATOMIC_RELAXED) == seq;
+}
 
 /* Whether two records describe the same call. */
 static inline int tutti_call_same(const struct tutti_call* a, const struct tutti_call* b) {

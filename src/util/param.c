@@ -144,3 +144,11 @@ ncclResult_t tutti_param_validate(void) {
   }
   return ncclSuccess;
 }
+
+/* Seconds; at least 1 (tutti_param_validate refuses others at init). */
+static TUTTI_PARAM_RANGE(timeout, "TUTTI_TIMEOUT", 300, 1, INT64_MAX);
+
+double tutti_timeout_s(void) {
+  int64_t t = tutti_param_timeout();
+  return t > 0 ? (double)t : 300.0;
+}

@@ -36,6 +36,9 @@ struct tutti_param_def {
       (env), (deflt), (lo), (hi)}
 #define TUTTI_PARAM(fn, env, deflt) TUTTI_PARAM_RANGE(fn, env, deflt, INT64_MIN, INT64_MAX)
 
+/* Seconds any blocking wait may last: TUTTI_TIMEOUT (default 300). */
+double tutti_timeout_s(void);
+
 /* ncclSuccess when every parameter set in the environment or a config
  * file is an integer in its range; else ncclInvalidArgument with a
  * sentence naming the variable, its value and what it takes. */
