@@ -101,6 +101,8 @@ ncclResult_t tutti_bs_random_secret(unsigned char secret[TUTTI_BS_SECRET]);
 /* The job as its launcher names it ("SLURM_JOB_ID=12,SLURM_STEP_ID=0"),
  * "" when no launcher said: what keeps two jobs on one NCCL_COMM_ID apart. */
 void tutti_bootstrap_job_identity(char* out, size_t len);
+/* The variables it reads, *n of them (for tests that clear them). */
+const char* const* tutti_bootstrap_launcher_vars(size_t* n);
 /* Whether the first `got` bytes are a tutti preamble with another secret:
  * a rank of another job (not a stranger). */
 int tutti_bootstrap_other_job(const unsigned char* buf, size_t got,

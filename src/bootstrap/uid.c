@@ -57,28 +57,34 @@ ncclResult_t tutti_bootstrap_new_root(ncclUniqueId* id) {
   return ncclSuccess;
 }
 
+/* Each launcher's own name for the job (and, for Slurm, the step): the
+ * same in every rank of one launch, different between launches. */
+static const char* const launcher_vars[] = {"TORCHELASTIC_RUN_ID",
+                                            "SLURM_JOB_ID",
+                                            "SLURM_STEP_ID",
+                                            "PMIX_NAMESPACE",
+                                            "OMPI_MCA_ess_base_jobid",
+                                            "OMPI_MCA_orte_ess_jobid",
+                                            "PMI_KVSNAME",
+                                            "LSB_JOBID",
+                                            "PBS_JOBID",
+                                            "FLUX_JOB_ID"};
+
+const char* const* tutti_bootstrap_launcher_vars(size_t* n) {
+  *n = sizeof launcher_vars / sizeof launcher_vars[0];
+  return launcher_vars;
+}
+
 void tutti_bootstrap_job_identity(char* out, size_t len) {
-  /* Each launcher's own name for the job (and, for Slurm, the step): the
-   * same in every rank of one launch, different between launches. */
-  static const char* const vars[] = {"TORCHELASTIC_RUN_ID",
-                                     "SLURM_JOB_ID",
-                                     "SLURM_STEP_ID",
-                                     "PMIX_NAMESPACE",
-                                     "OMPI_MCA_ess_base_jobid",
-                                     "OMPI_MCA_orte_ess_jobid",
-                                     "PMI_KVSNAME",
-                                     "LSB_JOBID",
-                                     "PBS_JOBID",
-                                     "FLUX_JOB_ID"};
   size_t o = 0;
   out[0] = '\0';
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-    const char* v = tutti_getenv(vars[i]);
+  for (size_t i = 0; i < sizeof launcher_vars / sizeof launcher_vars[0]; i++) {
+    const char* v = tutti_getenv(launcher_vars[i]);
     /* torchrun says "none" when no rendezvous id was given. */
     if (v == NULL || *v == '\0' || (i == 0 && strcmp(v, "none") == 0) || o + 2 >= len) {
       continue;
     }
-    int w = snprintf(out + o, len - o, "%s%s=%s", o > 0 ? "," : "", vars[i], v);
+    int w = snprintf(out + o, len - o, "%s%s=%s", o > 0 ? "," : "", launcher_vars[i], v);
     o += w > 0 ? (size_t)w : 0;
     o = o < len ? o : len - 1;
   }

@@ -150,6 +150,10 @@ int tutti_tune_parse_override(const char* spec, struct tutti_tune_rule* rules, i
     return 0;
   }
   char buf[1024];
+  if (strlen(spec) >= sizeof buf) {
+    snprintf(err, errlen, "longer than %zu characters", sizeof buf - 1);
+    return -1;
+  }
   snprintf(buf, sizeof buf, "%s", spec);
   char* s1 = NULL;
   for (char* rule = strtok_r(buf, ";", &s1); rule != NULL; rule = strtok_r(NULL, ";", &s1)) {

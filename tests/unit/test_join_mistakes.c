@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bootstrap/internal.h"
 #include "harness.h"
 #include "nccl.h"
 
@@ -204,8 +205,8 @@ static void two_jobs_no_identity(void) {
   struct verdict v[4];
   run_scripts(sc, 4, v);
   for (int i = 0; i < 4; i++) {
-    printf("%s: result %d after %.2f s of its own, %g calls done\n", names[i], v[i].res,
-           v[i].secs, (double)v[i].sum);
+    printf("%s: result %d after %.2f s of its own, %g calls done\n", names[i], v[i].res, v[i].secs,
+           (double)v[i].sum);
     CHECK(v[i].res == ncclInvalidUsage && strstr(v[i].why, "two jobs") != NULL && v[i].secs < 8,
           "%s fails, saying two jobs met (%d after %.1f s, %g calls done): %s", names[i], v[i].res,
           v[i].secs, (double)v[i].sum, v[i].why);
@@ -294,18 +295,10 @@ int main(void) {
   snprintf(port, sizeof port, "127.0.0.1:%d", 20000 + (int)(getpid() % 20000));
   setenv("NCCL_COMM_ID", port, 1);
   two_jobs();
-  static const char* const launchers[] = {"TORCHELASTIC_RUN_ID",
-                                          "SLURM_JOB_ID",
-                                          "SLURM_STEP_ID",
-                                          "PMIX_NAMESPACE",
-                                          "OMPI_MCA_ess_base_jobid",
-                                          "OMPI_MCA_orte_ess_jobid",
-                                          "PMI_KVSNAME",
-                                          "LSB_JOBID",
-                                          "PBS_JOBID",
-                                          "FLUX_JOB_ID"};
-  for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
-    unsetenv(launchers[i]);
+  size_t nvars;
+  const char* const* launchers = tutti_bootstrap_launcher_vars(&nvars);
+  for (size_t i = 0; i < nvars; i++) {
+    unsetenv(launchers[i]); /* no launcher names these jobs */
   }
   snprintf(port, sizeof port, "127.0.0.1:%d", 20000 + (int)((getpid() + 7919) % 20000));
   setenv("NCCL_COMM_ID", port, 1);
