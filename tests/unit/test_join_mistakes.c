@@ -10,6 +10,7 @@
  *     runs to the end with rc 0; one such job alone runs communicators
  *     whose rank 0 is any of its processes, and the next job on the
  *     address runs once the first has ended. */
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,20 +126,21 @@ static void two_jobs(void) {
 /* A process of a job with no identity: makes `ncomms` communicators, the
  * k-th as rank ranks[k] of 2 (the earlier ones stay), then runs `calls`
  * allreduces of `value` on the last, `gap_ms` apart. The verdict: the first
- * failure (or success), the calls that succeeded, the last sum. */
+ * failure (or success), the calls that succeeded, the last sum. A `late`
+ * process starts once every other one has formed its first communicator
+ * and run one allreduce on it (each says so on `ready`). */
 struct script {
   int ncomms, ranks[3], calls, gap_ms;
   float value;
-  double start_s;
+  int late;
 };
 
-static pid_t spawn_script(int pipefd, const struct script* sc) {
+static pid_t spawn_script(int pipefd, int ready, const struct script* sc) {
   fflush(NULL);
   pid_t pid = fork();
   if (pid != 0) {
     return pid;
   }
-  usleep((useconds_t)(sc->start_s * 1e6));
   struct verdict v = {0, 0, 0, ""};
   const double t0 = now();
   ncclComm_t comms[3];
@@ -155,6 +157,9 @@ static pid_t spawn_script(int pipefd, const struct script* sc) {
     float x = sc->value;
     v.res = ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comms[made], NULL);
     v.sum = x;
+    if (made == 0 && v.res == ncclSuccess && write(ready, "r", 1) != 1) {
+      _exit(2);
+    }
   }
   for (int i = 0; i < sc->calls && v.res == ncclSuccess; i++) {
     float x = sc->value;
@@ -176,30 +181,50 @@ static pid_t spawn_script(int pipefd, const struct script* sc) {
 }
 
 static void run_scripts(const struct script* sc, int n, struct verdict* v) {
-  int fds[4][2];
+  int fds[4][2], ready[2];
   pid_t pids[4];
-  for (int i = 0; i < n; i++) {
-    if (pipe(fds[i]) != 0) {
-      return;
+  if (pipe(ready) != 0) {
+    return;
+  }
+  for (int late = 0; late < 2; late++) {
+    int early = 0;
+    for (int i = 0; i < n; i++) {
+      early += !sc[i].late;
+      if (sc[i].late != late) {
+        continue;
+      }
+      if (pipe(fds[i]) != 0) {
+        return;
+      }
+      pids[i] = spawn_script(fds[i][1], ready[1], &sc[i]);
     }
-    pids[i] = spawn_script(fds[i][1], &sc[i]);
+    /* The late ones come after the others formed (or 20 s, if they cannot). */
+    for (int k = 0; late == 0 && early < n && k < early; k++) {
+      struct pollfd p = {ready[0], POLLIN, 0};
+      char c;
+      if (poll(&p, 1, 20000) != 1 || read(ready[0], &c, 1) != 1) {
+        break;
+      }
+    }
   }
   for (int i = 0; i < n; i++) {
     close(fds[i][1]);
     v[i] = collect(fds[i][0], pids[i]);
     close(fds[i][0]);
   }
+  close(ready[0]);
+  close(ready[1]);
 }
 
 /* Job A (value 1) and job B (value 100), 2 ranks each, no identity, one
  * address. A's rank 0 and B's rank 1 start first and form a communicator;
- * A's rank 1 and B's rank 0 come a second later. */
+ * A's rank 1 and B's rank 0 come once it has run an allreduce. */
 static void two_jobs_no_identity(void) {
   const struct script sc[4] = {
-      {1, {0}, 60, 100, 1.0f, 0.0},   /* A0 */
-      {1, {1}, 60, 100, 100.0f, 0.0}, /* B1 */
-      {1, {1}, 60, 100, 1.0f, 1.0},   /* A1 */
-      {1, {0}, 60, 100, 100.0f, 1.0}, /* B0 */
+      {1, {0}, 60, 100, 1.0f, 0},   /* A0 */
+      {1, {1}, 60, 100, 100.0f, 0}, /* B1 */
+      {1, {1}, 60, 100, 1.0f, 1},   /* A1 */
+      {1, {0}, 60, 100, 100.0f, 1}, /* B0 */
   };
   const char* names[4] = {"A0", "B1", "A1", "B0"};
   struct verdict v[4];
@@ -216,7 +241,7 @@ static void two_jobs_no_identity(void) {
 /* One job with no identity: communicators whose rank 0 is either process,
  * the earlier ones still alive. Then the next job on the same address. */
 static void one_job_no_identity(void) {
-  const struct script sc[2] = {{3, {0, 1, 0}, 3, 0, 1.0f, 0.0}, {3, {1, 0, 1}, 3, 0, 2.0f, 0.0}};
+  const struct script sc[2] = {{3, {0, 1, 0}, 3, 0, 1.0f, 0}, {3, {1, 0, 1}, 3, 0, 2.0f, 0}};
   struct verdict v[2];
   for (int job = 0; job < 2; job++) {
     run_scripts(sc, 2, v);
