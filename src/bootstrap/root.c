@@ -279,13 +279,12 @@ int tutti_root_serve(struct root* r, struct conn* c, short revents, double now) 
       return -1;
     }
     c->got += (size_t)n;
-    c->intruder = r->job != NULL &&
-                  tutti_bootstrap_handshake_check(c->in, c->got, r->pub.secret, TUTTI_BS_HELLO,
-                                                  TUTTI_BS_HELLO_LEN) != 0 &&
+    const int ours = tutti_bootstrap_handshake_check(c->in, c->got, r->pub.secret, TUTTI_BS_HELLO,
+                                                     TUTTI_BS_HELLO_LEN) == 0;
+    c->intruder = !ours && r->job != NULL &&
                   tutti_bootstrap_handshake_check(c->in, c->got, r->derived, TUTTI_BS_HELLO,
                                                   TUTTI_BS_HELLO_LEN) == 0;
-    if (!c->intruder && tutti_bootstrap_handshake_check(c->in, c->got, r->pub.secret,
-                                                        TUTTI_BS_HELLO, TUTTI_BS_HELLO_LEN) != 0) {
+    if (!ours && !c->intruder) {
       if (tutti_bootstrap_other_job(c->in, c->got, r->pub.secret)) {
         /* A tutti rank with another job's secret: said loudly here; the
          * rank hears its connection closed and says why on its side. */

@@ -27,7 +27,7 @@ enum {
   W_CORES = 1 << 3,        /* a core for every rank */
   W_OUT_OF_PLACE = 1 << 4, /* the output is not the input */
   W_LOCAL_MANY = 1 << 5,   /* some host has several ranks */
-  W_HOSTS_4 = 1 << 6,      /* four hosts or more */
+  W_HOSTS_4 = 1 << 6,      /* TREE_MIN_HOSTS hosts or more */
   W_HOST_BUFS = 1 << 7,    /* host buffers */
   W_DEVICE_BUFS = 1 << 8,  /* device buffers */
   W_FORCED = 1 << 9        /* a TUTTI_TUNE row: "worth it" rules do not apply */
@@ -54,6 +54,9 @@ struct row {
 #define KB ((size_t)1 << 10)
 #define MB ((size_t)1 << 20)
 #define INF SIZE_MAX
+/* The tree's range: from this many hosts, messages up to this size. */
+#define TREE_MIN_HOSTS 4
+#define TREE_MAX_BYTES (1 * MB)
 
 /* Measured on this project's 2-core VM and 16-core hosts (bench/RESULTS.md,
  * "CPU") unless said otherwise. */
@@ -105,7 +108,7 @@ static const struct row defaults[] = {
     {C(ALLREDUCE), W_HOSTS | W_LOCAL_MANY, M_BYTES, 0, INF, TUTTI_ALGO_HIER,
      "hier: several hosts, several ranks on some host"},
     /* 2 log2 H steps instead of 2(H-1) (netns hosts, bench/RESULTS.md "TCP"). */
-    {C(ALLREDUCE), W_HOSTS | W_HOSTS_4, M_BYTES, 0, 1 * MB, TUTTI_ALGO_TREE,
+    {C(ALLREDUCE), W_HOSTS | W_HOSTS_4, M_BYTES, 0, TREE_MAX_BYTES, TUTTI_ALGO_TREE,
      "tree: from 4 hosts, up to 1 MB"},
     {ANY, 0, M_BYTES, 0, INF, TUTTI_ALGO_RING,
      "ring: bandwidth-bound, 2(N-1)/N of the data per rank"},
@@ -266,7 +269,7 @@ static unsigned conditions(const struct tutti_coll_args* a) {
   const int oversub = a->max_local > host_cpus;
   return (a->nhosts == 1 ? W_ONE_HOST : W_HOSTS) | (oversub ? W_OVERSUB : W_CORES) |
          (a->in_place ? 0 : W_OUT_OF_PLACE) | (a->max_local > 1 ? W_LOCAL_MANY : 0) |
-         (a->nhosts >= 4 ? W_HOSTS_4 : 0) | (a->device ? W_DEVICE_BUFS : W_HOST_BUFS);
+         (a->nhosts >= TREE_MIN_HOSTS ? W_HOSTS_4 : 0) | (a->device ? W_DEVICE_BUFS : W_HOST_BUFS);
 }
 
 /* Whether `algo` can run `a` here (forced: also where it is not worth it). */
@@ -311,7 +314,8 @@ enum tutti_algo_id tutti_tune_table(const struct tutti_coll_args* a, unsigned al
 int tutti_tune_table_inter(const struct tutti_coll_args* a) {
   /* The tree row's range, for the hierarchical allreduce's exchange among
    * one rank per host. */
-  return a->nhosts >= 4 && a->count * a->elem_size <= 1 * MB ? TUTTI_ALGO_TREE : TUTTI_ALGO_RING;
+  return a->nhosts >= TREE_MIN_HOSTS && a->count * a->elem_size <= TREE_MAX_BYTES ? TUTTI_ALGO_TREE
+                                                                                  : TUTTI_ALGO_RING;
 }
 
 int tutti_tune_table_can_run(const struct tutti_coll_args* a, enum tutti_algo_id algo) {
