@@ -26,7 +26,7 @@ bench() {
     env $vars "$perf" $coll -g "$ngpu" $flags "$@"
   fi
 }
-settings=${SETTINGS:-"default NCCL_BUFFSIZE=1048576 NCCL_MAX_NCHANNELS=16 NCCL_NTHREADS=256 TUTTI_DEVICE_CHANNEL_BYTES=1048576"}
+settings=${SETTINGS:-"default NCCL_BUFFSIZE=1048576 NCCL_MAX_NCHANNELS=16 NCCL_NTHREADS=256 TUTTI_TUNE=channel=1m"}
 name() { echo "$1" | tr '=,' '__'; }
 for s in $settings; do
   vars=$(echo "$s" | tr ',' ' ')

@@ -34,6 +34,10 @@ enum tutti_algo_id {
   TUTTI_ALGO_TREE,   /* a binary tree: reduce up, broadcast down, pipelined by chunks */
   TUTTI_ALGO_PULL,   /* one host, host buffers: each rank reads its peers' buffers directly */
   TUTTI_ALGO_BOARD,  /* one host, small host buffers: post to a shared board, read every slot */
+  /* Device paths that need no schedule (src/device runs them; tune/device.c
+   * says when they can): */
+  TUTTI_ALGO_MAPPED, /* GPUs that map each other: each rank pushes into its peers' inboxes */
+  TUTTI_ALGO_CE,     /* two GPUs: the copy engines move, a kernel combines */
   TUTTI_ALGO_COUNT
 };
 
@@ -146,7 +150,8 @@ struct tutti_coll_args {
 };
 
 /* One algorithm: a name and a builder for each collective it implements
- * (NULL where it does not). A builder appends lanes and steps to `s`. */
+ * (NULL where it does not; none at all for the device paths, which run
+ * without a schedule). A builder appends lanes and steps to `s`. */
 typedef ncclResult_t (*tutti_schedule_fn)(const struct tutti_coll_args* a,
                                           struct tutti_schedule* s);
 
@@ -162,6 +167,8 @@ extern const struct tutti_algo tutti_algo_hier;
 extern const struct tutti_algo tutti_algo_tree;
 extern const struct tutti_algo tutti_algo_pull;
 extern const struct tutti_algo tutti_algo_board;
+extern const struct tutti_algo tutti_algo_mapped;
+extern const struct tutti_algo tutti_algo_ce;
 
 /* The table of every algorithm, indexed by enum tutti_algo_id. */
 const struct tutti_algo* tutti_algo_get(enum tutti_algo_id id);

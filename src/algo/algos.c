@@ -77,10 +77,17 @@ const struct tutti_algo tutti_algo_board = {
         },
 };
 
+/* The device paths: named here so that NCCL_ALGO and TUTTI_TUNE can ask
+ * for them or leave them out; they build no schedule (src/device runs
+ * them, tune/device.c says when they can). */
+const struct tutti_algo tutti_algo_mapped = {.id = TUTTI_ALGO_MAPPED, .name = "Mapped"};
+const struct tutti_algo tutti_algo_ce = {.id = TUTTI_ALGO_CE, .name = "CE"};
+
 static const struct tutti_algo* const algos[TUTTI_ALGO_COUNT] = {
-    [TUTTI_ALGO_RING] = &tutti_algo_ring, [TUTTI_ALGO_DIRECT] = &tutti_algo_direct,
-    [TUTTI_ALGO_HIER] = &tutti_algo_hier, [TUTTI_ALGO_TREE] = &tutti_algo_tree,
-    [TUTTI_ALGO_PULL] = &tutti_algo_pull, [TUTTI_ALGO_BOARD] = &tutti_algo_board,
+    [TUTTI_ALGO_RING] = &tutti_algo_ring,     [TUTTI_ALGO_DIRECT] = &tutti_algo_direct,
+    [TUTTI_ALGO_HIER] = &tutti_algo_hier,     [TUTTI_ALGO_TREE] = &tutti_algo_tree,
+    [TUTTI_ALGO_PULL] = &tutti_algo_pull,     [TUTTI_ALGO_BOARD] = &tutti_algo_board,
+    [TUTTI_ALGO_MAPPED] = &tutti_algo_mapped, [TUTTI_ALGO_CE] = &tutti_algo_ce,
 };
 
 const struct tutti_algo* tutti_algo_get(enum tutti_algo_id id) {

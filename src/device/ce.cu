@@ -118,14 +118,6 @@ extern "C" int td_ce_launch(const struct td_ce* w, int nblocks, int nthreads, cu
 
 /* Host side: which calls, and their pieces. */
 
-/* Bytes per block of the combining kernel: it keeps up with the link only
- * on (nearly) every SM. In 4 MB pieces a 256 MB allreduce took 2003 us at
- * 256 KB per block (the kernel set the pace), 1165 us at 32 KB. */
-static TUTTI_PARAM(ce_block_bytes, "TUTTI_DEVICE_CE_BLOCK_BYTES", 32 * 1024);
-/* Bytes per piece: a piece's kernel overlaps the next piece's copies, but
- * each piece costs a copy and a kernel of its own (16 MB measured best). */
-static TUTTI_PARAM(ce_piece_bytes, "TUTTI_DEVICE_CE_PIECE_BYTES", 16 << 20);
-
 static ncclResult_t ce_cuda(cudaError_t e, const char* what) {
   return tutti_error(ncclUnhandledCudaError, "%s failed on the copy-engine path: %s", what,
                      cudaGetErrorString(e));
@@ -136,7 +128,8 @@ static ncclResult_t ce_cuda(cudaError_t e, const char* what) {
  * k % TD_CE_SLOTS wait for this rank's kernel of piece k - TD_CE_SLOTS + 1,
  * which heard that the peer started that piece, so finished the slot's last
  * reader, piece k - TD_CE_SLOTS. Piece k's kernel waits for its copies. */
-static ncclResult_t ce_piece(struct tutti_dev_comm* dc, struct td_ce* w, cudaStream_t stream) {
+static ncclResult_t ce_piece(struct tutti_dev_comm* dc, struct td_ce* w, size_t block_bytes,
+                             cudaStream_t stream) {
   const int n = dc->nranks, me = dc->rank;
   w->seq = ++dc->ce_seq;
   w->slot = w->seq % TD_CE_SLOTS;
@@ -162,8 +155,7 @@ static ncclResult_t ce_piece(struct tutti_dev_comm* dc, struct td_ce* w, cudaStr
   if (e != cudaSuccess) {
     return ce_cuda(e, "issuing the copies to the peers");
   }
-  const int64_t per = tutti_param_ce_block_bytes() > 4096 ? tutti_param_ce_block_bytes() : 4096;
-  uint64_t nb = w->len / (uint64_t)per;
+  uint64_t nb = w->len / (uint64_t)block_bytes;
   nb = nb < 1 ? 1 : nb > (uint64_t)dc->max_ctas ? (uint64_t)dc->max_ctas : nb;
   e = (cudaError_t)td_ce_launch(w, (int)nb, dc->nthreads, stream);
   if (e == cudaSuccess) {
@@ -172,7 +164,8 @@ static ncclResult_t ce_piece(struct tutti_dev_comm* dc, struct td_ce* w, cudaStr
   return e == cudaSuccess ? ncclSuccess : ce_cuda(e, "launching the combining kernel");
 }
 
-extern "C" ncclResult_t td_ce_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op) {
+extern "C" ncclResult_t td_ce_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op,
+                                  const struct tutti_dev_plan* plan) {
   const struct tutti_coll_args* a = op->args;
   struct td_ce w = {};
   w.comm = dc->d_comm;
@@ -195,7 +188,7 @@ extern "C" ncclResult_t td_ce_run(struct tutti_dev_comm* dc, const struct tutti_
     e = cudaStreamWaitEvent(dc->ce_copy, dc->ce_start, 0);
   }
   ncclResult_t res = e == cudaSuccess ? ncclSuccess : ce_cuda(e, "ordering the call's streams");
-  uint64_t piece = (uint64_t)tutti_param_ce_piece_bytes() / 16 * 16;
+  uint64_t piece = (uint64_t)plan->piece_bytes / 16 * 16;
   const uint64_t slot = dc->lay.ce_slot_bytes / 16 * 16;
   piece = piece < 4096 ? 4096 : piece > slot ? slot : piece;
   if (tutti_log_wants(TUTTI_LOG_TRACE, TUTTI_TUNING) &&
@@ -206,7 +199,7 @@ extern "C" ncclResult_t td_ce_run(struct tutti_dev_comm* dc, const struct tutti_
   for (uint64_t off = 0; off < w.part && res == ncclSuccess; off += piece) {
     w.off = off;
     w.len = w.part - off < piece ? w.part - off : piece;
-    res = ce_piece(dc, &w, op->stream);
+    res = ce_piece(dc, &w, plan->block_bytes, op->stream);
   }
   td_dev_leave(&g);
   return res;

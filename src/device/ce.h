@@ -56,8 +56,11 @@ int td_ce_launch(const struct td_ce* w, int nblocks, int nthreads, cudaStream_t 
 int td_ce_attributes(struct cudaFuncAttributes* a);
 struct tutti_dev_comm;
 struct tutti_dev_op;
-/* Runs `op` on the copy-engine path (tune chose it: tutti_tune_device). */
-ncclResult_t td_ce_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op);
+struct tutti_dev_plan;
+/* Runs `op` on the copy-engine path as tune planned it (its pieces and
+ * blocks: tutti_tune_device). */
+ncclResult_t td_ce_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op,
+                       const struct tutti_dev_plan* plan);
 #ifdef __cplusplus
 }
 #endif

@@ -77,9 +77,11 @@ int td_direct_occupancy(int nthreads, int* per_sm);
 int td_direct_attributes(int p, struct cudaFuncAttributes* a);
 struct tutti_dev_comm;
 struct tutti_dev_op;
-/* Runs `op` on the direct path (tune chose it and its lines, `proto`, a
- * TUTTI_PROTO_*: tutti_tune_device). */
-ncclResult_t td_direct_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op, int proto);
+struct tutti_dev_plan;
+/* Runs `op` on the mapped kernel as tune planned it (its lines and cut:
+ * tutti_tune_device). */
+ncclResult_t td_direct_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op,
+                           const struct tutti_dev_plan* plan);
 #ifdef __cplusplus
 }
 #endif

@@ -1,8 +1,8 @@
-/* The direct path's launch parameters: how a call that tune gave it
- * (tutti_tune_device, src/tune/device.c, which holds the sizes it takes
- * and where they were measured) is cut into blocks and rounds. Every
- * choice is a function of the call's arguments and of the environment
- * only, so that every rank launches the same grid. */
+/* The mapped kernel's launch: a call that tune gave it (tutti_tune_device:
+ * the sizes it takes, its lines, its blocks and rounds, where each was
+ * measured) fitted to this communicator's inboxes and grid. Every choice
+ * is a function of the call's arguments and of the plan only, so that
+ * every rank launches the same grid. */
 #include <stdlib.h>
 
 #include "device/dev_comm.h"
@@ -15,19 +15,6 @@ extern "C" {
 #include "util/log.h"
 #include "util/param.h"
 }
-
-/* Bytes per block: fewer bytes per block means more blocks for mid sizes. */
-static TUTTI_PARAM(block_bytes, "TUTTI_DEVICE_DIRECT_BLOCK_BYTES", 32 * 1024);
-static TUTTI_PARAM(ll_block_bytes, "TUTTI_DEVICE_DIRECT_LL_BLOCK_BYTES", 2 * 1024);
-static TUTTI_PARAM(ll_threads, "TUTTI_DEVICE_DIRECT_LL_THREADS", 256);
-static TUTTI_PARAM(ll128_block_bytes, "TUTTI_DEVICE_DIRECT_LL128_BLOCK_BYTES", 32 * 1024);
-/* Bytes of lines per LL128 round (a slot of the lane's inbox). */
-static TUTTI_PARAM(ll128_round_bytes, "TUTTI_DEVICE_DIRECT_LL128_ROUND_BYTES", 32 * 1024);
-/* Bytes per simple round: a block's part moves in rounds this size, each
- * pushed while the previous one is combined. 64 KB: a block of the default
- * 32 KB moves in one round (16 KB rounds took 31.9 against 25.0 us at 2 MB,
- * bench/RESULTS.md). */
-static TUTTI_PARAM(round_bytes, "TUTTI_DEVICE_DIRECT_ROUND_BYTES", 64 * 1024);
 
 extern "C" int td_dcoll(int c) {
   switch (c) {
@@ -47,7 +34,7 @@ extern "C" int td_dcoll(int c) {
 }
 
 extern "C" ncclResult_t td_direct_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op,
-                                      int proto) {
+                                      const struct tutti_dev_plan* plan) {
   const struct tutti_coll_args* a = op->args;
   struct td_direct w = {};
   w.comm = dc->d_comm;
@@ -62,42 +49,39 @@ extern "C" ncclResult_t td_direct_run(struct tutti_dev_comm* dc, const struct tu
   w.kind = (uint8_t)op->redop.kind;
   w.elem_size = (uint8_t)a->elem_size;
   w.root = a->root;
-  w.ll = proto == TUTTI_PROTO_LL;
-  w.ll128 = proto == TUTTI_PROTO_LL128;
-  int64_t per = w.ll      ? tutti_param_ll_block_bytes()
-                : w.ll128 ? tutti_param_ll128_block_bytes()
-                          : tutti_param_block_bytes();
-  per = per < 1024 ? 1024 : per;
+  w.ll = plan->proto == TUTTI_PROTO_LL;
+  w.ll128 = plan->proto == TUTTI_PROTO_LL128;
+  const uint64_t per = plan->block_bytes;
   if (w.ll) {
     w.round = TD_DIRECT_LL_LANE_BYTES / 2;
     w.slots = 2;
   } else if (w.ll128) {
     const uint64_t lane = dc->lay.ll128_lane_bytes;
-    uint64_t sb = (uint64_t)tutti_param_ll128_round_bytes() / 512 * 512;
+    uint64_t sb = (uint64_t)plan->round_bytes / 512 * 512;
     sb = sb < 512 ? 512 : sb > lane / 2 ? lane / 2 / 512 * 512 : sb;
     w.slot_bytes = (uint32_t)sb;
     w.slots = (uint32_t)(lane / sb);
     w.round = (uint32_t)(sb / TD_LL128_LINE * TD_LL128_DATA);
   } else {
-    uint64_t rb = (uint64_t)tutti_param_round_bytes() / 16 * 16;
+    uint64_t rb = (uint64_t)plan->round_bytes / 16 * 16;
     const uint64_t lane = dc->lay.lane_bytes;
     rb = rb < 1024 ? 1024 : rb > lane / 2 ? lane / 2 / 16 * 16 : rb;
     w.round = (uint32_t)rb;
     w.slots = (uint32_t)(lane / rb);
   }
-  uint64_t nb = (w.bytes + (uint64_t)per - 1) / (uint64_t)per;
+  uint64_t nb = (w.bytes + per - 1) / per;
   uint64_t cap = w.ll ? TD_DIRECT_LL_LANES : TD_DIRECT_LANES;
   cap = (uint64_t)dc->direct_ctas < cap ? (uint64_t)dc->direct_ctas : cap;
   w.nb = (uint32_t)(nb < 1 ? 1 : nb > cap ? cap : nb);
   int nt = dc->nthreads / 32 * 32;
   nt = nt < 64 ? 64 : nt;
   if (w.ll) {
-    int64_t lt = tutti_param_ll_threads();
-    nt = lt < 32 ? 32 : lt > nt ? nt : (int)(lt / 32 * 32);
+    const int lt = plan->threads;
+    nt = lt > nt ? nt : lt / 32 * 32;
   }
   if (tutti_log_wants(TUTTI_LOG_TRACE, TUTTI_TUNING) &&
-      tutti_tune_first_sight(1 + tutti_tune_shape(a, TUTTI_PATH_DIRECT_KERNEL))) {
-    TRACE(TUTTI_TUNING, "%s of %zu bytes on %d ranks: direct path, %s, %u blocks of %d threads",
+      tutti_tune_first_sight(1 + tutti_tune_shape(a, TUTTI_PATH_MAPPED))) {
+    TRACE(TUTTI_TUNING, "%s of %zu bytes on %d ranks: mapped kernel, %s, %u blocks of %d threads",
           tutti_coll_name((enum tutti_coll)a->coll), (size_t)(a->count * a->elem_size), dc->nranks,
           w.ll      ? "LL"
           : w.ll128 ? "LL128"

@@ -378,7 +378,7 @@ static void plan_launch(const struct tutti_dev_comm* dc, const struct tutti_dev_
   if (nops == 1) {
     c.known = td_dcoll(ops[0].args->coll) >= 0;
     c.max_ranks = TD_DIRECT_MAX_RANKS;
-    c.direct_lanes = dc->lay.lane_bytes != 0;
+    c.mapped_lanes = dc->lay.lane_bytes != 0;
     c.ll128_lanes = dc->lay.ll128_lane_bytes > 0;
     c.ce_slots = dc->lay.ce_slot_bytes != 0;
     c.one_process = 1;
@@ -401,9 +401,9 @@ extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct
   if (res == ncclSuccess) {
     struct tutti_dev_plan plan;
     plan_launch(dc, ops, nops, &at, &plan);
-    res = plan.path == TUTTI_PATH_COPY_ENGINES    ? td_ce_run(dc, &ops[0])
-          : plan.path == TUTTI_PATH_DIRECT_KERNEL ? td_direct_run(dc, &ops[0], plan.proto)
-                                                  : launch_schedules(dc, ops, nops);
+    res = plan.path == TUTTI_PATH_COPY_ENGINES ? td_ce_run(dc, &ops[0], &plan)
+          : plan.path == TUTTI_PATH_MAPPED     ? td_direct_run(dc, &ops[0], &plan)
+                                               : launch_schedules(dc, ops, nops);
     /* Whatever was enqueued, the next launch comes after it. */
     ncclResult_t ores = td_order_end(dc, ops, nops, &at);
     res = res != ncclSuccess ? res : ores;

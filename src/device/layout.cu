@@ -7,44 +7,39 @@
 #include "device/direct.h"
 
 extern "C" {
+#include "tune/tune.h"
 #include "util/param.h"
 }
 
-static TUTTI_PARAM(direct_bytes, "TUTTI_DEVICE_DIRECT_BYTES", 64 << 20);
-static TUTTI_PARAM(ce_bytes, "TUTTI_DEVICE_CE_BYTES", 64 << 20);
-static TUTTI_PARAM(ll128_bytes, "TUTTI_DEVICE_DIRECT_LL128_BYTES", 16 << 20);
-
 #define TD_MAX_DONE 256 /* lanes one launch may have */
 
-/* The direct path's inboxes (direct.h): TUTTI_DEVICE_DIRECT_BYTES per rank
- * for the simple rounds, split over every peer's lanes;
- * none where regions are host memory. */
-static uint64_t direct_lane_bytes(int n, int gpu_regions) {
-  const int64_t budget = tutti_param_direct_bytes();
-  if (!gpu_regions || n < 2 || n > TD_DIRECT_MAX_RANKS || budget <= 0) {
+/* The mapped kernel's inboxes (direct.h): tune's budget per rank for the
+ * simple rounds (mapped.memory), split over every peer's lanes; none where
+ * regions are host memory. */
+static uint64_t direct_lane_bytes(int n, int gpu_regions, uint64_t budget) {
+  if (!gpu_regions || n < 2 || n > TD_DIRECT_MAX_RANKS || budget == 0) {
     return 0;
   }
   uint64_t lane = (uint64_t)budget / ((uint64_t)(n - 1) * TD_DIRECT_LANES) / 4096 * 4096;
   return lane < 8192 ? 0 : lane;
 }
 
-/* The direct path's LL128 inboxes: TUTTI_DEVICE_DIRECT_LL128_BYTES per
- * rank, split over every peer's lanes (whole 4 KB); none without the
- * simple inboxes, or where some pair of GPUs is not on NVLink. */
-static uint64_t ll128_lane_bytes(int n, uint64_t simple_lane) {
-  const int64_t budget = tutti_param_ll128_bytes();
-  if (simple_lane == 0 || budget <= 0) {
+/* Its LL128 inboxes: tune's budget per rank (mapped.ll128_memory), split
+ * over every peer's lanes (whole 4 KB); none without the simple inboxes,
+ * or where some pair of GPUs is not on NVLink. */
+static uint64_t ll128_lane_bytes(int n, uint64_t simple_lane, uint64_t budget) {
+  if (simple_lane == 0 || budget == 0) {
     return 0;
   }
   const uint64_t lane = (uint64_t)budget / ((uint64_t)(n - 1) * TD_DIRECT_LANES) / 4096 * 4096;
   return lane < 4096 ? 0 : lane;
 }
 
-/* The copy-engine path's inboxes (ce.h): TUTTI_DEVICE_CE_BYTES per rank,
- * TD_CE_SLOTS slots per peer; none where regions are host memory. */
-static uint64_t ce_slot_bytes(int n, int gpu_regions) {
-  const int64_t budget = tutti_param_ce_bytes();
-  if (!gpu_regions || n < 2 || n > TD_DIRECT_MAX_RANKS || budget <= 0) {
+/* The copy-engine path's inboxes (ce.h): tune's budget per rank
+ * (ce.memory), TD_CE_SLOTS slots per peer; none where regions are host
+ * memory. */
+static uint64_t ce_slot_bytes(int n, int gpu_regions, uint64_t budget) {
+  if (!gpu_regions || n < 2 || n > TD_DIRECT_MAX_RANKS || budget == 0) {
     return 0;
   }
   const uint64_t slot = (uint64_t)budget / (TD_CE_SLOTS * (uint64_t)(n - 1)) / 4096 * 4096;
@@ -53,9 +48,11 @@ static uint64_t ce_slot_bytes(int n, int gpu_regions) {
 
 void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int gpu_regions,
                     int ll128) {
-  const uint64_t lane_bytes = direct_lane_bytes(n, gpu_regions);
-  const uint64_t ll128_lane = ll128 ? ll128_lane_bytes(n, lane_bytes) : 0;
-  const uint64_t ce_slot = ce_slot_bytes(n, gpu_regions);
+  struct tutti_dev_memory mem;
+  tutti_tune_device_memory(&mem);
+  const uint64_t lane_bytes = direct_lane_bytes(n, gpu_regions, mem.mapped);
+  const uint64_t ll128_lane = ll128 ? ll128_lane_bytes(n, lane_bytes, mem.mapped_ll128) : 0;
+  const uint64_t ce_slot = ce_slot_bytes(n, gpu_regions, mem.ce);
   const uint64_t lines = (uint64_t)nch * (uint64_t)n;
   uint64_t o = 0; /* the shared region */
   l->tail_off = o;

@@ -30,7 +30,10 @@ enum {
   W_HOSTS_4 = 1 << 6,      /* TREE_MIN_HOSTS hosts or more */
   W_HOST_BUFS = 1 << 7,    /* host buffers */
   W_DEVICE_BUFS = 1 << 8,  /* device buffers */
-  W_FORCED = 1 << 9        /* a TUTTI_TUNE row: "worth it" rules do not apply */
+  W_FORCED = 1 << 9,       /* a TUTTI_TUNE row: "worth it" rules do not apply */
+  W_RANKS_2 = 1 << 10,     /* two ranks */
+  W_RANKS_3 = 1 << 11,     /* three ranks or more */
+  W_ONE_PROCESS = 1 << 12  /* device buffers: every peer's memory is this process's */
 };
 
 /* What a row's size range is compared with. */
@@ -96,6 +99,32 @@ static const struct row defaults[] = {
     /* Latency-bound: one round instead of 2(N-1) steps. */
     {ANY, W_HOST_BUFS, M_BUSIEST, 0, 256 * KB, TUTTI_ALGO_DIRECT,
      "direct: the busiest rank moves at most 256 KB"},
+    /* Device buffers, the paths without a schedule (tune/device.c says
+     * where they can run), measured on 2 x H200 (NV18) against NCCL 2.28.9:
+     * the copy engines for reduce-scatter from 32 MB per rank, for
+     * allreduce from 64 MB when one process drives both GPUs (1.07-1.13x
+     * NCCL there; with a process per GPU 5-25% slower than the ring). Two
+     * ranks only: on 4 x H200 the path ran 3x slower than the ring
+     * (allreduce, one process, 128 MB 1996 us against 639). */
+    {C(REDUCESCATTER), W_DEVICE_BUFS | W_RANKS_2, M_BYTES, 32 * MB, INF, TUTTI_ALGO_CE,
+     "copy engines: two ranks, from 32 MB per rank"},
+    {C(ALLREDUCE), W_DEVICE_BUFS | W_RANKS_2 | W_ONE_PROCESS, M_BYTES, 64 * MB, INF, TUTTI_ALGO_CE,
+     "copy engines: two ranks in one process, from 64 MB"},
+    /* The mapped kernel (one handshake instead of a ring's three) halves
+     * the time of small collectives and, every thread pushing and the
+     * combine inlined, beats the ring to 16 MB per rank (8 MB allreduce
+     * 45.6 against 55.4 us; reduce-scatter and all-gather of 8 MB per rank
+     * 47.9 / 47.1 against 58.0 / 53.7); from 32 MB the ring's pipeline
+     * catches up. A broadcast's ring is a plain chain already at the link:
+     * the mapped kernel is slower from 8 MB. With more ranks an allreduce,
+     * broadcast or reduce pushes n-1 copies out of one GPU: up to 1 MB (not
+     * measured on more than two GPUs). */
+    {C(BROADCAST), W_DEVICE_BUFS | W_RANKS_2, M_BYTES, 0, 4 * MB, TUTTI_ALGO_MAPPED,
+     "mapped kernel: two ranks, broadcasts up to 4 MB"},
+    {C(ALLREDUCE) | C(REDUCESCATTER) | C(ALLGATHER) | C(REDUCE), W_DEVICE_BUFS | W_RANKS_2, M_BYTES,
+     0, 16 * MB, TUTTI_ALGO_MAPPED, "mapped kernel: two ranks, up to 16 MB"},
+    {ANY, W_DEVICE_BUFS | W_RANKS_3, M_BYTES, 0, 1 * MB, TUTTI_ALGO_MAPPED,
+     "mapped kernel: up to 1 MB"},
     /* Device schedules: a call that moves nothing (a point-to-point pair of
      * 0 bytes) runs as one round. */
     {ANY, W_DEVICE_BUFS, M_BUSIEST, 0, 0, TUTTI_ALGO_DIRECT, "direct schedule: nothing to move"},
@@ -121,109 +150,13 @@ static int noverrides;
 static pthread_once_t override_once = PTHREAD_ONCE_INIT;
 static int host_cpus;
 
-/* "64k", "1M", "0", "inf" -> bytes; -1 when malformed. */
-static int parse_size(const char* s, size_t* out) {
-  if (strcasecmp(s, "inf") == 0) {
-    *out = INF;
-    return 0;
-  }
-  char* end = NULL;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (end == s) {
-    return -1;
-  }
-  const char u = (char)tolower((unsigned char)*end);
-  const int shift = u == 'k' ? 10 : u == 'm' ? 20 : u == 'g' ? 30 : 0;
-  end += shift != 0;
-  if (*end == 'b' || *end == 'B') {
-    end++;
-  }
-  if (*end != '\0' || (shift > 0 && v > (SIZE_MAX >> shift))) {
-    return -1;
-  }
-  *out = (size_t)v << shift;
-  return 0;
-}
-
-int tutti_tune_parse_override(const char* spec, struct tutti_tune_rule* rules, int max, char* err,
-                              size_t errlen) {
-  int n = 0;
-  err[0] = '\0';
-  if (spec == NULL || *spec == '\0') {
-    return 0;
-  }
-  char buf[1024];
-  if (strlen(spec) >= sizeof buf) {
-    snprintf(err, errlen, "longer than %zu characters", sizeof buf - 1);
-    return -1;
-  }
-  snprintf(buf, sizeof buf, "%s", spec);
-  char* s1 = NULL;
-  for (char* rule = strtok_r(buf, ";", &s1); rule != NULL; rule = strtok_r(NULL, ";", &s1)) {
-    char* colon = strchr(rule, ':');
-    if (colon == NULL) {
-      snprintf(err, errlen, "\"%s\" names no collective (collective:range:@algorithm)", rule);
-      return -1;
-    }
-    *colon = '\0';
-    unsigned colls = 0;
-    char* s2 = NULL;
-    for (char* c = strtok_r(rule, ",", &s2); c != NULL; c = strtok_r(NULL, ",", &s2)) {
-      int found = strcasecmp(c, "all") == 0;
-      colls |= found ? ANY : 0;
-      for (int k = 0; k < TUTTI_COLL_COUNT && !found; k++) {
-        if (strcasecmp(c, tutti_coll_name((enum tutti_coll)k)) == 0) {
-          colls |= 1u << k;
-          found = 1;
-        }
-      }
-      if (!found) {
-        snprintf(err, errlen, "\"%s\" is not a collective (allreduce, allgather, ... or all)", c);
-        return -1;
-      }
-    }
-    char* s3 = NULL;
-    for (char* r = strtok_r(colon + 1, "#", &s3); r != NULL; r = strtok_r(NULL, "#", &s3)) {
-      char* at = strstr(r, ":@");
-      char* dash = strchr(r, '-');
-      if (at == NULL || dash == NULL || dash > at) {
-        snprintf(err, errlen, "\"%s\" is not lo-hi:@algorithm", r);
-        return -1;
-      }
-      *at = '\0';
-      *dash = '\0';
-      struct tutti_tune_rule x = {colls, 0, 0, TUTTI_ALGO_COUNT};
-      if (parse_size(r, &x.lo) != 0 || parse_size(dash + 1, &x.hi) != 0 || x.lo > x.hi) {
-        snprintf(err, errlen, "\"%s-%s\" is not a size range (e.g. 0-64k, 1m-inf)", r, dash + 1);
-        return -1;
-      }
-      for (int id = 0; id < TUTTI_ALGO_COUNT; id++) {
-        if (strcasecmp(at + 2, tutti_algo_get((enum tutti_algo_id)id)->name) == 0) {
-          x.algo = (enum tutti_algo_id)id;
-        }
-      }
-      if (x.algo == TUTTI_ALGO_COUNT) {
-        snprintf(err, errlen, "\"%s\" is not an algorithm (ring, direct, hier, tree, pull, board)",
-                 at + 2);
-        return -1;
-      }
-      if (n == max) {
-        snprintf(err, errlen, "more than %d ranges", max);
-        return -1;
-      }
-      rules[n++] = x;
-    }
-  }
-  return n;
-}
-
 static void load(void) {
   cpu_set_t set;
   host_cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
   struct tutti_tune_rule rules[OVERRIDE_MAX];
   char err[256];
   const char* spec = tutti_getenv("TUTTI_TUNE");
-  int n = tutti_tune_parse_override(spec, rules, OVERRIDE_MAX, err, sizeof err);
+  int n = tutti_tune_parse_override(spec, rules, OVERRIDE_MAX, NULL, err, sizeof err);
   if (n < 0) {
     /* tutti_tune_check refuses the init; nothing of it is applied. */
     return;
@@ -239,10 +172,10 @@ ncclResult_t tutti_tune_check(void) {
   struct tutti_tune_rule rules[OVERRIDE_MAX];
   char err[256];
   const char* spec = tutti_getenv("TUTTI_TUNE");
-  if (tutti_tune_parse_override(spec, rules, OVERRIDE_MAX, err, sizeof err) < 0) {
+  if (tutti_tune_parse_override(spec, rules, OVERRIDE_MAX, NULL, err, sizeof err) < 0) {
     return tutti_error(ncclInvalidArgument,
                        "TUTTI_TUNE=\"%s\": %s. The form is "
-                       "\"allreduce:0-64k:@board#64k-inf:@ring;allgather:0-inf:@pull\"",
+                       "\"allreduce:0-64k:@board#64k-inf:@ring;allgather:0-inf:@pull;ce.piece=8m\"",
                        spec, err);
   }
   return ncclSuccess;
@@ -265,15 +198,37 @@ static size_t measure(const struct tutti_coll_args* a, enum measure m) {
   }
 }
 
-static unsigned conditions(const struct tutti_coll_args* a) {
+static unsigned conditions(const struct tutti_coll_args* a, const struct tutti_dev_caps* c) {
   const int oversub = a->max_local > host_cpus;
   return (a->nhosts == 1 ? W_ONE_HOST : W_HOSTS) | (oversub ? W_OVERSUB : W_CORES) |
          (a->in_place ? 0 : W_OUT_OF_PLACE) | (a->max_local > 1 ? W_LOCAL_MANY : 0) |
-         (a->nhosts >= TREE_MIN_HOSTS ? W_HOSTS_4 : 0) | (a->device ? W_DEVICE_BUFS : W_HOST_BUFS);
+         (a->nhosts >= TREE_MIN_HOSTS ? W_HOSTS_4 : 0) | (a->device ? W_DEVICE_BUFS : W_HOST_BUFS) |
+         (a->nranks == 2  ? W_RANKS_2
+          : a->nranks > 2 ? W_RANKS_3
+                          : 0) |
+         (c != NULL && c->one_process ? W_ONE_PROCESS : 0);
 }
 
-/* Whether `algo` can run `a` here (forced: also where it is not worth it). */
-static int can_run(const struct tutti_coll_args* a, enum tutti_algo_id algo, int forced) {
+/* Where a device path can run at all: a single collective it implements,
+ * between GPUs that map each other (and, for the copy engines, no scalar to
+ * scale by, no graph being captured). */
+static int device_can_run(const struct tutti_coll_args* a, enum tutti_algo_id algo,
+                          const struct tutti_dev_caps* c) {
+  const int single = c->nops == 1 && c->known && a->count * a->elem_size > 0 && a->nranks >= 2 &&
+                     a->nranks <= c->max_ranks;
+  if (algo == TUTTI_ALGO_CE) {
+    return single && c->ce_slots && !c->premulsum && !c->capturing;
+  }
+  return single && algo == TUTTI_ALGO_MAPPED && c->mapped_lanes;
+}
+
+/* Whether `algo` can run `a` here (forced: also where it is not worth it;
+ * caps: what a device launch offers, NULL when a schedule is wanted). */
+static int can_run(const struct tutti_coll_args* a, enum tutti_algo_id algo, int forced,
+                   const struct tutti_dev_caps* caps) {
+  if (algo == TUTTI_ALGO_MAPPED || algo == TUTTI_ALGO_CE) {
+    return caps != NULL && device_can_run(a, algo, caps);
+  }
   if (tutti_algo_get(algo)->build[a->coll] == NULL) {
     return 0;
   }
@@ -292,16 +247,16 @@ static int can_run(const struct tutti_coll_args* a, enum tutti_algo_id algo, int
 }
 
 enum tutti_algo_id tutti_tune_table(const struct tutti_coll_args* a, unsigned allowed,
-                                    const char** why) {
+                                    const struct tutti_dev_caps* caps, const char** why) {
   pthread_once(&override_once, load);
-  const unsigned have = conditions(a);
+  const unsigned have = conditions(a, caps);
   const size_t nd = sizeof defaults / sizeof defaults[0];
   for (size_t i = 0; i < (size_t)noverrides + nd; i++) {
     const struct row* r = i < (size_t)noverrides ? &overrides[i] : &defaults[i - noverrides];
     const unsigned need = r->when & ~(unsigned)W_FORCED;
     const size_t size = measure(a, r->measure);
     if (!(r->colls & (1u << a->coll)) || (have & need) != need || size < r->lo || size > r->hi ||
-        !(allowed & (1u << r->algo)) || !can_run(a, r->algo, (r->when & W_FORCED) != 0)) {
+        !(allowed & (1u << r->algo)) || !can_run(a, r->algo, (r->when & W_FORCED) != 0, caps)) {
       continue;
     }
     *why = r->why;
@@ -319,5 +274,5 @@ int tutti_tune_table_inter(const struct tutti_coll_args* a) {
 }
 
 int tutti_tune_table_can_run(const struct tutti_coll_args* a, enum tutti_algo_id algo) {
-  return can_run(a, algo, 1);
+  return can_run(a, algo, 1, NULL);
 }

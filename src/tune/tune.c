@@ -29,19 +29,25 @@ static unsigned algo_bits(const char* list) {
       }
     }
     /* NCCL's names: its Tree is host-hierarchical too; the others are
-     * one-round algorithms on one host, tutti's direct. */
+     * one-round algorithms on one host, tutti's Direct (and, for NVLink
+     * SHARP's, the mapped kernel on device buffers). */
     if (strcasecmp(tok, "Tree") == 0 || strcasecmp(tok, "CollnetChain") == 0) {
       bits |= 1u << TUTTI_ALGO_HIER;
       known = 1;
     }
-    if (strcasecmp(tok, "NVLS") == 0 || strcasecmp(tok, "NVLSTree") == 0 ||
-        strcasecmp(tok, "CollnetDirect") == 0 || strcasecmp(tok, "PAT") == 0) {
+    if (strcasecmp(tok, "NVLS") == 0 || strcasecmp(tok, "NVLSTree") == 0) {
+      bits |= 1u << TUTTI_ALGO_DIRECT | 1u << TUTTI_ALGO_MAPPED;
+      known = 1;
+    }
+    if (strcasecmp(tok, "CollnetDirect") == 0 || strcasecmp(tok, "PAT") == 0) {
       bits |= 1u << TUTTI_ALGO_DIRECT;
       known = 1;
     }
     if (!known) {
-      WARN("NCCL_ALGO names \"%s\", which tutti does not know: use Ring, Direct, Hier or Tree",
-           tok);
+      WARN(
+          "NCCL_ALGO names \"%s\", which tutti does not know: use Ring, Direct, Hier, Tree, "
+          "Pull, Board, Mapped or CE",
+          tok);
     }
   }
   unsigned all = (1u << TUTTI_ALGO_COUNT) - 1;
@@ -94,6 +100,11 @@ int tutti_tune_algo_named(void) {
   return algo_named;
 }
 
+unsigned tutti_tune_allowed(enum tutti_coll coll) {
+  pthread_once(&algo_once, load_algo_env);
+  return allowed_mask[coll];
+}
+
 size_t tutti_tune_chunk(size_t queue_bytes, size_t piece_bytes) {
   size_t c = queue_bytes / 2;
   if (piece_bytes > 0) {
@@ -108,7 +119,7 @@ static enum tutti_algo_id pick_allowed(const struct tutti_coll_args* a, const ch
 void tutti_tune_plan(const struct tutti_coll_args* a, struct tutti_plan* plan) {
   pthread_once(&algo_once, load_algo_env);
   const char* why;
-  enum tutti_algo_id pick = tutti_tune_table(a, allowed_mask[a->coll], &why);
+  enum tutti_algo_id pick = tutti_tune_table(a, allowed_mask[a->coll], NULL, &why);
   plan->algo = pick != TUTTI_ALGO_COUNT ? pick : pick_allowed(a, &why);
   plan->why = why;
   /* A device call's line comes at its launch, which may take another path

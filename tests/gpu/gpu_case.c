@@ -350,32 +350,29 @@ void gcase_mode_env(const char* mode) {
     setenv("NCCL_SHM_DISABLE", "1", 1);
   }
   if (strcmp(mode, "ring") == 0) {
-    setenv("TUTTI_DEVICE_DIRECT", "0", 1);
+    setenv("NCCL_ALGO", "^Mapped", 1);
   }
   if (strcmp(mode, "ipc") == 0) {
     setenv("NCCL_CUMEM_ENABLE", "0", 1);
   }
-  if (strcmp(mode, "rounds") == 0 || strcmp(mode, "simple") == 0) {
-    setenv("TUTTI_DEVICE_DIRECT_BYTES", "2097152", 1);
-    setenv("TUTTI_DEVICE_DIRECT_ROUND_BYTES", "2048", 1);
-    setenv("TUTTI_DEVICE_DIRECT_LL_MAX_BYTES", "262144", 1);
-    setenv("TUTTI_DEVICE_DIRECT_LL_BLOCK_BYTES", "65536", 1);
-  }
-  if (strcmp(mode, "ce") == 0) {
-    setenv("TUTTI_DEVICE_CE_MIN_BYTES", "1", 1);
-    setenv("TUTTI_DEVICE_CE_BYTES", "1048576", 1);
+  /* The mapped kernel in small inboxes and rounds: many rounds per lane,
+   * slots reused within a call; LL up to 256 KB in 64 KB blocks. */
+  if (strcmp(mode, "rounds") == 0) {
+    setenv("TUTTI_TUNE", "mapped.memory=2m;mapped.round=2k;mapped.ll=256k;mapped.ll_block=64k", 1);
   }
   if (strcmp(mode, "simple") == 0) {
-    setenv("TUTTI_DEVICE_DIRECT_LL_MAX_BYTES", "0", 1);
-    setenv("TUTTI_DEVICE_DIRECT_LL128_MAX_BYTES", "0", 1);
+    setenv("TUTTI_TUNE", "mapped.memory=2m;mapped.round=2k;mapped.ll=0;mapped.ll128=0", 1);
+  }
+  if (strcmp(mode, "ce") == 0) {
+    setenv("TUTTI_TUNE", "all:1-inf:@ce;ce.memory=1m", 1);
   }
   if (strcmp(mode, "ll128") == 0) {
     /* Every size in LL128 lines, through small inboxes: many rounds per
      * lane, slots reused within a call. */
     setenv("NCCL_PROTO", "LL128", 1);
-    setenv("TUTTI_DEVICE_DIRECT_MAX_BYTES", "1073741824", 1);
-    setenv("TUTTI_DEVICE_DIRECT_LL128_BYTES", "4194304", 1);
-    setenv("TUTTI_DEVICE_DIRECT_LL128_ROUND_BYTES", "1024", 1);
-    setenv("TUTTI_DEVICE_DIRECT_LL128_BLOCK_BYTES", "16384", 1);
+    setenv("TUTTI_TUNE",
+           "all:0-1g:@mapped;mapped.ll128_memory=4m;mapped.ll128_round=1k;"
+           "mapped.ll128_block=16k",
+           1);
   }
 }

@@ -16,10 +16,10 @@
  *   huge        counts of several GB (64-bit sizes): allreduce and broadcast
  *   hidden      as procs, each process seeing only its own GPU
  *               (CUDA_VISIBLE_DEVICES): no peer access, queues in host memory
- *   ring        as procs, with the direct path off (TUTTI_DEVICE_DIRECT=0):
+ *   ring        as procs, with the mapped kernel left out (NCCL_ALGO=^Mapped):
  *               every collective through the schedules' kernel
  *   rounds      as procs, with inboxes of 16 KB per lane in rounds of 2 KB
- *               and low-latency rounds up to 256 KB: the direct path in
+ *               and low-latency rounds up to 256 KB: the mapped kernel in
  *               many rounds, each inbox slot used many times per call
  *   simple      as rounds, every size in simple rounds (no LL lines)
  *   ce          as procs, every size on the copy-engine path, in pieces of

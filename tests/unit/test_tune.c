@@ -84,7 +84,7 @@ static void test_device_paths(void) {
   const struct tutti_dev_caps base = {.nops = 1,
                                       .known = 1,
                                       .max_ranks = 8,
-                                      .direct_lanes = 1,
+                                      .mapped_lanes = 1,
                                       .ll128_lanes = 0,
                                       .ce_slots = 1,
                                       .one_process = 0,
@@ -97,18 +97,18 @@ static void test_device_paths(void) {
     int nranks, nops, one_process, premulsum, capturing;
     int path, proto;
   } cases[] = {
-      {TUTTI_COLL_ALLREDUCE, 8, 2, 1, 0, 0, 0, TUTTI_PATH_DIRECT_KERNEL, TUTTI_PROTO_LL},
-      {TUTTI_COLL_ALLREDUCE, 1 << 20, 2, 1, 0, 0, 0, TUTTI_PATH_DIRECT_KERNEL, TUTTI_PROTO_LL},
-      {TUTTI_COLL_ALLREDUCE, 8 << 20, 2, 1, 0, 0, 0, TUTTI_PATH_DIRECT_KERNEL, TUTTI_PROTO_SIMPLE},
+      {TUTTI_COLL_ALLREDUCE, 8, 2, 1, 0, 0, 0, TUTTI_PATH_MAPPED, TUTTI_PROTO_LL},
+      {TUTTI_COLL_ALLREDUCE, 1 << 20, 2, 1, 0, 0, 0, TUTTI_PATH_MAPPED, TUTTI_PROTO_LL},
+      {TUTTI_COLL_ALLREDUCE, 8 << 20, 2, 1, 0, 0, 0, TUTTI_PATH_MAPPED, TUTTI_PROTO_SIMPLE},
       {TUTTI_COLL_ALLREDUCE, 32 << 20, 2, 1, 0, 0, 0, TUTTI_PATH_SCHEDULE, -1},
       {TUTTI_COLL_ALLREDUCE, 64 << 20, 2, 1, 1, 0, 0, TUTTI_PATH_COPY_ENGINES, TUTTI_PROTO_SIMPLE},
       {TUTTI_COLL_ALLREDUCE, 64 << 20, 2, 1, 1, 0, 1, TUTTI_PATH_SCHEDULE, -1},
       {TUTTI_COLL_ALLREDUCE, 64 << 20, 2, 1, 1, 1, 0, TUTTI_PATH_SCHEDULE, -1},
       {TUTTI_COLL_REDUCESCATTER, 32 << 20, 2, 1, 0, 0, 0, TUTTI_PATH_COPY_ENGINES, -1},
-      {TUTTI_COLL_REDUCESCATTER, 16 << 20, 2, 1, 0, 0, 0, TUTTI_PATH_DIRECT_KERNEL, -1},
-      {TUTTI_COLL_BROADCAST, 4 << 20, 2, 1, 0, 0, 0, TUTTI_PATH_DIRECT_KERNEL, -1},
+      {TUTTI_COLL_REDUCESCATTER, 16 << 20, 2, 1, 0, 0, 0, TUTTI_PATH_MAPPED, -1},
+      {TUTTI_COLL_BROADCAST, 4 << 20, 2, 1, 0, 0, 0, TUTTI_PATH_MAPPED, -1},
       {TUTTI_COLL_BROADCAST, 8 << 20, 2, 1, 0, 0, 0, TUTTI_PATH_SCHEDULE, -1},
-      {TUTTI_COLL_ALLREDUCE, 1 << 20, 4, 1, 0, 0, 0, TUTTI_PATH_DIRECT_KERNEL, TUTTI_PROTO_LL},
+      {TUTTI_COLL_ALLREDUCE, 1 << 20, 4, 1, 0, 0, 0, TUTTI_PATH_MAPPED, TUTTI_PROTO_LL},
       {TUTTI_COLL_ALLREDUCE, 2 << 20, 4, 1, 0, 0, 0, TUTTI_PATH_SCHEDULE, -1},
       {TUTTI_COLL_ALLREDUCE, 64 << 20, 4, 1, 1, 0, 0, TUTTI_PATH_SCHEDULE, -1},
       {TUTTI_COLL_ALLREDUCE, 8, 16, 1, 0, 0, 0, TUTTI_PATH_SCHEDULE, -1},
@@ -146,7 +146,7 @@ static void test_override_parse(void) {
   int n = tutti_tune_parse_override(
       "allreduce:0-64k:@board#64k-inf:@Ring;allgather,broadcast:1m-"
       "inf:@pull;all:0-0:@direct",
-      r, 8, err, sizeof err);
+      r, 8, NULL, err, sizeof err);
   CHECK(n == 4, "four ranges: %d (%s)", n, err);
   CHECK(n == 4 && r[0].colls == 1u << TUTTI_COLL_ALLREDUCE && r[0].lo == 0 &&
             r[0].hi == 64 * 1024 && r[0].algo == TUTTI_ALGO_BOARD,
@@ -157,11 +157,27 @@ static void test_override_parse(void) {
             r[2].lo == 1 << 20 && r[2].algo == TUTTI_ALGO_PULL,
         "two collectives, 1m-inf pull");
   CHECK(n == 4 && r[3].colls == ~0u && r[3].algo == TUTTI_ALGO_DIRECT, "all: every collective");
-  const char* bad[] = {"allreduce:0-64k:@bogus", "nope:0-1k:@ring",      "allreduce:64k-1k:@ring",
-                       "allreduce:0-64k",        "allreduce:1x-2:@ring", "allreduce"};
+  int64_t k[TUTTI_KNOB_COUNT];
+  n = tutti_tune_parse_override("ce.piece=8m;allreduce:1m-inf:@CE;Mapped.LL=256k;ll=0", r, 8, k,
+                                err, sizeof err);
+  CHECK(n == 1 && r[0].algo == TUTTI_ALGO_CE && k[TUTTI_KNOB_CE_PIECE] == 8 << 20 &&
+            k[TUTTI_KNOB_MAPPED_LL] == 256 << 10 && k[TUTTI_KNOB_LL] == 0 &&
+            k[TUTTI_KNOB_CE_BLOCK] == -1,
+        "sizes beside rows: %d (%s)", n, err);
+  const char* bad[] = {"allreduce:0-64k:@bogus",
+                       "nope:0-1k:@ring",
+                       "allreduce:64k-1k:@ring",
+                       "allreduce:0-64k",
+                       "allreduce:1x-2:@ring",
+                       "allreduce",
+                       "ce.piece=1",
+                       "nosuch=4k",
+                       "mapped.ll_threads=4k",
+                       "mapped.round=-1",
+                       "ce.piece=8q"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     err[0] = '\0';
-    CHECK(tutti_tune_parse_override(bad[i], r, 8, err, sizeof err) < 0 && err[0] != '\0',
+    CHECK(tutti_tune_parse_override(bad[i], r, 8, k, err, sizeof err) < 0 && err[0] != '\0',
           "\"%s\" refused: %s", bad[i], err);
   }
   setenv("TUTTI_TUNE", "allreduce:0-64k:@bogus", 1);
@@ -202,6 +218,55 @@ static void test_override_applied(void) {
         WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 }
 
+/* TUTTI_TUNE and NCCL_ALGO choose device paths as they choose schedules,
+ * and its sizes cut the call. */
+static void test_override_device(void) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("TUTTI_TUNE",
+           "broadcast:0-inf:@ring;all:1-inf:@ce;allgather:0-inf:@mapped;"
+           "mapped.block=64k;ce.piece=8m;ce.block=16k",
+           1);
+    setenv("NCCL_ALGO", "^Mapped", 1);
+    const struct tutti_dev_caps c = {
+        .nops = 1, .known = 1, .max_ranks = 8, .mapped_lanes = 1, .ce_slots = 1};
+    struct tutti_dev_plan p;
+    int bad = 0;
+    struct tutti_coll_args a = args(TUTTI_COLL_ALLREDUCE, 4096, 4);
+    a.device = 1;
+    tutti_tune_device(&a, TUTTI_ALGO_RING, &c, &p); /* forced: also on 4 ranks, small */
+    bad += p.path != TUTTI_PATH_COPY_ENGINES || p.piece_bytes != 8 << 20 || p.block_bytes != 16384;
+    a.coll = TUTTI_COLL_BROADCAST;
+    tutti_tune_device(&a, TUTTI_ALGO_RING, &c, &p); /* the first row: a schedule */
+    bad += p.path != TUTTI_PATH_SCHEDULE;
+    a = args(TUTTI_COLL_ALLGATHER, 4096, 2);
+    a.device = 1;
+    struct tutti_dev_caps c2 = c;
+    c2.ce_slots = 0; /* the ce row cannot run; Mapped is left out by NCCL_ALGO */
+    tutti_tune_device(&a, TUTTI_ALGO_RING, &c2, &p);
+    bad += p.path != TUTTI_PATH_SCHEDULE;
+    _exit(bad);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "device paths forced and left out (%d wrong)",
+        WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  pid = fork();
+  if (pid == 0) {
+    setenv("TUTTI_TUNE", "mapped.block=64k;mapped.round=16k", 1);
+    const struct tutti_dev_caps c = {.nops = 1, .known = 1, .max_ranks = 8, .mapped_lanes = 1};
+    struct tutti_dev_plan p;
+    struct tutti_coll_args a = args(TUTTI_COLL_ALLREDUCE, 4 << 20, 2);
+    a.device = 1;
+    tutti_tune_device(&a, TUTTI_ALGO_RING, &c, &p);
+    _exit(p.path != TUTTI_PATH_MAPPED || p.proto != TUTTI_PROTO_SIMPLE ||
+          p.block_bytes != 64 << 10 || p.round_bytes != 16 << 10);
+  }
+  waitpid(pid, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the mapped kernel's cut from TUTTI_TUNE");
+}
+
 static void test_first_sight(void) {
   struct tutti_coll_args a = args(TUTTI_COLL_ALLGATHER, 1000, 3);
   uint64_t s = tutti_tune_shape(&a, TUTTI_PATH_SCHEDULE);
@@ -209,7 +274,7 @@ static void test_first_sight(void) {
   a.count++;
   CHECK(tutti_tune_shape(&a, TUTTI_PATH_SCHEDULE) != s, "another size, another shape");
   struct tutti_coll_args b = args(TUTTI_COLL_ALLGATHER, 1000, 3);
-  CHECK(tutti_tune_shape(&b, TUTTI_PATH_DIRECT_KERNEL) != s, "another path, another shape");
+  CHECK(tutti_tune_shape(&b, TUTTI_PATH_MAPPED) != s, "another path, another shape");
 }
 
 /* A child with TUNING on plans one shape five times and another once: two
@@ -236,7 +301,7 @@ static void test_tuning_lines(void) {
     /* A device launch: one line naming its path, however often it runs. */
     struct tutti_coll_args d = args(TUTTI_COLL_ALLREDUCE, 4096, 2);
     d.device = 1;
-    const struct tutti_dev_caps caps = {.nops = 1, .known = 1, .max_ranks = 8, .direct_lanes = 1};
+    const struct tutti_dev_caps caps = {.nops = 1, .known = 1, .max_ranks = 8, .mapped_lanes = 1};
     struct tutti_dev_plan dp;
     for (int i = 0; i < 3; i++) {
       tutti_tune_device(&d, TUTTI_ALGO_RING, &caps, &dp);
@@ -249,7 +314,7 @@ static void test_tuning_lines(void) {
   int lines = 0, placed = 0, device = 0;
   while (f != NULL && fgets(line, sizeof line, f) != NULL) {
     device +=
-        strstr(line, "AllReduce of 4096 bytes, 2 ranks, device buffers: direct kernel, LL") != NULL;
+        strstr(line, "AllReduce of 4096 bytes, 2 ranks, device buffers: mapped kernel, LL") != NULL;
     if (strstr(line, "ReduceScatter of 49380 bytes") != NULL) {
       lines++;
       placed += strstr(line, "in place") != NULL;
@@ -271,6 +336,7 @@ int main(void) {
    * per process, and a child inherits what its parent read). */
   test_tuning_lines();
   test_override_applied();
+  test_override_device();
   test_parsers();
   test_plans();
   test_device_paths();
