@@ -80,9 +80,8 @@ void tutti_stall_record(const struct tutti_op* op) {
                                        : -1;
     if (p >= 0) {
       uint32_t none = 0;
-      __atomic_compare_exchange_n(&op->er->bell->lost, &none,
-                                  ((uint32_t)ETIME << 24) | (uint32_t)(p + 1), 0, __ATOMIC_ACQ_REL,
-                                  __ATOMIC_ACQUIRE);
+      __atomic_compare_exchange_n(&op->er->bell->lost, &none, tutti_lost_make(ETIME, p), 0,
+                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
       return;
     }
   }
@@ -182,10 +181,7 @@ int tutti_stall_gone_peer(struct tutti_op* op) {
         /* Leave the first cause where the other ranks will look when this
          * one leaves in turn: the rank that was lost first, not this one. */
         uint32_t theirs = __atomic_load_n(&er->peer_bells[p]->lost, __ATOMIC_ACQUIRE);
-        uint32_t cause = (theirs & TUTTI_DOORBELL_LOST_SELF) != 0 &&
-                                 (theirs & TUTTI_DOORBELL_LOST_SELF) != TUTTI_DOORBELL_LOST_SELF
-                             ? theirs
-                             : (uint32_t)(p + 1);
+        uint32_t cause = tutti_lost_rank(theirs) >= 0 ? theirs : tutti_lost_make(0, p);
         uint32_t none = 0;
         if (er->bell != NULL) {
           __atomic_compare_exchange_n(&er->bell->lost, &none, cause, 0, __ATOMIC_ACQ_REL,

@@ -6,6 +6,7 @@
 #ifndef TUTTI_TRANSPORT_TRANSPORT_H
 #define TUTTI_TRANSPORT_TRANSPORT_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -77,12 +78,8 @@ struct tutti_doorbell {
   uint32_t sleeping; /* non-zero while the owner may sleep on `ring` */
   int32_t pid;
   uint32_t departed; /* set when the owner destroyed its communicator */
-  /* A broken network connection, 0 while none: bits 24-31 the errno (0: closed
-   * without a goodbye; ETIMEDOUT: the far host stopped answering; ETIME: no
-   * connection broke, the owner gave up on a rank that made no progress for
-   * TUTTI_TIMEOUT); bits 0-23 TUTTI_DOORBELL_LOST_SELF when this bell is a
-   * private copy for a network peer whose own connection broke, else 1 + the
-   * rank the owner lost its connection to (or gave up on). */
+  /* A broken network connection, 0 while none: a cause and a rank in one
+   * atomic word, written and read only through tutti_lost_* (below). */
   uint32_t lost;
   /* This doorbell's address in the owner's own address space, so that a
    * peer process can check that it may read the owner's memory (cma.c). */
@@ -114,7 +111,35 @@ struct tutti_doorbell {
                            call may still be waiting for their own diagnosis */
   char failed_why[480];
 };
-#define TUTTI_DOORBELL_LOST_SELF 0xFFFFFFu
+
+/* The doorbell's `lost` word: bits 24-31 an errno (0: closed without a
+ * goodbye; ETIMEDOUT: the far host stopped answering; ETIME: no connection
+ * broke, the owner gave up on a rank that made no progress for
+ * TUTTI_TIMEOUT); bits 0-23 all ones (TUTTI_LOST_SELF) when this bell is a
+ * private copy for a network peer whose own connection broke, else 1 + the
+ * rank the owner lost its connection to (or gave up on). One word, so that
+ * a compare-and-swap keeps the first cause and a goodbye carries it whole. */
+#define TUTTI_LOST_SELF (-1) /* `who` of tutti_lost_make: this bell's own connection */
+#define TUTTI_LOST_WHO_MASK 0xFFFFFFu
+
+/* The word for errno `err` (one that does not fit 8 bits counts as EIO) and
+ * rank `who`, or TUTTI_LOST_SELF. */
+static inline uint32_t tutti_lost_make(int err, int who) {
+  const uint32_t e = err > 0 && err < 256 ? (uint32_t)err : (err != 0 ? (uint32_t)EIO : 0);
+  return (e << 24) | (who < 0 ? TUTTI_LOST_WHO_MASK : (uint32_t)who + 1);
+}
+static inline int tutti_lost_errno(uint32_t v) {
+  return (int)(v >> 24);
+}
+/* Whether `v` marks the bell's own connection as broken. */
+static inline int tutti_lost_is_self(uint32_t v) {
+  return (v & TUTTI_LOST_WHO_MASK) == TUTTI_LOST_WHO_MASK;
+}
+/* The rank `v` names, or -1 (none, or the bell's own connection). */
+static inline int tutti_lost_rank(uint32_t v) {
+  const uint32_t who = v & TUTTI_LOST_WHO_MASK;
+  return who == 0 || who == TUTTI_LOST_WHO_MASK ? -1 : (int)(who - 1);
+}
 
 /* The board: the ranks of one host post small contributions side by side
  * and read each other's in place, one shared cache line of flags instead of
