@@ -90,7 +90,10 @@ static ncclResult_t agree_caps(struct ncclComm* comm) {
                            comm->nhosts == 1 && tc->board.base != NULL ? tc->board.slot_bytes : 0};
   for (int r = 0; r < n; r++) {
     struct tutti_conn* cs[2] = {tc->send[r], tc->recv[r]};
-    if (r != comm->rank && (cs[0] == NULL || cs[0]->ops->send_idle == NULL)) {
+    /* Single copy: the offer's slot is its completion flag (send_idle), and
+     * the reader reaches the offering peer's memory (mem). */
+    if (r != comm->rank &&
+        (cs[0] == NULL || cs[0]->ops->send_idle == NULL || cs[1] == NULL || cs[1]->mem == NULL)) {
       mine.can_read = 0;
     }
     for (int d = 0; d < 2; d++) {

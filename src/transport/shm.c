@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
+#include "transport/cma.h"
 #include "transport/fifo.h"
 #include "util/check.h"
 #include "util/param.h"
@@ -200,6 +201,7 @@ sync:
     tutti_fifo_conn_init(s, NULL, to_peer, nslots, slot, r, -1, peer_bell, NULL);
     tutti_fifo_conn_init(NULL, rv, from_peer, nslots, slot, -1, r, NULL, peer_bell);
     s->base.via = rv->base.via = "SHM";
+    s->base.mem = rv->base.mem = tutti_cma_ops(tc->peers[r].pid);
     tc->send[r] = &s->base;
     tc->recv[r] = &rv->base;
   }

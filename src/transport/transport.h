@@ -30,8 +30,35 @@ struct tutti_conn_ops {
   int (*send_idle)(struct tutti_conn* c);
 };
 
+/* Where a piece of a rank's buffer lies, as it offers it to a peer that
+ * reads (or writes) it directly instead of through the queue: posted in one
+ * queue slot of the connection to that peer (exec/pull.c). */
+struct tutti_peer_buf {
+  uint64_t addr;  /* in the offering process */
+  uint64_t bytes; /* checked against what the reader expects */
+  int32_t pid;    /* the offering process */
+  uint32_t magic; /* TUTTI_PEER_BUF_MAGIC: a slot of data here means mismatched calls */
+};
+#define TUTTI_PEER_BUF_MAGIC 0x70756c6cu /* "pull" */
+
+/* Direct access to the peer's memory (single copy), chosen by the transport
+ * at setup (transport/cma.c): in place for a thread of this process, by
+ * cross-memory attach for another process of the host. */
+struct tutti_peer_mem_ops {
+  /* The offered bytes as an address of this process, to read in place, or
+   * NULL: copy them with `read`. */
+  const void* (*local)(const struct tutti_peer_buf* b);
+  /* Copies `bytes` at b->addr + off into `dst`, or from `src` there; 0 or
+   * an errno (ESRCH: the process is gone; EPERM: the kernel refuses). */
+  int (*read)(const struct tutti_peer_buf* b, uint64_t off, void* dst, size_t bytes);
+  int (*write)(const struct tutti_peer_buf* b, uint64_t off, const void* src, size_t bytes);
+};
+
 struct tutti_conn {
   const struct tutti_conn_ops* ops;
+  /* The peer's memory, where the transport reaches it; NULL where it does
+   * not (the far end is a proxy thread). */
+  const struct tutti_peer_mem_ops* mem;
   int peer;
   size_t slot_bytes;  /* the largest piece one slot carries */
   size_t queue_bytes; /* all slots together */
