@@ -31,6 +31,7 @@ static TUTTI_PARAM(board_bytes, "TUTTI_BOARD_BYTES", 1 << 20);
 _Static_assert(sizeof(struct tutti_doorbell) <= SHM_BELL_STRIDE, "a doorbell fits its stride");
 _Static_assert(offsetof(struct tutti_doorbell, op_active) == 64,
                "what the owner writes at every call starts a cache line of its own");
+_Static_assert(sizeof(struct tutti_board_header) <= TUTTI_BOARD_HEADER, "a board header fits");
 
 struct shm_state {
   void* base;
@@ -210,6 +211,7 @@ sync:
      * the only case the communicator uses it (api/init.c). */
     tc->board.base = base + bells;
     tc->board.slot_bytes = board_slot;
+    tc->board.nranks = st->nlocal;
   }
   INFO(TUTTI_INIT | TUTTI_SHM,
        "rank %d: %d local ranks share %zu MB of /dev/shm (%u slots of %zu KB per pair)", tc->rank,

@@ -1,6 +1,8 @@
-/* The doorbell's words that ranks and proxies exchange: the `lost` word's
- * encoding (one atomic 32-bit value, also carried in goodbyes). */
+/* What the ranks of a host share in memory, as transport.h lays it out: the
+ * doorbell's `lost` word (one atomic 32-bit value, also carried in
+ * goodbyes) and the board's slots. */
 #include <errno.h>
+#include <stdlib.h>
 
 #include "harness.h"
 #include "transport/transport.h"
@@ -33,7 +35,39 @@ static void test_lost_word(void) {
   CHECK(tutti_lost_make(ETIME, 3) == (((uint32_t)ETIME << 24) | 4u), "the layout is unchanged");
 }
 
+/* Slots of two generations for n ranks, each a header then its data, side
+ * by side: generation g uses set g & 1. */
+static void test_board_slots(void) {
+  const int n = 3;
+  const size_t slot = 4096;
+  struct tutti_board b = {calloc(2 * (size_t)n, TUTTI_BOARD_HEADER + slot), slot, n};
+  CHECK(b.base != NULL, "allocated");
+  if (b.base == NULL) {
+    return;
+  }
+  for (uint64_t g = 1; g <= 4; g++) {
+    for (int r = 0; r < n; r++) {
+      struct tutti_board_header* h = tutti_board_slot(&b, g, r);
+      const size_t at = (size_t)((char*)h - b.base);
+      const size_t want = ((size_t)(g & 1) * (size_t)n + (size_t)r) * (TUTTI_BOARD_HEADER + slot);
+      CHECK(at == want, "generation %llu rank %d at %zu, expected %zu", (unsigned long long)g, r,
+            at, want);
+      CHECK((char*)tutti_board_data(h) == (char*)h + TUTTI_BOARD_HEADER, "data after the header");
+    }
+  }
+  CHECK(tutti_board_slot(&b, 2, 0) == tutti_board_slot(&b, 4, 0) &&
+            tutti_board_slot(&b, 1, 0) != tutti_board_slot(&b, 2, 0),
+        "two sets, by parity");
+  struct tutti_board_header* h = tutti_board_slot(&b, 5, 2);
+  CHECK(tutti_board_posted(h) == 0, "nothing posted yet");
+  tutti_board_post(h, 5);
+  CHECK(tutti_board_posted(h) == 5 && tutti_board_posted(tutti_board_slot(&b, 5, 1)) == 0,
+        "a post shows in its own slot only");
+  free(b.base);
+}
+
 int main(void) {
   test_lost_word();
-  return test_summary("doorbell");
+  test_board_slots();
+  return test_summary("host_shared");
 }
