@@ -108,10 +108,10 @@ static int describe_one(const struct tutti_op* op, int p, char* buf, size_t len)
     return 0;
   }
   const struct tutti_doorbell* b = er->peer_bells[p];
-  int active = (int)__atomic_load_n(&b->op_active, __ATOMIC_ACQUIRE);
-  unsigned long long seq = (unsigned long long)__atomic_load_n(&b->op_seq, __ATOMIC_RELAXED);
+  int active = (int)__atomic_load_n(&b->status.active, __ATOMIC_ACQUIRE);
+  unsigned long long seq = (unsigned long long)__atomic_load_n(&b->status.seq, __ATOMIC_RELAXED);
   const char* coll =
-      tutti_coll_name((enum tutti_coll)__atomic_load_n(&b->op_coll, __ATOMIC_RELAXED));
+      tutti_coll_name((enum tutti_coll)__atomic_load_n(&b->status.coll, __ATOMIC_RELAXED));
   int pid = (int)er->peers[p].pid;
   char doing[96];
   if (active) {

@@ -29,7 +29,7 @@ static TUTTI_PARAM(board_bytes, "TUTTI_BOARD_BYTES", 1 << 20);
 
 #define SHM_BELL_STRIDE 1024
 _Static_assert(sizeof(struct tutti_doorbell) <= SHM_BELL_STRIDE, "a doorbell fits its stride");
-_Static_assert(offsetof(struct tutti_doorbell, op_active) == 64,
+_Static_assert(offsetof(struct tutti_doorbell, status) == 64,
                "what the owner writes at every call starts a cache line of its own");
 _Static_assert(sizeof(struct tutti_board_header) <= TUTTI_BOARD_HEADER, "a board header fits");
 

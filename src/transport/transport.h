@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "exec/status.h" /* the executor's part of a doorbell, reserved by size */
 #include "nccl.h"
 
 struct tutti_conn;
@@ -98,8 +99,16 @@ struct tutti_call {
 #define TUTTI_CALL_RED_PREMUL_DEV 17  /* ... device scalar */
 #define TUTTI_CALL_HISTORY 8          /* records a rank keeps for peers behind it */
 
-/* Where a rank sleeps when it has nothing to do, and how others wake it.
- * Lives in shared memory when a shared-memory transport exists. */
+/* A rank's doorbell: where it sleeps when it has nothing to do, how others
+ * wake it, and what its peers read of it. In shared memory when a
+ * shared-memory transport exists, mapped by processes of one library
+ * build: the layout may change from one build to the next, never the
+ * reasons for its offsets. Three owners: the first cache line is the
+ * transport's (waking, liveness); `status` is the host executor's
+ * (exec/status.h), reserved here by size; the call and failure records are
+ * written by the executors and also by the tcp proxy, which carries them to
+ * network peers' stand-in bells (proxy_ctl.c), so their layout is the
+ * transport's, as is the wire format that carries them (proxy.h). */
 struct tutti_doorbell {
   uint32_t ring;     /* futex word: bumped by peers that post or free a slot */
   uint32_t sleeping; /* non-zero while the owner may sleep on `ring` */
@@ -119,12 +128,9 @@ struct tutti_doorbell {
    * live in the next cache line (in shared memory, where bells are 64-byte
    * aligned): a post does not miss on a line its owner just wrote. */
   uint8_t pad_[64 - 36];
-  /* What the owner is doing, for peers that wait on it to report: the
-   * collective it is in (active), or the last one it was in. */
-  uint32_t op_active;
-  uint32_t op_coll; /* enum tutti_coll */
-  uint64_t op_seq;
-  uint8_t pad2_[64 - 16];
+  /* What the owner is doing, for peers that wait on it to report. */
+  struct tutti_exec_status status;
+  uint8_t pad2_[64 - sizeof(struct tutti_exec_status)];
   /* The owner's recent collective calls, [seq % TUTTI_CALL_HISTORY]: peers
    * compare them with their own (exec/agree.c). */
   struct tutti_call calls[TUTTI_CALL_HISTORY];

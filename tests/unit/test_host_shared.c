@@ -2,6 +2,7 @@
  * doorbell's `lost` word (one atomic 32-bit value, also carried in
  * goodbyes) and the board's slots. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "harness.h"
@@ -66,8 +67,21 @@ static void test_board_slots(void) {
   free(b.base);
 }
 
+/* Where peers find each part of a doorbell: what they read when they post
+ * alone on the first cache line, what the owner writes at every call after. */
+static void test_doorbell_layout(void) {
+  CHECK(offsetof(struct tutti_doorbell, sleeping) < 64 &&
+            offsetof(struct tutti_doorbell, lost) < 64 &&
+            offsetof(struct tutti_doorbell, shows_calls) < 64,
+        "the transport's words share the first line");
+  CHECK(offsetof(struct tutti_doorbell, status) == 64,
+        "the executor's status starts the second line");
+  CHECK(offsetof(struct tutti_doorbell, calls) == 128, "the calls start the third line");
+}
+
 int main(void) {
   test_lost_word();
+  test_doorbell_layout();
   test_board_slots();
   return test_summary("host_shared");
 }
