@@ -80,77 +80,20 @@ struct conn_caps {
   size_t board_bytes; /* the slot size of the host's board it maps, 0 none */
 };
 
-static ncclResult_t connect_ranks(struct ncclComm* comm) {
+/* What this rank's connections allow, agreed with every rank: the piece
+ * and queue sizes (the smallest anywhere), single copy, the board. */
+static ncclResult_t agree_caps(struct ncclComm* comm) {
   struct tutti_transport_comm* tc = &comm->tc;
-  const int n = comm->nranks;
-  tc->rank = comm->rank;
-  tc->nranks = n;
-  tc->peers = comm->peers;
-  tc->boot = comm->boot;
-  tc->secret = comm->secret;
-  tc->comm_hash = comm->comm_hash;
-  tc->buffsize = (size_t)tutti_param_buffsize();
-  /* Every rank alone on its host (all peers over the network) in a small
-   * job: 4 MB queues unless NCCL_BUFFSIZE says otherwise. Rounds are half a
-   * queue and each costs a network round trip: across two namespace hosts,
-   * allreduce ran at 0.35 GB/s with 1 MB queues and 0.7 GB/s with 4 MB. With
-   * shared memory in play the queues stay small (/dev/shm is often small). */
-  int alone = n <= 9 && tutti_getenv("NCCL_BUFFSIZE") == NULL;
-  for (int a = 0; a < n && alone; a++) {
-    for (int b = 0; b < a && alone; b++) {
-      alone = comm->peers[a].host_hash != comm->peers[b].host_hash;
-    }
-  }
-  if (alone && n > 1 && tc->buffsize < (4u << 20)) {
-    tc->buffsize = 4u << 20;
-  }
-  tc->abort_flag = &comm->abort_flag;
-  tc->send = calloc((size_t)n, sizeof *tc->send);
-  tc->recv = calloc((size_t)n, sizeof *tc->recv);
-  tc->peer_bells = calloc((size_t)n, sizeof *tc->peer_bells);
-  if (tc->send == NULL || tc->recv == NULL || tc->peer_bells == NULL) {
-    return tutti_error(ncclSystemError, "out of host memory connecting %d ranks", n);
-  }
-  NCCLCHECK(tutti_transport_setup(tc));
-
   struct tutti_exec_rank* er = &comm->er;
-  er->rank = comm->rank;
-  er->nranks = n;
-  er->send = tc->send;
-  er->recv = tc->recv;
-  er->bell = tc->bell;
-  er->peer_bells = tc->peer_bells;
-  er->peers = comm->peers;
-  er->abort_flag = &comm->abort_flag;
-  er->timeout_s = tutti_timeout_s();
-  comm->host_of = calloc((size_t)n, sizeof *comm->host_of);
-  if (comm->host_of == NULL) {
-    return tutti_error(ncclSystemError, "out of host memory");
-  }
-  comm->nhosts = 0;
-  comm->max_local = 0;
-  for (int r = 0; r < n; r++) {
-    int h = -1, count = 0;
-    for (int q = 0; q < r && h < 0; q++) {
-      h = comm->peers[q].host_hash == comm->peers[r].host_hash ? comm->host_of[q] : -1;
-    }
-    comm->host_of[r] = h >= 0 ? h : comm->nhosts++;
-    for (int q = 0; q <= r; q++) {
-      count += comm->host_of[q] == comm->host_of[r];
-    }
-    comm->max_local = count > comm->max_local ? count : comm->max_local;
-  }
-  int local = 0;
-  for (int r = 0; r < n; r++) {
-    local += comm->host_of[r] == comm->host_of[comm->rank];
-  }
-  tutti_wait_policy(er, local);
-  /* What this rank's connections allow; the ranks agree on it (below). */
+  const int n = comm->nranks;
   struct conn_caps mine = {0, 0, comm->nhosts == 1,
                            comm->nhosts == 1 && tc->board.base != NULL ? tc->board.slot_bytes : 0};
   for (int r = 0; r < n; r++) {
     struct tutti_conn* cs[2] = {tc->send[r], tc->recv[r]};
-    if (r != comm->rank && (cs[0] == NULL || cs[0]->ops->send_idle == NULL)) {
+    /* Single copy: the offer's slot is its completion flag (send_idle), and
+     * the reader reaches the offering peer's memory (mem). */
+    if (r != comm->rank &&
+        (cs[0] == NULL || cs[0]->ops->send_idle == NULL || cs[1] == NULL || cs[1]->mem == NULL)) {
       mine.can_read = 0;
     }
     for (int d = 0; d < 2; d++) {
@@ -185,22 +128,66 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
     comm->can_pull = comm->can_pull && all[r].can_read != 0;
     comm->board_bytes = all[r].board_bytes == comm->board_bytes ? comm->board_bytes : 0;
   }
+  free(all);
   if (comm->board_bytes > 0) {
     er->board = tc->board;
   }
   if (comm->can_pull) {
-    int one_process = 1; /* then peers' buffers are read in place, not copied in */
-    for (int r = 0; r < n; r++) {
-      one_process = one_process && comm->peers[r].pid == comm->peers[comm->rank].pid;
-    }
-    comm->can_pull = one_process ? 2 : 1;
+    /* One process: peers' buffers are read in place, not copied in. */
+    comm->can_pull = tutti_topo_one_process(comm->peers, n, comm->rank) ? 2 : 1;
   }
-  free(all);
   if (comm->can_pull && comm->rank == 0 && n > 1) {
     INFO(TUTTI_INIT, "ranks read each other's host buffers directly (single-copy collectives, %s)",
          comm->can_pull == 2 ? "one process" : "cross-memory attach");
   }
   return res;
+}
+
+static ncclResult_t connect_ranks(struct ncclComm* comm) {
+  struct tutti_transport_comm* tc = &comm->tc;
+  const int n = comm->nranks;
+  comm->host_of = calloc((size_t)n, sizeof *comm->host_of);
+  if (comm->host_of == NULL) {
+    return tutti_error(ncclSystemError, "out of host memory");
+  }
+  tutti_topo_hosts(comm->peers, n, comm->host_of, &comm->nhosts, &comm->max_local);
+  tc->rank = comm->rank;
+  tc->nranks = n;
+  tc->peers = comm->peers;
+  tc->boot = comm->boot;
+  tc->secret = comm->secret;
+  tc->comm_hash = comm->comm_hash;
+  tc->buffsize = (size_t)tutti_param_buffsize();
+  /* Every rank alone on its host (all peers over the network) in a small
+   * job: 4 MB queues unless NCCL_BUFFSIZE says otherwise. Rounds are half a
+   * queue and each costs a network round trip: across two namespace hosts,
+   * allreduce ran at 0.35 GB/s with 1 MB queues and 0.7 GB/s with 4 MB. With
+   * shared memory in play the queues stay small (/dev/shm is often small). */
+  if (n > 1 && n <= 9 && comm->nhosts == n && tutti_getenv("NCCL_BUFFSIZE") == NULL &&
+      tc->buffsize < (4u << 20)) {
+    tc->buffsize = 4u << 20;
+  }
+  tc->abort_flag = &comm->abort_flag;
+  tc->send = calloc((size_t)n, sizeof *tc->send);
+  tc->recv = calloc((size_t)n, sizeof *tc->recv);
+  tc->peer_bells = calloc((size_t)n, sizeof *tc->peer_bells);
+  if (tc->send == NULL || tc->recv == NULL || tc->peer_bells == NULL) {
+    return tutti_error(ncclSystemError, "out of host memory connecting %d ranks", n);
+  }
+  NCCLCHECK(tutti_transport_setup(tc));
+
+  struct tutti_exec_rank* er = &comm->er;
+  er->rank = comm->rank;
+  er->nranks = n;
+  er->send = tc->send;
+  er->recv = tc->recv;
+  er->bell = tc->bell;
+  er->peer_bells = tc->peer_bells;
+  er->peers = comm->peers;
+  er->abort_flag = &comm->abort_flag;
+  er->timeout_s = tutti_timeout_s();
+  tutti_wait_policy(er, tutti_topo_local_count(comm->host_of, n, comm->rank));
+  return agree_caps(comm);
 }
 
 ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUniqueId* id, int rank) {

@@ -28,24 +28,9 @@
  * anyway; below 1 MB plain copies were up to 2x faster (bench/RESULTS.md). */
 static TUTTI_PARAM(board_stream_min_bytes, "TUTTI_BOARD_STREAM_MIN_BYTES", 1 << 20);
 
-struct board_header {
-  uint64_t gen;   /* the generation the slot holds (0: none yet) */
-  uint64_t bytes; /* its size, to catch ranks that called different counts */
-  /* The poster's call: read with its data by every rank, so board
-   * collectives compare every rank's call at no cost (exec/agree.c). */
-  struct tutti_call call;
-};
-_Static_assert(sizeof(struct board_header) <= TUTTI_BOARD_HEADER, "the header fits");
-
-static inline struct board_header* slot_of(const struct tutti_exec_rank* er, uint64_t gen,
-                                           int rank) {
-  const size_t stride = TUTTI_BOARD_HEADER + er->board.slot_bytes;
-  return (struct board_header*)(er->board.base +
-                                ((size_t)(gen & 1) * (size_t)er->nranks + (size_t)rank) * stride);
-}
-
-static inline void* data_of(struct board_header* h) {
-  return (char*)h + TUTTI_BOARD_HEADER;
+static inline struct tutti_board_header* slot_of(const struct tutti_exec_rank* er, uint64_t gen,
+                                                 int rank) {
+  return tutti_board_slot(&er->board, gen, rank);
 }
 
 static inline uint64_t gen_of(const struct tutti_op* op, const struct tutti_step* st) {
@@ -60,7 +45,7 @@ int tutti_board_missing(const struct tutti_op* op, const struct tutti_step* st, 
   }
   const uint64_t gen = gen_of(op, st);
   for (int p = from < 0 ? 0 : from; p < er->nranks; p++) {
-    if (__atomic_load_n(&slot_of(er, gen, p)->gen, __ATOMIC_ACQUIRE) != gen) {
+    if (tutti_board_posted(slot_of(er, gen, p)) != gen) {
       return p;
     }
   }
@@ -81,17 +66,15 @@ static ncclResult_t post(struct tutti_op* op, const struct tutti_step* st, int* 
   if (er->board_finished + 1 < gen) {
     return ncclSuccess; /* an earlier round or operation of this group still reads set g & 1 */
   }
-  struct board_header* h = slot_of(er, gen, er->rank);
+  struct tutti_board_header* h = slot_of(er, gen, er->rank);
   if (st->bytes > 0) { /* a broadcast's other ranks post empty pieces */
     const char* src = (const char*)op->bufs[st->src_buf] + st->src_off;
-    tutti_copy(data_of(h), src, st->bytes / op->args.elem_size, &op->redop,
+    tutti_copy(tutti_board_data(h), src, st->bytes / op->args.elem_size, &op->redop,
                st->src_buf == TUTTI_BUF_SEND ? TUTTI_RED_SCALE_B : 0);
   }
   h->bytes = st->bytes;
   h->call = op->call;
-  /* Sequentially consistent, then the doorbells' loads of `sleeping`: a
-   * peer about to sleep either sees this generation or is woken. */
-  __atomic_store_n(&h->gen, gen, __ATOMIC_SEQ_CST);
+  tutti_board_post(h, gen); /* then the doorbells: a peer about to sleep sees it or is woken */
   for (int p = 0; p < er->nranks; p++) {
     if (p != er->rank && er->peer_bells != NULL) {
       tutti_doorbell_ring(er->peer_bells[p]);
@@ -125,7 +108,7 @@ static ncclResult_t all_posted(struct tutti_op* op, const struct tutti_step* st,
   }
   const int root = board_root(op, st);
   for (int q = 0; q < er->nranks; q++) {
-    const struct board_header* h = slot_of(er, gen_of(op, st), q);
+    const struct tutti_board_header* h = slot_of(er, gen_of(op, st), q);
     if (op->call.seq != 0 && !tutti_call_same(&h->call, &op->call)) {
       return tutti_call_mismatch(er->rank, &op->call, q, &h->call);
     }
@@ -152,12 +135,13 @@ static void fold(struct tutti_op* op, const struct tutti_step* st, uint64_t gen)
   const size_t count = st->bytes / op->args.elem_size;
   const int final = (st->flags & TUTTI_STEP_FINAL) ? TUTTI_RED_FINAL : 0;
   if (n == 1) {
-    tutti_copy(dst, data_of(slot_of(er, gen, 0)), count, &op->redop, final);
+    tutti_copy(dst, tutti_board_data(slot_of(er, gen, 0)), count, &op->redop, final);
     return;
   }
-  const void* acc = data_of(slot_of(er, gen, 0));
+  const void* acc = tutti_board_data(slot_of(er, gen, 0));
   for (int q = 1; q < n; q++) {
-    tutti_reduce(dst, acc, data_of(slot_of(er, gen, q)), count, &op->redop, q == n - 1 ? final : 0);
+    tutti_reduce(dst, acc, tutti_board_data(slot_of(er, gen, q)), count, &op->redop,
+                 q == n - 1 ? final : 0);
     acc = dst;
   }
 }
@@ -177,7 +161,7 @@ static void gather(struct tutti_op* op, const struct tutti_step* st, uint64_t ge
     if ((root >= 0 && q != root) || (q == er->rank && !(st->flags & TUTTI_STEP_OWN))) {
       continue;
     }
-    const void* src = data_of(slot_of(er, gen, q));
+    const void* src = tutti_board_data(slot_of(er, gen, q));
     char* to = root >= 0 ? dst : dst + (size_t)q * bb;
     if (stream) {
       tutti_copy_stream(to, src, st->bytes);

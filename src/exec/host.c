@@ -137,11 +137,11 @@ static void publish(struct tutti_op** ops, int nops, int active) {
       tutti_doorbell_put_call(bell, &ops[i]->call);
     }
     if (bell != NULL && active) {
-      __atomic_store_n(&bell->op_seq, ops[i]->seq, __ATOMIC_RELAXED);
-      __atomic_store_n(&bell->op_coll, (uint32_t)ops[i]->args.coll, __ATOMIC_RELAXED);
+      __atomic_store_n(&bell->status.seq, ops[i]->seq, __ATOMIC_RELAXED);
+      __atomic_store_n(&bell->status.coll, (uint32_t)ops[i]->args.coll, __ATOMIC_RELAXED);
     }
     if (bell != NULL) {
-      __atomic_store_n(&bell->op_active, (uint32_t)active, __ATOMIC_RELEASE);
+      __atomic_store_n(&bell->status.active, (uint32_t)active, __ATOMIC_RELEASE);
     }
   }
 }

@@ -1,10 +1,10 @@
 /* The single-copy steps (TUTTI_ALGO_PULL): EXPOSE posts, in one queue slot,
  * where a piece of this rank's buffer lies, and ends once the peer has freed
  * that slot; PULL and PULL_REDUCE read the slot, copy or reduce straight
- * from the peer's buffer (transport/cma.c), then free it; PUSH writes into
- * it instead. The slot held
- * until the copy is done is what keeps the exposing rank from returning,
- * and reusing its buffer, while it is still being read. */
+ * from the peer's buffer (the connection's `mem`), then free it; PUSH
+ * writes into it instead. The slot held until the copy is done is what
+ * keeps the exposing rank from returning, and reusing its buffer, while it
+ * is still being read. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +12,6 @@
 
 #include "exec/agree.h"
 #include "exec/step.h"
-#include "transport/cma.h"
 #include "util/check.h"
 
 /* Threads of one process read each other's buffers after a handshake
@@ -54,10 +53,10 @@ static ncclResult_t expose(struct tutti_op* op, const struct tutti_lane_state* l
     if (slot == NULL) {
       return ncclSuccess;
     }
-    struct tutti_cma_desc d = {.addr = (uint64_t)(uintptr_t)buf_at(op, st->src_buf, st->src_off),
+    struct tutti_peer_buf d = {.addr = (uint64_t)(uintptr_t)buf_at(op, st->src_buf, st->src_off),
                                .bytes = st->bytes,
                                .pid = (int32_t)getpid(),
-                               .magic = TUTTI_CMA_MAGIC};
+                               .magic = TUTTI_PEER_BUF_MAGIC};
     memcpy(slot, &d, sizeof d);
     TSAN_RELEASE(d.addr);
     sc->ops->send_end(sc, sizeof d);
@@ -74,18 +73,18 @@ static ncclResult_t expose(struct tutti_op* op, const struct tutti_lane_state* l
 }
 
 static ncclResult_t bad_desc(const struct tutti_op* op, const struct tutti_step* st, size_t got,
-                             const struct tutti_cma_desc* d) {
+                             const struct tutti_peer_buf* d) {
   NCCLCHECK(tutti_agree_explain(op, st->recv_peer)); /* both calls, when the peer's is known */
   return tutti_error(
       ncclInvalidUsage,
       "%s #%llu on rank %d: rank %d offered %s where %zu bytes of its buffer were "
       "expected: the ranks called different collectives, counts or datatypes",
       tutti_coll_name(op->args.coll), (unsigned long long)op->seq, op->er->rank, st->recv_peer,
-      got == sizeof *d && d->magic == TUTTI_CMA_MAGIC ? "another size" : "data", st->bytes);
+      got == sizeof *d && d->magic == TUTTI_PEER_BUF_MAGIC ? "another size" : "data", st->bytes);
 }
 
 static ncclResult_t read_failed(const struct tutti_op* op, const struct tutti_step* st,
-                                const struct tutti_cma_desc* d, size_t len, int err) {
+                                const struct tutti_peer_buf* d, size_t len, int err) {
   return tutti_error(err == ESRCH ? ncclRemoteError : ncclSystemError,
                      "%s #%llu on rank %d: %s %zu bytes of rank %d (pid %d) failed: %s",
                      tutti_coll_name(op->args.coll), (unsigned long long)op->seq, op->er->rank,
@@ -109,9 +108,11 @@ static void combine(const struct tutti_op* op, const struct tutti_step* st, char
   }
 }
 
-/* One piece [off, off + len) of a step reading another process. */
-static ncclResult_t pull_remote(struct tutti_op* op, const struct tutti_step* st,
-                                const struct tutti_cma_desc* d, size_t off, size_t len, int fb) {
+/* One piece [off, off + len) of a step reading another process through
+ * `rc`. */
+static ncclResult_t pull_remote(struct tutti_op* op, const struct tutti_conn* rc,
+                                const struct tutti_step* st, const struct tutti_peer_buf* d,
+                                size_t off, size_t len, int fb) {
   struct tutti_exec_rank* er = op->er;
   const struct tutti_redop* ro = &op->redop;
   char* dst = buf_at(op, st->dst_buf, st->dst_off + off);
@@ -119,7 +120,7 @@ static ncclResult_t pull_remote(struct tutti_op* op, const struct tutti_step* st
                         (ro->kind == TUTTI_RED_PREMULSUM && (fb & TUTTI_RED_SCALE_B)) ||
                         (ro->kind == TUTTI_RED_SUMPOSTDIV && (fb & TUTTI_RED_FINAL));
   if (!transform) {
-    int err = tutti_cma_read(d->pid, dst, d->addr + off, len);
+    int err = rc->mem->read(d, off, dst, len);
     return err == 0 ? ncclSuccess : read_failed(op, st, d, len, err);
   }
   if (er->pull_bounce == NULL) {
@@ -132,7 +133,7 @@ static ncclResult_t pull_remote(struct tutti_op* op, const struct tutti_step* st
   const char* src = st->src_buf ? buf_at(op, st->src_buf, st->src_off + off) : NULL;
   for (size_t o = 0; o < len; o += PULL_BOUNCE) {
     const size_t l = len - o < PULL_BOUNCE ? len - o : PULL_BOUNCE;
-    int err = tutti_cma_read(d->pid, er->pull_bounce, d->addr + off + o, l);
+    int err = rc->mem->read(d, off + o, er->pull_bounce, l);
     if (err != 0) {
       return read_failed(op, st, d, l, err);
     }
@@ -151,15 +152,20 @@ static ncclResult_t pull(struct tutti_op* op, const struct tutti_lane_state* l,
     *step_done = 1;
     return ncclSuccess;
   }
+  if (rc->mem == NULL) {
+    return tutti_error(
+        ncclInternalError, "%s #%llu on rank %d: no direct access to rank %d's memory",
+        tutti_coll_name(op->args.coll), (unsigned long long)op->seq, op->er->rank, st->recv_peer);
+  }
   size_t got = 0;
   const void* slot = rc->ops->recv_begin(rc, &got);
   if (slot == NULL) {
     return ncclSuccess;
   }
-  struct tutti_cma_desc d;
+  struct tutti_peer_buf d;
   memset(&d, 0, sizeof d);
   memcpy(&d, slot, got < sizeof d ? got : sizeof d);
-  if (got != sizeof d || d.magic != TUTTI_CMA_MAGIC || d.bytes != st->bytes) {
+  if (got != sizeof d || d.magic != TUTTI_PEER_BUF_MAGIC || d.bytes != st->bytes) {
     return bad_desc(op, st, got, &d);
   }
   /* The peer's input is scaled as it is read, as a SEND step would have. */
@@ -167,13 +173,13 @@ static ncclResult_t pull(struct tutti_op* op, const struct tutti_lane_state* l,
                  ((st->flags & TUTTI_STEP_FINAL) ? TUTTI_RED_FINAL : 0);
   const size_t off = *done;
   const size_t len = st->bytes - off < PULL_PIECE ? st->bytes - off : PULL_PIECE;
-  const char* local = tutti_cma_local(d.pid, d.addr);
+  const char* local = rc->mem->local(&d);
   if (local != NULL) {
     TSAN_ACQUIRE(local);
   }
   if (st->kind == TUTTI_STEP_PUSH) {
     /* Plain bytes (broadcast): no scaling to apply. */
-    int err = tutti_cma_write(d.pid, d.addr + off, buf_at(op, st->src_buf, st->src_off + off), len);
+    int err = rc->mem->write(&d, off, buf_at(op, st->src_buf, st->src_off + off), len);
     if (err != 0) {
       return read_failed(op, st, &d, len, err);
     }
@@ -182,7 +188,7 @@ static ncclResult_t pull(struct tutti_op* op, const struct tutti_lane_state* l,
             st->src_buf ? buf_at(op, st->src_buf, st->src_off + off) : NULL, local + off,
             len / op->args.elem_size, fb);
   } else {
-    NCCLCHECK(pull_remote(op, st, &d, off, len, fb));
+    NCCLCHECK(pull_remote(op, rc, st, &d, off, len, fb));
   }
   *done += len;
   *moved = 1;

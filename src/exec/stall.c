@@ -80,9 +80,8 @@ void tutti_stall_record(const struct tutti_op* op) {
                                        : -1;
     if (p >= 0) {
       uint32_t none = 0;
-      __atomic_compare_exchange_n(&op->er->bell->lost, &none,
-                                  ((uint32_t)ETIME << 24) | (uint32_t)(p + 1), 0, __ATOMIC_ACQ_REL,
-                                  __ATOMIC_ACQUIRE);
+      __atomic_compare_exchange_n(&op->er->bell->lost, &none, tutti_lost_make(ETIME, p), 0,
+                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
       return;
     }
   }
@@ -109,10 +108,10 @@ static int describe_one(const struct tutti_op* op, int p, char* buf, size_t len)
     return 0;
   }
   const struct tutti_doorbell* b = er->peer_bells[p];
-  int active = (int)__atomic_load_n(&b->op_active, __ATOMIC_ACQUIRE);
-  unsigned long long seq = (unsigned long long)__atomic_load_n(&b->op_seq, __ATOMIC_RELAXED);
+  int active = (int)__atomic_load_n(&b->status.active, __ATOMIC_ACQUIRE);
+  unsigned long long seq = (unsigned long long)__atomic_load_n(&b->status.seq, __ATOMIC_RELAXED);
   const char* coll =
-      tutti_coll_name((enum tutti_coll)__atomic_load_n(&b->op_coll, __ATOMIC_RELAXED));
+      tutti_coll_name((enum tutti_coll)__atomic_load_n(&b->status.coll, __ATOMIC_RELAXED));
   int pid = (int)er->peers[p].pid;
   char doing[96];
   if (active) {
@@ -182,10 +181,7 @@ int tutti_stall_gone_peer(struct tutti_op* op) {
         /* Leave the first cause where the other ranks will look when this
          * one leaves in turn: the rank that was lost first, not this one. */
         uint32_t theirs = __atomic_load_n(&er->peer_bells[p]->lost, __ATOMIC_ACQUIRE);
-        uint32_t cause = (theirs & TUTTI_DOORBELL_LOST_SELF) != 0 &&
-                                 (theirs & TUTTI_DOORBELL_LOST_SELF) != TUTTI_DOORBELL_LOST_SELF
-                             ? theirs
-                             : (uint32_t)(p + 1);
+        uint32_t cause = tutti_lost_rank(theirs) >= 0 ? theirs : tutti_lost_make(0, p);
         uint32_t none = 0;
         if (er->bell != NULL) {
           __atomic_compare_exchange_n(&er->bell->lost, &none, cause, 0, __ATOMIC_ACQ_REL,

@@ -34,9 +34,9 @@ const char* tutti_exec_peer_gone(const struct tutti_doorbell* bell) {
   }
   /* A network peer's broken connection (see struct tutti_doorbell). */
   const uint32_t lost = __atomic_load_n(&bell->lost, __ATOMIC_ACQUIRE);
-  const int err = (int)(lost >> 24);
-  const uint32_t who = lost & TUTTI_DOORBELL_LOST_SELF;
-  if (lost != 0 && who == TUTTI_DOORBELL_LOST_SELF && left == NULL && err == ETIMEDOUT) {
+  const int err = tutti_lost_errno(lost);
+  const int who = tutti_lost_rank(lost);
+  if (tutti_lost_is_self(lost) && left == NULL && err == ETIMEDOUT) {
     const int hb = tutti_socket_heartbeat_s();
     snprintf(why, sizeof why,
              "lost its connection (its host answered nothing for %d s, %d heartbeats of "
@@ -44,7 +44,7 @@ const char* tutti_exec_peer_gone(const struct tutti_doorbell* bell) {
              hb * TUTTI_SOCKET_MISSED, TUTTI_SOCKET_MISSED, hb);
     return why;
   }
-  if (lost != 0 && who == TUTTI_DOORBELL_LOST_SELF && left == NULL) {
+  if (tutti_lost_is_self(lost) && left == NULL) {
     snprintf(why, sizeof why, "lost its connection (%s)",
              err != 0 ? strerror(err)
                       : "closed without leaving the communicator: it exited, was killed or "
@@ -52,15 +52,15 @@ const char* tutti_exec_peer_gone(const struct tutti_doorbell* bell) {
     return why;
   }
   /* Only once the owner has left: a broken link elsewhere is its reason. */
-  if (lost != 0 && who != TUTTI_DOORBELL_LOST_SELF && left != NULL && err == ETIME) {
+  if (who >= 0 && left != NULL && err == ETIME) {
     snprintf(why, sizeof why,
-             "%s after rank %u made no progress for TUTTI_TIMEOUT (stopped, or stuck in its own "
+             "%s after rank %d made no progress for TUTTI_TIMEOUT (stopped, or stuck in its own "
              "code)",
-             left, who - 1);
+             left, who);
     return why;
   }
-  if (lost != 0 && who != TUTTI_DOORBELL_LOST_SELF && left != NULL) {
-    snprintf(why, sizeof why, "%s after losing rank %u (%s)", left, who - 1,
+  if (who >= 0 && left != NULL) {
+    snprintf(why, sizeof why, "%s after losing rank %d (%s)", left, who,
              err == ETIMEDOUT ? "its host stopped answering: down, or its link cut"
              : err != 0       ? strerror(err)
                               : "that rank left the job without a goodbye");

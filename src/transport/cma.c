@@ -1,7 +1,8 @@
-/* Cross-memory attach (see cma.h). process_vm_readv needs the same user and
- * the ptrace access check (Yama's ptrace_scope 0, or 1 with a ptracer
- * relationship, or CAP_SYS_PTRACE); containers' seccomp profiles may refuse
- * it outright. The probe finds out before any collective relies on it. */
+/* Reaching a peer's memory (see cma.h). Cross-memory attach
+ * (process_vm_readv) needs the same user and the ptrace access check
+ * (Yama's ptrace_scope 0, or 1 with a ptracer relationship, or
+ * CAP_SYS_PTRACE); containers' seccomp profiles may refuse it outright. The
+ * probe finds out before any collective relies on it. */
 #define _GNU_SOURCE
 #include "transport/cma.h"
 
@@ -17,18 +18,24 @@
  * process still read each other's buffers). */
 static TUTTI_PARAM(cma_disable, "TUTTI_CMA_DISABLE", 0);
 
-const void* tutti_cma_local(int32_t pid, uint64_t addr) {
-  return pid == (int32_t)getpid() ? (const void*)(uintptr_t)addr : NULL;
+/* A thread of this process: the offered address is ours. */
+static const void* same_local(const struct tutti_peer_buf* b) {
+  return (const void*)(uintptr_t)b->addr;
+}
+
+static int same_read(const struct tutti_peer_buf* b, uint64_t off, void* dst, size_t bytes) {
+  memcpy(dst, (const char*)(uintptr_t)b->addr + off, bytes);
+  return 0;
+}
+
+static int same_write(const struct tutti_peer_buf* b, uint64_t off, const void* src, size_t bytes) {
+  memcpy((char*)(uintptr_t)b->addr + off, src, bytes);
+  return 0;
 }
 
 /* Moves `bytes` between this process's `local` and `addr` in process `pid`
  * (to `addr` when `out`), in as many system calls as the kernel needs. */
 static int cma_move(int32_t pid, void* local, uint64_t addr, size_t bytes, int out) {
-  void* mine = (void*)tutti_cma_local(pid, addr);
-  if (mine != NULL) {
-    memcpy(out ? mine : local, out ? local : mine, bytes);
-    return 0;
-  }
   size_t done = 0;
   while (done < bytes) {
     struct iovec l = {(char*)local + done, bytes - done};
@@ -46,12 +53,26 @@ static int cma_move(int32_t pid, void* local, uint64_t addr, size_t bytes, int o
   return 0;
 }
 
-int tutti_cma_read(int32_t pid, void* dst, uint64_t addr, size_t bytes) {
-  return cma_move(pid, dst, addr, bytes, 0);
+/* Another process: nothing to read in place. */
+static const void* other_local(const struct tutti_peer_buf* b) {
+  (void)b;
+  return NULL;
 }
 
-int tutti_cma_write(int32_t pid, uint64_t addr, const void* src, size_t bytes) {
-  return cma_move(pid, (void*)src, addr, bytes, 1);
+static int other_read(const struct tutti_peer_buf* b, uint64_t off, void* dst, size_t bytes) {
+  return cma_move(b->pid, dst, b->addr + off, bytes, 0);
+}
+
+static int other_write(const struct tutti_peer_buf* b, uint64_t off, const void* src,
+                       size_t bytes) {
+  return cma_move(b->pid, (void*)src, b->addr + off, bytes, 1);
+}
+
+static const struct tutti_peer_mem_ops same_process = {same_local, same_read, same_write};
+static const struct tutti_peer_mem_ops other_process = {other_local, other_read, other_write};
+
+const struct tutti_peer_mem_ops* tutti_cma_ops(int32_t peer_pid) {
+  return peer_pid == (int32_t)getpid() ? &same_process : &other_process;
 }
 
 int tutti_cma_probe(const struct tutti_transport_comm* tc) {
@@ -70,8 +91,8 @@ int tutti_cma_probe(const struct tutti_transport_comm* tc) {
       return 0;
     }
     uint64_t got = 0;
-    int err = tutti_cma_read(tc->peers[r].pid, &got,
-                             b->self_addr + offsetof(struct tutti_doorbell, self_addr), sizeof got);
+    int err = cma_move(tc->peers[r].pid, &got,
+                       b->self_addr + offsetof(struct tutti_doorbell, self_addr), sizeof got, 0);
     if (err != 0 || got != b->self_addr) {
       INFO(TUTTI_INIT,
            "rank %d cannot read the memory of rank %d (pid %d): %s; large messages go through the "

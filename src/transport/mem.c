@@ -1,7 +1,9 @@
 /* In-process queues between ranks simulated in one thread: the schedules'
  * test bed. Same slot queues as shared memory, on the heap. */
 #include <stdlib.h>
+#include <unistd.h>
 
+#include "transport/cma.h"
 #include "transport/fifo.h"
 #include "transport/mem.h"
 #include "util/check.h"
@@ -40,6 +42,7 @@ ncclResult_t tutti_mem_world_create(int nranks, size_t buffsize, struct tutti_me
       struct tutti_fifo_conn* r = &w->ends[2 * q + 1];
       tutti_fifo_conn_init(s, r, (char*)w->queues + q * qbytes, w->nslots, w->slot_bytes, to, from,
                            NULL, NULL);
+      s->base.mem = r->base.mem = tutti_cma_ops((int32_t)getpid()); /* ranks are threads */
       w->send[(size_t)from * (size_t)nranks + (size_t)to] = &s->base;
       w->recv[(size_t)to * (size_t)nranks + (size_t)from] = &r->base;
     }

@@ -39,10 +39,9 @@ static void peer_lost(struct tutti_proxy* px, struct tutti_proxy_peer* p, int er
     return;
   }
   p->gone = 1;
-  const uint32_t e = err > 0 && err < 256 ? (uint32_t)err : (err != 0 ? EIO : 0);
-  __atomic_store_n(&p->bell.lost, (e << 24) | TUTTI_DOORBELL_LOST_SELF, __ATOMIC_RELEASE);
+  __atomic_store_n(&p->bell.lost, tutti_lost_make(err, TUTTI_LOST_SELF), __ATOMIC_RELEASE);
   uint32_t none = 0;
-  __atomic_compare_exchange_n(&px->rank_bell->lost, &none, (e << 24) | (uint32_t)(p->rank + 1), 0,
+  __atomic_compare_exchange_n(&px->rank_bell->lost, &none, tutti_lost_make(err, p->rank), 0,
                               __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
   WARN("rank %d lost its connection to rank %d (pid %d on host %s): %s", px->rank, p->rank,
        (int)px->peers[p->rank].pid, px->peers[p->rank].hostname,
@@ -237,8 +236,7 @@ static int sock_recv(struct tutti_proxy* px, struct tutti_proxy_peer* p, struct 
     k->bye_got = 1;
     p->byes++;
     uint32_t reason = tutti_proxy_get32(k->rhdr + 4);
-    if (p->bye_reason == 0 && reason != 0 &&
-        (reason & TUTTI_DOORBELL_LOST_SELF) != TUTTI_DOORBELL_LOST_SELF) {
+    if (p->bye_reason == 0 && reason != 0 && !tutti_lost_is_self(reason)) {
       p->bye_reason = reason;
     }
     peer_check_left(px, p);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
+#include "transport/cma.h"
 #include "transport/fifo.h"
 #include "util/check.h"
 #include "util/param.h"
@@ -28,8 +29,9 @@ static TUTTI_PARAM(board_bytes, "TUTTI_BOARD_BYTES", 1 << 20);
 
 #define SHM_BELL_STRIDE 1024
 _Static_assert(sizeof(struct tutti_doorbell) <= SHM_BELL_STRIDE, "a doorbell fits its stride");
-_Static_assert(offsetof(struct tutti_doorbell, op_active) == 64,
+_Static_assert(offsetof(struct tutti_doorbell, status) == 64,
                "what the owner writes at every call starts a cache line of its own");
+_Static_assert(sizeof(struct tutti_board_header) <= TUTTI_BOARD_HEADER, "a board header fits");
 
 struct shm_state {
   void* base;
@@ -200,6 +202,7 @@ sync:
     tutti_fifo_conn_init(s, NULL, to_peer, nslots, slot, r, -1, peer_bell, NULL);
     tutti_fifo_conn_init(NULL, rv, from_peer, nslots, slot, -1, r, NULL, peer_bell);
     s->base.via = rv->base.via = "SHM";
+    s->base.mem = rv->base.mem = tutti_cma_ops(tc->peers[r].pid);
     tc->send[r] = &s->base;
     tc->recv[r] = &rv->base;
   }
@@ -208,6 +211,7 @@ sync:
      * the only case the communicator uses it (api/init.c). */
     tc->board.base = base + bells;
     tc->board.slot_bytes = board_slot;
+    tc->board.nranks = st->nlocal;
   }
   INFO(TUTTI_INIT | TUTTI_SHM,
        "rank %d: %d local ranks share %zu MB of /dev/shm (%u slots of %zu KB per pair)", tc->rank,

@@ -188,8 +188,8 @@ static uint32_t leave_reason(const struct tutti_transport_comm* tc) {
   for (int r = 0; r < tc->nranks && v == 0; r++) {
     if (tc->peer_bells[r] != NULL && r != tc->rank) {
       v = __atomic_load_n(&tc->peer_bells[r]->lost, __ATOMIC_ACQUIRE);
-      if ((v & TUTTI_DOORBELL_LOST_SELF) == TUTTI_DOORBELL_LOST_SELF) {
-        v = (v & ~TUTTI_DOORBELL_LOST_SELF) | (uint32_t)(r + 1);
+      if (tutti_lost_is_self(v)) {
+        v = tutti_lost_make(tutti_lost_errno(v), r);
       }
     }
   }

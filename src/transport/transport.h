@@ -6,10 +6,12 @@
 #ifndef TUTTI_TRANSPORT_TRANSPORT_H
 #define TUTTI_TRANSPORT_TRANSPORT_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "exec/status.h" /* the executor's part of a doorbell, reserved by size */
 #include "nccl.h"
 
 struct tutti_conn;
@@ -29,8 +31,35 @@ struct tutti_conn_ops {
   int (*send_idle)(struct tutti_conn* c);
 };
 
+/* Where a piece of a rank's buffer lies, as it offers it to a peer that
+ * reads (or writes) it directly instead of through the queue: posted in one
+ * queue slot of the connection to that peer (exec/pull.c). */
+struct tutti_peer_buf {
+  uint64_t addr;  /* in the offering process */
+  uint64_t bytes; /* checked against what the reader expects */
+  int32_t pid;    /* the offering process */
+  uint32_t magic; /* TUTTI_PEER_BUF_MAGIC: a slot of data here means mismatched calls */
+};
+#define TUTTI_PEER_BUF_MAGIC 0x70756c6cu /* "pull" */
+
+/* Direct access to the peer's memory (single copy), chosen by the transport
+ * at setup (transport/cma.c): in place for a thread of this process, by
+ * cross-memory attach for another process of the host. */
+struct tutti_peer_mem_ops {
+  /* The offered bytes as an address of this process, to read in place, or
+   * NULL: copy them with `read`. */
+  const void* (*local)(const struct tutti_peer_buf* b);
+  /* Copies `bytes` at b->addr + off into `dst`, or from `src` there; 0 or
+   * an errno (ESRCH: the process is gone; EPERM: the kernel refuses). */
+  int (*read)(const struct tutti_peer_buf* b, uint64_t off, void* dst, size_t bytes);
+  int (*write)(const struct tutti_peer_buf* b, uint64_t off, const void* src, size_t bytes);
+};
+
 struct tutti_conn {
   const struct tutti_conn_ops* ops;
+  /* The peer's memory, where the transport reaches it; NULL where it does
+   * not (the far end is a proxy thread). */
+  const struct tutti_peer_mem_ops* mem;
   int peer;
   size_t slot_bytes;  /* the largest piece one slot carries */
   size_t queue_bytes; /* all slots together */
@@ -70,19 +99,23 @@ struct tutti_call {
 #define TUTTI_CALL_RED_PREMUL_DEV 17  /* ... device scalar */
 #define TUTTI_CALL_HISTORY 8          /* records a rank keeps for peers behind it */
 
-/* Where a rank sleeps when it has nothing to do, and how others wake it.
- * Lives in shared memory when a shared-memory transport exists. */
+/* A rank's doorbell: where it sleeps when it has nothing to do, how others
+ * wake it, and what its peers read of it. In shared memory when a
+ * shared-memory transport exists, mapped by processes of one library
+ * build: the layout may change from one build to the next, never the
+ * reasons for its offsets. Three owners: the first cache line is the
+ * transport's (waking, liveness); `status` is the host executor's
+ * (exec/status.h), reserved here by size; the call and failure records are
+ * written by the executors and also by the tcp proxy, which carries them to
+ * network peers' stand-in bells (proxy_ctl.c), so their layout is the
+ * transport's, as is the wire format that carries them (proxy.h). */
 struct tutti_doorbell {
   uint32_t ring;     /* futex word: bumped by peers that post or free a slot */
   uint32_t sleeping; /* non-zero while the owner may sleep on `ring` */
   int32_t pid;
   uint32_t departed; /* set when the owner destroyed its communicator */
-  /* A broken network connection, 0 while none: bits 24-31 the errno (0: closed
-   * without a goodbye; ETIMEDOUT: the far host stopped answering; ETIME: no
-   * connection broke, the owner gave up on a rank that made no progress for
-   * TUTTI_TIMEOUT); bits 0-23 TUTTI_DOORBELL_LOST_SELF when this bell is a
-   * private copy for a network peer whose own connection broke, else 1 + the
-   * rank the owner lost its connection to (or gave up on). */
+  /* A broken network connection, 0 while none: a cause and a rank in one
+   * atomic word, written and read only through tutti_lost_* (below). */
   uint32_t lost;
   /* This doorbell's address in the owner's own address space, so that a
    * peer process can check that it may read the owner's memory (cma.c). */
@@ -95,12 +128,9 @@ struct tutti_doorbell {
    * live in the next cache line (in shared memory, where bells are 64-byte
    * aligned): a post does not miss on a line its owner just wrote. */
   uint8_t pad_[64 - 36];
-  /* What the owner is doing, for peers that wait on it to report: the
-   * collective it is in (active), or the last one it was in. */
-  uint32_t op_active;
-  uint32_t op_coll; /* enum tutti_coll */
-  uint64_t op_seq;
-  uint8_t pad2_[64 - 16];
+  /* What the owner is doing, for peers that wait on it to report. */
+  struct tutti_exec_status status;
+  uint8_t pad2_[64 - sizeof(struct tutti_exec_status)];
   /* The owner's recent collective calls, [seq % TUTTI_CALL_HISTORY]: peers
    * compare them with their own (exec/agree.c). */
   struct tutti_call calls[TUTTI_CALL_HISTORY];
@@ -114,18 +144,82 @@ struct tutti_doorbell {
                            call may still be waiting for their own diagnosis */
   char failed_why[480];
 };
-#define TUTTI_DOORBELL_LOST_SELF 0xFFFFFFu
+
+/* The doorbell's `lost` word: bits 24-31 an errno (0: closed without a
+ * goodbye; ETIMEDOUT: the far host stopped answering; ETIME: no connection
+ * broke, the owner gave up on a rank that made no progress for
+ * TUTTI_TIMEOUT); bits 0-23 all ones (TUTTI_LOST_SELF) when this bell is a
+ * private copy for a network peer whose own connection broke, else 1 + the
+ * rank the owner lost its connection to (or gave up on). One word, so that
+ * a compare-and-swap keeps the first cause and a goodbye carries it whole. */
+#define TUTTI_LOST_SELF (-1) /* `who` of tutti_lost_make: this bell's own connection */
+#define TUTTI_LOST_WHO_MASK 0xFFFFFFu
+
+/* The word for errno `err` (one that does not fit 8 bits counts as EIO) and
+ * rank `who`, or TUTTI_LOST_SELF. */
+static inline uint32_t tutti_lost_make(int err, int who) {
+  const uint32_t e = err > 0 && err < 256 ? (uint32_t)err : (err != 0 ? (uint32_t)EIO : 0);
+  return (e << 24) | (who < 0 ? TUTTI_LOST_WHO_MASK : (uint32_t)who + 1);
+}
+static inline int tutti_lost_errno(uint32_t v) {
+  return (int)(v >> 24);
+}
+/* Whether `v` marks the bell's own connection as broken. */
+static inline int tutti_lost_is_self(uint32_t v) {
+  return (v & TUTTI_LOST_WHO_MASK) == TUTTI_LOST_WHO_MASK;
+}
+/* The rank `v` names, or -1 (none, or the bell's own connection). */
+static inline int tutti_lost_rank(uint32_t v) {
+  const uint32_t who = v & TUTTI_LOST_WHO_MASK;
+  return who == 0 || who == TUTTI_LOST_WHO_MASK ? -1 : (int)(who - 1);
+}
 
 /* The board: the ranks of one host post small contributions side by side
- * and read each other's in place, one shared cache line of flags instead of
- * a queue per pair (exec/board.c). Two generations of one slot per rank:
- * slot (g, r) is TUTTI_BOARD_HEADER bytes of header then `slot_bytes` of
- * data, at base + ((g & 1) * nranks + r) * (TUTTI_BOARD_HEADER + slot_bytes). */
+ * and read each other's in place, a header per rank instead of a queue per
+ * pair (exec/board.c runs its steps). Two generations of one slot per rank:
+ * slot (g, r) is a header (struct tutti_board_header, TUTTI_BOARD_HEADER
+ * bytes) then `slot_bytes` of data, (g & 1) * nranks + r slots from base. */
 struct tutti_board {
   char* base;        /* NULL: no board */
   size_t slot_bytes; /* data bytes of one slot */
+  int nranks;        /* slots of one generation: the host's ranks */
 };
 #define TUTTI_BOARD_HEADER 64
+
+struct tutti_board_header {
+  uint64_t gen;   /* the generation the slot holds (0: none yet) */
+  uint64_t bytes; /* its size, to catch ranks that called different counts */
+  /* The poster's call: read with its data by every rank, so board
+   * collectives compare every rank's call at no cost (exec/agree.c). */
+  struct tutti_call call;
+};
+
+/* Rank `rank`'s slot of generation `gen`. */
+static inline struct tutti_board_header* tutti_board_slot(const struct tutti_board* b, uint64_t gen,
+                                                          int rank) {
+  const size_t stride = TUTTI_BOARD_HEADER + b->slot_bytes;
+  return (struct tutti_board_header*)(b->base +
+                                      ((size_t)(gen & 1) * (size_t)b->nranks + (size_t)rank) *
+                                          stride);
+}
+
+static inline void* tutti_board_data(struct tutti_board_header* h) {
+  return (char*)h + TUTTI_BOARD_HEADER;
+}
+
+/* The generation a slot holds; its data, size and call may be read once it
+ * is the one awaited (acquire). */
+static inline uint64_t tutti_board_posted(const struct tutti_board_header* h) {
+  return __atomic_load_n(&h->gen, __ATOMIC_ACQUIRE);
+}
+
+/* Publishes generation `gen` in a slot whose data, size and call are
+ * written. Sequentially consistent, as the loads of the peers' doorbells'
+ * `sleeping` that follow need: a peer about to sleep either sees this
+ * generation or is woken (tutti_doorbell_ring). */
+static inline void tutti_board_post(struct tutti_board_header* h, uint64_t gen) {
+  __atomic_store_n(&h->gen, gen, __ATOMIC_SEQ_CST);
+}
 
 /* The communicator as transports see it. */
 struct tutti_transport_comm {

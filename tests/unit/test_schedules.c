@@ -117,7 +117,7 @@ static int inter_algo;             /* its exchange among hosts: ring or tree */
  * allreduce, which is then not built). */
 #define BOARD_SLOT (16 * 1024)
 static struct tutti_board board_for(int n) {
-  struct tutti_board b = {calloc(2 * (size_t)n, TUTTI_BOARD_HEADER + BOARD_SLOT), BOARD_SLOT};
+  struct tutti_board b = {calloc(2 * (size_t)n, TUTTI_BOARD_HEADER + BOARD_SLOT), BOARD_SLOT, n};
   return b;
 }
 
