@@ -15,7 +15,7 @@
 #define TD_SLOTS 8         /* slots per connection queue */
 #define TD_LINE 128        /* bytes between counters, so peers never share a line */
 #define TD_MAX_CHANNELS 64 /* channels any operation may use */
-#define TD_CE_SLOTS 4      /* inbox slots per peer of the copy-engine path (ce.h) */
+#define TD_CE_SLOTS 4      /* inbox slots per peer of the copy-engine path (launch/ce.h) */
 #define TD_LOOP_CHANNELS 8 /* channels a rank's sends to itself may use (loopback queues) */
 #define TD_OP_CTAS 128     /* blocks one operation may use (channels x lanes) */
 /* The low-latency protocol: a slot is TD_LL_LINES lines of 16 bytes, each
@@ -134,7 +134,7 @@ typedef td_work<320, 32, 160, 128, 896> td_work_large;
  *                   only by the proxy that forwards slots across hosts)
  *   queue[ch][src]  TD_SLOTS slots each, for the n - 1 peers, on the first
  *                   td_all_peer_channels(n) channels (every operation but a
- *                   ring runs on no more: launch.cu)
+ *                   ring runs on no more: launch/launch.cu)
  *   ring[ch]        the same from the ring's previous rank only, on the
  *                   channels beyond those (a ring's lanes hear from it alone)
  *   loop[ch]        the same for this rank's sends to itself, on the first
@@ -142,7 +142,7 @@ typedef td_work<320, 32, 160, 128, 896> td_work_large;
  *   ll[ch][src]     TD_SLOTS LL slots each (positions shared with the queue)
  *   dflag[src][lane], dack[dst][lane], inbox[src][parity][lane],
  *   ll_inbox[src][parity][lane] and ll128_inbox[src][lane][slot]: the
- *                   direct path's (direct.h; src and dst count peers only)
+ *                   direct path's (kernels/direct.h; src and dst count peers only)
  * and its private region, always in its own GPU's memory:
  *   sent[ch][dst], recvd[ch][src], served[ch][conn] turns, done counters,
  *   the count of finished blocks, and (beside it) of kernels started and
@@ -182,7 +182,7 @@ __host__ __device__ static inline int td_peer_slot(int src, int dst) {
 }
 
 /* Channels on which every peer may send to a rank of `n`: the most any
- * operation but a ring may use (launch.cu). */
+ * operation but a ring may use (launch/launch.cu). */
 __host__ __device__ static inline int td_all_peer_channels(int n) {
   const int k = TD_OP_CTAS / (2 * n);
   return k < 1 ? 1 : k;

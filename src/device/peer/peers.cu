@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "device/dev_comm.h"
-#include "device/direct.h"
-#include "device/host_region.h"
+#include "device/kernels/direct.h"
+#include "device/peer/host_region.h"
 
 extern "C" {
 #include "bootstrap/bootstrap.h"

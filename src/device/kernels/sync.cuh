@@ -1,7 +1,7 @@
 /* Ordering and waiting between GPUs: release/acquire on counters in peers'
  * memory, a clock, and the bounded wait every kernel uses. */
-#ifndef TUTTI_DEVICE_SYNC_CUH
-#define TUTTI_DEVICE_SYNC_CUH
+#ifndef TUTTI_DEVICE_KERNELS_SYNC_CUH
+#define TUTTI_DEVICE_KERNELS_SYNC_CUH
 
 #include <stdint.h>
 

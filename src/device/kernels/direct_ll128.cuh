@@ -11,12 +11,12 @@
  * four lines (512 bytes) per instruction. A line is only written or read
  * with all eight of its threads active, which the loops below keep: their
  * bounds are the same for the eight. */
-#ifndef TUTTI_DEVICE_DIRECT_LL128_CUH
-#define TUTTI_DEVICE_DIRECT_LL128_CUH
+#ifndef TUTTI_DEVICE_KERNELS_DIRECT_LL128_CUH
+#define TUTTI_DEVICE_KERNELS_DIRECT_LL128_CUH
 
-#include "device/direct.h"
-#include "device/pass.cuh"
-#include "device/sync.cuh"
+#include "device/kernels/direct.h"
+#include "device/kernels/pass.cuh"
+#include "device/kernels/sync.cuh"
 
 /* Lines per thread in flight: four for copies and sums; one for the other
  * operations and for scaled pushes, whose code per line (fp8 max, say)

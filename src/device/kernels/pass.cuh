@@ -2,13 +2,13 @@
  * 16-byte vectors (the simple protocol), or through low-latency lines that
  * carry their own flag (the LL protocol); and which operation a step of a
  * reduction applies. */
-#ifndef TUTTI_DEVICE_PASS_CUH
-#define TUTTI_DEVICE_PASS_CUH
+#ifndef TUTTI_DEVICE_KERNELS_PASS_CUH
+#define TUTTI_DEVICE_KERNELS_PASS_CUH
 
 #include <stdint.h>
 
-#include "device/reduce.cuh"
-#include "device/sync.cuh"
+#include "device/kernels/reduce.cuh"
+#include "device/kernels/sync.cuh"
 #include "device/work.h"
 
 extern "C" {

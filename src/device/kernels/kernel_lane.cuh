@@ -1,6 +1,6 @@
 /* The body of one block: a lane of steps on one channel (see kernel.cu). */
-#ifndef TUTTI_DEVICE_KERNEL_LANE_CUH
-#define TUTTI_DEVICE_KERNEL_LANE_CUH
+#ifndef TUTTI_DEVICE_KERNELS_KERNEL_LANE_CUH
+#define TUTTI_DEVICE_KERNELS_KERNEL_LANE_CUH
 
 struct td_block {
   td_devcomm* dc;
@@ -56,7 +56,7 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
                 dc->rank, dc->base[dc->rank],         dc->priv};
   const int tid = threadIdx.x;
   if (tid == 0 && blockIdx.x == 0) {
-    td_kernel_started(dc); /* one launch of a communicator runs at a time (order.cu) */
+    td_kernel_started(dc); /* one launch of a communicator runs at a time (launch/order.cu) */
   }
   if (tid == 0) {
     s_stop = 0;

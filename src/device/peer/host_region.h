@@ -1,6 +1,6 @@
 /* Shared regions in host memory for the device executor (host_region.cu). */
-#ifndef TUTTI_DEVICE_HOST_REGION_H
-#define TUTTI_DEVICE_HOST_REGION_H
+#ifndef TUTTI_DEVICE_PEER_HOST_REGION_H
+#define TUTTI_DEVICE_PEER_HOST_REGION_H
 
 #include <cuda_runtime.h>
 #include <stddef.h>
