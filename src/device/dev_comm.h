@@ -124,6 +124,18 @@ struct td_launch_bufs {
   td_work_small small;
 };
 
+/* Stops the communicator's device work for `why` (enum td_stop), naming
+ * rank `rank` (-1: none): every kernel wait ends at the abort flag, and the
+ * next call returns the reason (stop.cu). The watchdog and the network
+ * proxy raise their stops here. */
+static inline void td_raise_stop(struct tutti_dev_comm* dc, int why, int rank) {
+  if (rank >= 0) {
+    ((volatile int*)dc->host_flags)[TD_FLAG_RANK] = rank;
+  }
+  __atomic_store_n(&dc->host_flags[TD_FLAG_STOP], why, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&dc->host_flags[TD_FLAG_ABORT], 1, __ATOMIC_SEQ_CST);
+}
+
 struct td_dev_guard {
   int prev;
   int changed;

@@ -74,8 +74,7 @@ template <int U>
 __device__ __forceinline__ int td_ll128_wait(const uint64_t* box, size_t base, size_t nlines,
                                              uint64_t flag, const td_ll128_at& at, ulonglong2* y,
                                              td_devcomm* dc) {
-  uint32_t spins = 0;
-  uint64_t start = 0;
+  td_spin sp = {0, 0};
 #pragma unroll
   for (int u = 0; u < U; u++) {
     y[u] = make_ulonglong2(0, 0);
@@ -94,12 +93,10 @@ __device__ __forceinline__ int td_ll128_wait(const uint64_t* box, size_t base, s
     if (__all_sync(0xffffffffu, ok)) {
       return 1;
     }
-    if (++spins == (1u << 16)) {
-      spins = 0;
-      /* The whole warp stops together: its lanes meet in the votes above. */
-      if (__any_sync(0xffffffffu, !td_wait_ok(dc, &start))) {
-        return 0;
-      }
+    /* Asked by the warp as one: its lanes meet in the votes above, so they
+     * must stop together. */
+    if (!td_spin_ok<TD_SPIN_LL128, true>(dc, &sp)) {
+      return 0;
     }
   }
 }

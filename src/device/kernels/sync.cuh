@@ -50,12 +50,41 @@ __device__ __forceinline__ int td_wait_ok(td_devcomm* dc, uint64_t* start) {
   return 1;
 }
 
+/* How many looks at what a wait waits for come between two checks of the
+ * abort flag and the clock (td_wait_ok): a queue counter, an LL line (every
+ * thread its own), a warp's LL128 lines. Powers of two. */
+#define TD_SPIN_COUNTER 1024u
+#define TD_SPIN_LL (1u << 20)
+#define TD_SPIN_LL128 (1u << 16)
+
+/* One spinning wait: its looks since the last check, and when it began
+ * (td_wait_ok sets it at the first check). */
+struct td_spin {
+  uint32_t looks;
+  uint64_t start;
+};
+
+/* The spin every wait runs, once per look at what it waits for: every
+ * EVERY looks it asks td_wait_ok whether it may go on. 0 once the wait must
+ * end (aborted, or timed out), with the reason recorded. WARP: the whole
+ * warp asks and ends together (a wait whose lanes meet in warp votes). */
+template <uint32_t EVERY, bool WARP = false>
+__device__ __forceinline__ int td_spin_ok(td_devcomm* dc, td_spin* sp) {
+  if (++sp->looks == EVERY) {
+    sp->looks = 0;
+    if (WARP ? __any_sync(0xffffffffu, !td_wait_ok(dc, &sp->start)) : !td_wait_ok(dc, &sp->start)) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
 /* Spins until *p >= want. Returns 0 once the communicator is aborted or the
  * wait outlasts the timeout, after recording why in dc->error. */
 static __device__ int td_wait_ge(const uint64_t* p, uint64_t want, td_devcomm* dc) {
-  uint64_t start = 0;
-  for (uint32_t spins = 0; td_ld_acquire(p) < want; spins++) {
-    if ((spins & 1023) == 1023 && !td_wait_ok(dc, &start)) {
+  td_spin sp = {0, 0};
+  while (td_ld_acquire(p) < want) {
+    if (!td_spin_ok<TD_SPIN_COUNTER>(dc, &sp)) {
       return 0;
     }
   }
