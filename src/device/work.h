@@ -18,10 +18,7 @@
 #define TD_CE_SLOTS 4      /* inbox slots per peer of the copy-engine path (launch/ce.h) */
 #define TD_LOOP_CHANNELS 8 /* channels a rank's sends to itself may use (loopback queues) */
 #define TD_OP_CTAS 128     /* blocks one operation may use (channels x lanes) */
-/* The low-latency protocol: a slot is TD_LL_LINES lines of 16 bytes, each
- * carrying 8 bytes of data and the slot's flag twice, written by one store;
- * the receiver polls the lines themselves, so no fence and no tail. */
-#define TD_SOLE 1 /* td_work.flags */
+#define TD_SOLE 1          /* td_work.flags */
 
 /* A communicator's flags, in pinned host memory mapped to the device
  * (tutti_dev_comm.host_flags[TD_FLAG_*]; the kernels see abort_flag, error
@@ -45,7 +42,12 @@ enum td_stop {
   TD_STOP_PEER_FAILED = 6, /* rank TD_FLAG_RANK's communicator failed first */
   TD_STOP_MISMATCH = 7     /* the late comparison of calls found a difference */
 };
+
+/* The low-latency protocol: a slot is TD_LL_LINES lines of 16 bytes, each
+ * carrying 8 bytes of data and the slot's flag twice, written by one store;
+ * the receiver polls the lines themselves, so no fence and no tail. */
 #define TD_LL_LINES 512
+#define TD_LL_SLOT_BYTES (TD_LL_LINES * 16)        /* bytes per LL slot */
 #define TD_LL_PAYLOAD (TD_LL_LINES * 8)            /* data bytes per LL slot */
 #define TD_LL_CHUNK (TD_LL_PAYLOAD * TD_SLOTS / 2) /* an LL round: half the LL queue */
 
