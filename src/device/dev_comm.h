@@ -29,9 +29,9 @@ struct tutti_dev_comm {
   unsigned char* remote;        /* [nranks]: peers reached over the network */
   struct td_net* netp;          /* the proxy and its connections */
   struct td_host_region* hosts; /* [nranks]: host mappings in host mode */
-  char shm_name[96];            /* this rank's segment in host mode, until unlinked */
-  char** base;                  /* [nranks]: every region as mapped here */
-  struct td_region* mapped;     /* [nranks]: peer processes' regions mapped here */
+  char shm_name[TD_HOST_REGION_NAME]; /* this rank's segment in host mode, until unlinked */
+  char** base;                        /* [nranks]: every region as mapped here */
+  struct td_region* mapped;           /* [nranks]: peer processes' regions mapped here */
   struct td_devcomm* d_comm;
   int* host_flags; /* pinned, mapped: [TD_FLAG_*] (work.h) */
   int32_t* pids;   /* [nranks]: peers' processes on this host (0: elsewhere) */

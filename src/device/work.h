@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "device/device.h"
+
 #define TD_SLOTS 8         /* slots per connection queue */
 #define TD_LINE 128        /* bytes between counters, so peers never share a line */
 #define TD_MAX_CHANNELS 64 /* channels any operation may use */
@@ -125,7 +127,7 @@ struct td_work {
 };
 
 typedef td_work<48, 4, 24, 64, 128> td_work_small;
-typedef td_work<320, 32, 160, 128, 896> td_work_large;
+typedef td_work<320, TUTTI_DEV_MAX_OPS, 160, 128, 896> td_work_large;
 
 /* Each rank's shared region, mapped into every peer (GPU memory through CUDA
  * IPC, or host shared memory mapped into every GPU when peers cannot reach

@@ -87,10 +87,10 @@ __device__ __forceinline__ int td_ll128_wait(const uint64_t* box, size_t base, s
       if (l < nlines) {
         td_ll128_ld(box + l * 16 + 2 * at.k, &y[u].x, &y[u].y);
       }
-      const uint64_t f = __shfl_sync(0xffffffffu, y[u].y, at.flag_lane);
+      const uint64_t f = __shfl_sync(TD_WARP_ALL, y[u].y, at.flag_lane);
       ok &= l >= nlines || f == flag;
     }
-    if (__all_sync(0xffffffffu, ok)) {
+    if (__all_sync(TD_WARP_ALL, ok)) {
       return 1;
     }
     /* Asked by the warp as one: its lanes meet in the votes above, so they

@@ -50,6 +50,8 @@ __device__ __forceinline__ int td_wait_ok(td_devcomm* dc, uint64_t* start) {
   return 1;
 }
 
+#define TD_WARP_ALL 0xffffffffu /* every lane of a warp, for its votes and shuffles */
+
 /* How many looks at what a wait waits for come between two checks of the
  * abort flag and the clock (td_wait_ok): a queue counter, an LL line (every
  * thread its own), a warp's LL128 lines. Powers of two. */
@@ -72,7 +74,7 @@ template <uint32_t EVERY, bool WARP = false>
 __device__ __forceinline__ int td_spin_ok(td_devcomm* dc, td_spin* sp) {
   if (++sp->looks == EVERY) {
     sp->looks = 0;
-    if (WARP ? __any_sync(0xffffffffu, !td_wait_ok(dc, &sp->start)) : !td_wait_ok(dc, &sp->start)) {
+    if (WARP ? __any_sync(TD_WARP_ALL, !td_wait_ok(dc, &sp->start)) : !td_wait_ok(dc, &sp->start)) {
       return 0;
     }
   }
@@ -104,11 +106,17 @@ __device__ __forceinline__ void td_chan_slice(uint64_t bytes, int nch, int ch, u
   *len = b1 - b0;
 }
 
-/* The count of kernels started, kept in device memory and mirrored to host
- * memory by a posted store (no read across PCIe, no system fence): it tells
- * the host's watchdog and proxy that work is in flight. Block 0, thread 0. */
+/* The counts of kernels started [0] and finished [1], kept in device memory
+ * beside the count of finished blocks. */
+__device__ __forceinline__ volatile uint32_t* td_kernel_counts(td_devcomm* dc) {
+  return (volatile uint32_t*)(dc->priv + dc->lay.finished_off + 8);
+}
+
+/* The count of kernels started, mirrored to host memory by a posted store
+ * (no read across PCIe, no system fence): it tells the host's watchdog and
+ * proxy that work is in flight. Block 0, thread 0. */
 __device__ __forceinline__ void td_kernel_started(td_devcomm* dc) {
-  volatile uint32_t* kc = (volatile uint32_t*)(dc->priv + dc->lay.finished_off + 8);
+  volatile uint32_t* kc = td_kernel_counts(dc);
   const uint32_t v = kc[0] + 1;
   kc[0] = v;
   ((volatile int*)dc->kstate)[0] = (int)v;
@@ -116,7 +124,7 @@ __device__ __forceinline__ void td_kernel_started(td_devcomm* dc) {
 
 /* The count of finished kernels, mirrored the same way. */
 __device__ __forceinline__ void td_kernel_finished(td_devcomm* dc) {
-  volatile uint32_t* kc = (volatile uint32_t*)(dc->priv + dc->lay.finished_off + 8);
+  volatile uint32_t* kc = td_kernel_counts(dc);
   const uint32_t v = kc[1] + 1;
   kc[1] = v;
   ((volatile int*)dc->kstate)[1] = (int)v;

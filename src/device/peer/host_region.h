@@ -15,6 +15,9 @@ struct td_host_region {
   int registered;
 };
 
+/* Room for a segment's name (td_host_region_name). */
+#define TD_HOST_REGION_NAME 96
+
 /* The segment name of `rank`'s region in communicator `comm_hash` of job `secret`. */
 void td_host_region_name(char* out, size_t len, const unsigned char* secret, uint64_t comm_hash,
                          int rank);
