@@ -13,10 +13,10 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 
-#include "device/direct_fold.cuh"
-#include "device/direct_ll128.cuh"
-#include "device/pass.cuh"
-#include "device/sync.cuh"
+#include "device/kernels/direct_fold.cuh"
+#include "device/kernels/direct_ll128.cuh"
+#include "device/kernels/pass.cuh"
+#include "device/kernels/sync.cuh"
 
 __device__ __forceinline__ void slice(size_t bytes, uint64_t* off, uint64_t* len) {
   td_chan_slice(bytes, (int)gridDim.x, (int)blockIdx.x, off, len);

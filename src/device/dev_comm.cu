@@ -12,10 +12,10 @@
 #include <unistd.h>
 
 #include "device/dev_comm.h"
-#include "device/direct.h"
-#include "device/host_region.h"
-#include "device/kernel.h"
-#include "device/net.h"
+#include "device/kernels/direct.h"
+#include "device/peer/host_region.h"
+#include "device/kernels/kernel.h"
+#include "device/net/net.h"
 
 extern "C" {
 #include "bootstrap/bootstrap.h"

@@ -6,8 +6,8 @@
 #include <pthread.h>
 
 #include "device/device.h"
-#include "device/host_region.h"
-#include "device/region.h"
+#include "device/peer/host_region.h"
+#include "device/peer/region.h"
 #include "device/work.h"
 
 struct tutti_dev_comm {
@@ -25,13 +25,13 @@ struct tutti_dev_comm {
   char* priv;                   /* this rank's private counters (GPU memory) */
   int host_mode;                /* shared regions in host memory (NCCL_P2P_DISABLE, network) */
   int ll128;                    /* LL128 inboxes: all on NVLink (or one GPU), some rank asks */
-  int net;                      /* some peers are reached through the proxy (net.cu) */
+  int net;                      /* some peers are reached through the proxy (net/) */
   unsigned char* remote;        /* [nranks]: peers reached over the network */
   struct td_net* netp;          /* the proxy and its connections */
   struct td_host_region* hosts; /* [nranks]: host mappings in host mode */
-  char shm_name[96];            /* this rank's segment in host mode, until unlinked */
-  char** base;                  /* [nranks]: every region as mapped here */
-  struct td_region* mapped;     /* [nranks]: peer processes' regions mapped here */
+  char shm_name[TD_HOST_REGION_NAME]; /* this rank's segment in host mode, until unlinked */
+  char** base;                        /* [nranks]: every region as mapped here */
+  struct td_region* mapped;           /* [nranks]: peer processes' regions mapped here */
   struct td_devcomm* d_comm;
   int* host_flags; /* pinned, mapped: [TD_FLAG_*] (work.h) */
   int32_t* pids;   /* [nranks]: peers' processes on this host (0: elsewhere) */
@@ -45,14 +45,14 @@ struct tutti_dev_comm {
   volatile int watch_stop;
   cudaEvent_t ev;    /* scratch: joins a group's streams */
   cudaStream_t side; /* setup's and teardown's own copies (never the device-wide stream) */
-  /* The launch order (order.cu): the end of the last launch outside any
+  /* The launch order (launch/order.cu): the end of the last launch outside any
    * stream capture, and of the last one inside capture `cap_id`. */
   cudaEvent_t ord_ev;
   int ord_set;
   unsigned long long ord_stream_id; /* the stream it was recorded on (cudaStreamGetId) */
   cudaEvent_t cap_ev;
   unsigned long long cap_id;
-  /* The copy-engine path (ce.cu): pieces issued so far (the same on every
+  /* The copy-engine path (launch/ce.cu): pieces issued so far (the same on every
    * rank), the copies' own stream, and events: a call's start, a piece's
    * copies done, a piece's kernel done (by slot). */
   uint64_t ce_seq;
@@ -75,9 +75,9 @@ struct tutti_dev_comm {
 void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int gpu_regions,
                     int ll128);
 /* Collective: turns host_mode on for every rank when some pair of local GPUs
- * cannot reach each other's memory (peers.cu). */
+ * cannot reach each other's memory (peer/peers.cu). */
 ncclResult_t td_agree_host_mode(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s);
-/* What each rank publishes of its region for the others to map (peers.cu). */
+/* What each rank publishes of its region for the others to map (peer/peers.cu). */
 struct td_export {
   cudaIpcMemHandle_t handle; /* kind TD_REGION_MALLOC */
   char* ptr;
@@ -85,18 +85,18 @@ struct td_export {
   int32_t pid;
   int32_t dev;
   int32_t ok;   /* set up, its box open */
-  int32_t kind; /* of its region (region.h) */
+  int32_t kind; /* of its region (peer/region.h) */
 };
-/* Maps every peer's region into dc->base (peers.cu); a peer that cannot be
+/* Maps every peer's region into dc->base (peer/peers.cu); a peer that cannot be
  * mapped leaves a reason in `why` and ncclSuccess. */
 ncclResult_t td_map_peers(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s,
                           const struct td_export* ex, int* fds, char* why, size_t why_len);
 /* Passes cuMem regions' file descriptors between this host's processes
- * (peers.cu): fds[p] (all -1 on entry) becomes p's where one arrives. */
+ * (peer/peers.cu): fds[p] (all -1 on entry) becomes p's where one arrives. */
 struct tutti_fdbox;
 ncclResult_t td_swap_fds(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s,
                          struct tutti_fdbox* box, const struct td_export* ex, int* fds);
-/* Where a launch stands in the communicator's order (order.cu). */
+/* Where a launch stands in the communicator's order (launch/order.cu). */
 struct td_order_at {
   cudaStream_t stream;          /* the launch's stream: the group's first */
   unsigned long long capture;   /* the stream capture it is part of, 0 none */
@@ -123,6 +123,18 @@ struct td_launch_bufs {
   td_work_large large;
   td_work_small small;
 };
+
+/* Stops the communicator's device work for `why` (enum td_stop), naming
+ * rank `rank` (-1: none): every kernel wait ends at the abort flag, and the
+ * next call returns the reason (stop.cu). The watchdog and the network
+ * proxy raise their stops here. */
+static inline void td_raise_stop(struct tutti_dev_comm* dc, int why, int rank) {
+  if (rank >= 0) {
+    ((volatile int*)dc->host_flags)[TD_FLAG_RANK] = rank;
+  }
+  __atomic_store_n(&dc->host_flags[TD_FLAG_STOP], why, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&dc->host_flags[TD_FLAG_ABORT], 1, __ATOMIC_SEQ_CST);
+}
 
 struct td_dev_guard {
   int prev;

@@ -61,11 +61,11 @@ ncclResult_t tutti_dev_comm_error(struct tutti_dev_comm* dc);
  * them runs after them, as the issue order says. ncclSuccess, or why not. */
 ncclResult_t tutti_dev_comm_wait(struct tutti_dev_comm* dc);
 
-/* One operation for the device executor. */
 /* The most device operations of one communicator a group may hold: they
- * run as one launch. */
+ * run as one launch (the large kernel parameters, work.h, hold as many). */
 #define TUTTI_DEV_MAX_OPS 32
 
+/* One operation for the device executor. */
 struct tutti_dev_op {
   const struct tutti_schedule* sched;
   const struct tutti_coll_args* args;

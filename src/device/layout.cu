@@ -2,9 +2,9 @@
  * counters (the offsets of struct td_layout, work.h): the ring's counters,
  * queues and LL slots, the direct path's flags and inboxes (direct.h), the
  * copy-engine path's flags and inboxes (ce.h). */
-#include "device/ce.h"
+#include "device/launch/ce.h"
 #include "device/dev_comm.h"
-#include "device/direct.h"
+#include "device/kernels/direct.h"
 
 extern "C" {
 #include "tune/tune.h"

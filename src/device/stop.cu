@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "device/dev_comm.h"
-#include "device/net.h"
+#include "device/net/net.h"
 
 extern "C" {
 #include "util/check.h"

@@ -30,8 +30,7 @@ void* td_watch_main(void* arg) {
     if (f[TD_FLAG_STOP] == 0 && dc->own_bell != NULL && dc->bells != NULL &&
         tutti_agree_scan(dc->own_bell, dc->bells, dc->nranks, dc->rank, &dc->scan_checked)) {
       snprintf(dc->scan_why, sizeof dc->scan_why, "%s", tutti_last_error());
-      __atomic_store_n(&dc->host_flags[TD_FLAG_STOP], TD_STOP_MISMATCH, __ATOMIC_SEQ_CST);
-      __atomic_store_n(&dc->host_flags[TD_FLAG_ABORT], 1, __ATOMIC_SEQ_CST);
+      td_raise_stop(dc, TD_STOP_MISMATCH, -1);
     }
     if (f[TD_FLAG_STARTED] == f[TD_FLAG_FINISHED] || f[TD_FLAG_STOP] != 0) {
       continue;
@@ -42,9 +41,7 @@ void* td_watch_main(void* arg) {
     for (int p = 0; p < dc->nranks && dc->bells != NULL; p++) {
       if (p != dc->rank && dc->bells[p] != NULL &&
           __atomic_load_n(&dc->bells[p]->failed, __ATOMIC_ACQUIRE) != 0) {
-        f[TD_FLAG_RANK] = p;
-        __atomic_store_n(&dc->host_flags[TD_FLAG_STOP], TD_STOP_PEER_FAILED, __ATOMIC_SEQ_CST);
-        __atomic_store_n(&dc->host_flags[TD_FLAG_ABORT], 1, __ATOMIC_SEQ_CST);
+        td_raise_stop(dc, TD_STOP_PEER_FAILED, p);
         break;
       }
     }
@@ -54,9 +51,7 @@ void* td_watch_main(void* arg) {
     for (int p = 0; p < dc->nranks; p++) {
       if (p != dc->rank && dc->pids[p] > 0 && dc->pids[p] != (int32_t)getpid() &&
           tutti_process_gone(dc->pids[p])) {
-        f[TD_FLAG_RANK] = p;
-        __atomic_store_n(&dc->host_flags[TD_FLAG_STOP], TD_STOP_PEER_EXITED, __ATOMIC_SEQ_CST);
-        __atomic_store_n(&dc->host_flags[TD_FLAG_ABORT], 1, __ATOMIC_SEQ_CST);
+        td_raise_stop(dc, TD_STOP_PEER_EXITED, p);
         WARN(
             "rank %d: rank %d (pid %d) exited while a device collective waited for it: "
             "stopping this communicator's kernels",

@@ -12,16 +12,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "device/device.h"
+
 #define TD_SLOTS 8         /* slots per connection queue */
 #define TD_LINE 128        /* bytes between counters, so peers never share a line */
 #define TD_MAX_CHANNELS 64 /* channels any operation may use */
-#define TD_CE_SLOTS 4      /* inbox slots per peer of the copy-engine path (ce.h) */
+#define TD_CE_SLOTS 4      /* inbox slots per peer of the copy-engine path (launch/ce.h) */
 #define TD_LOOP_CHANNELS 8 /* channels a rank's sends to itself may use (loopback queues) */
 #define TD_OP_CTAS 128     /* blocks one operation may use (channels x lanes) */
-/* The low-latency protocol: a slot is TD_LL_LINES lines of 16 bytes, each
- * carrying 8 bytes of data and the slot's flag twice, written by one store;
- * the receiver polls the lines themselves, so no fence and no tail. */
-#define TD_SOLE 1 /* td_work.flags */
+#define TD_SOLE 1          /* td_work.flags */
 
 /* A communicator's flags, in pinned host memory mapped to the device
  * (tutti_dev_comm.host_flags[TD_FLAG_*]; the kernels see abort_flag, error
@@ -45,7 +44,12 @@ enum td_stop {
   TD_STOP_PEER_FAILED = 6, /* rank TD_FLAG_RANK's communicator failed first */
   TD_STOP_MISMATCH = 7     /* the late comparison of calls found a difference */
 };
+
+/* The low-latency protocol: a slot is TD_LL_LINES lines of 16 bytes, each
+ * carrying 8 bytes of data and the slot's flag twice, written by one store;
+ * the receiver polls the lines themselves, so no fence and no tail. */
 #define TD_LL_LINES 512
+#define TD_LL_SLOT_BYTES (TD_LL_LINES * 16)        /* bytes per LL slot */
 #define TD_LL_PAYLOAD (TD_LL_LINES * 8)            /* data bytes per LL slot */
 #define TD_LL_CHUNK (TD_LL_PAYLOAD * TD_SLOTS / 2) /* an LL round: half the LL queue */
 
@@ -123,7 +127,7 @@ struct td_work {
 };
 
 typedef td_work<48, 4, 24, 64, 128> td_work_small;
-typedef td_work<320, 32, 160, 128, 896> td_work_large;
+typedef td_work<320, TUTTI_DEV_MAX_OPS, 160, 128, 896> td_work_large;
 
 /* Each rank's shared region, mapped into every peer (GPU memory through CUDA
  * IPC, or host shared memory mapped into every GPU when peers cannot reach
@@ -134,7 +138,7 @@ typedef td_work<320, 32, 160, 128, 896> td_work_large;
  *                   only by the proxy that forwards slots across hosts)
  *   queue[ch][src]  TD_SLOTS slots each, for the n - 1 peers, on the first
  *                   td_all_peer_channels(n) channels (every operation but a
- *                   ring runs on no more: launch.cu)
+ *                   ring runs on no more: launch/launch.cu)
  *   ring[ch]        the same from the ring's previous rank only, on the
  *                   channels beyond those (a ring's lanes hear from it alone)
  *   loop[ch]        the same for this rank's sends to itself, on the first
@@ -142,7 +146,7 @@ typedef td_work<320, 32, 160, 128, 896> td_work_large;
  *   ll[ch][src]     TD_SLOTS LL slots each (positions shared with the queue)
  *   dflag[src][lane], dack[dst][lane], inbox[src][parity][lane],
  *   ll_inbox[src][parity][lane] and ll128_inbox[src][lane][slot]: the
- *                   direct path's (direct.h; src and dst count peers only)
+ *                   direct path's (kernels/direct.h; src and dst count peers only)
  * and its private region, always in its own GPU's memory:
  *   sent[ch][dst], recvd[ch][src], served[ch][conn] turns, done counters,
  *   the count of finished blocks, and (beside it) of kernels started and
@@ -182,7 +186,7 @@ __host__ __device__ static inline int td_peer_slot(int src, int dst) {
 }
 
 /* Channels on which every peer may send to a rank of `n`: the most any
- * operation but a ring may use (launch.cu). */
+ * operation but a ring may use (launch/launch.cu). */
 __host__ __device__ static inline int td_all_peer_channels(int n) {
   const int k = TD_OP_CTAS / (2 * n);
   return k < 1 ? 1 : k;

@@ -1,7 +1,7 @@
 /* Handing file descriptors to other processes of this host (SCM_RIGHTS):
  * each process binds a datagram socket in the abstract namespace under a
  * name of its choosing; a sender needs only the receiver's name. Used to
- * share GPU memory exported as a POSIX file descriptor (device/region.cu).
+ * share GPU memory exported as a POSIX file descriptor (device/peer/region.cu).
  * Abstract names live in the network namespace: processes in different
  * namespaces cannot reach each other's box. */
 #ifndef TUTTI_UTIL_FDPASS_H

@@ -11,12 +11,12 @@
  * four lines (512 bytes) per instruction. A line is only written or read
  * with all eight of its threads active, which the loops below keep: their
  * bounds are the same for the eight. */
-#ifndef TUTTI_DEVICE_DIRECT_LL128_CUH
-#define TUTTI_DEVICE_DIRECT_LL128_CUH
+#ifndef TUTTI_DEVICE_KERNELS_DIRECT_LL128_CUH
+#define TUTTI_DEVICE_KERNELS_DIRECT_LL128_CUH
 
-#include "device/direct.h"
-#include "device/pass.cuh"
-#include "device/sync.cuh"
+#include "device/kernels/direct.h"
+#include "device/kernels/pass.cuh"
+#include "device/kernels/sync.cuh"
 
 /* Lines per thread in flight: four for copies and sums; one for the other
  * operations and for scaled pushes, whose code per line (fp8 max, say)
@@ -74,8 +74,7 @@ template <int U>
 __device__ __forceinline__ int td_ll128_wait(const uint64_t* box, size_t base, size_t nlines,
                                              uint64_t flag, const td_ll128_at& at, ulonglong2* y,
                                              td_devcomm* dc) {
-  uint32_t spins = 0;
-  uint64_t start = 0;
+  td_spin sp = {0, 0};
 #pragma unroll
   for (int u = 0; u < U; u++) {
     y[u] = make_ulonglong2(0, 0);
@@ -88,18 +87,16 @@ __device__ __forceinline__ int td_ll128_wait(const uint64_t* box, size_t base, s
       if (l < nlines) {
         td_ll128_ld(box + l * 16 + 2 * at.k, &y[u].x, &y[u].y);
       }
-      const uint64_t f = __shfl_sync(0xffffffffu, y[u].y, at.flag_lane);
+      const uint64_t f = __shfl_sync(TD_WARP_ALL, y[u].y, at.flag_lane);
       ok &= l >= nlines || f == flag;
     }
-    if (__all_sync(0xffffffffu, ok)) {
+    if (__all_sync(TD_WARP_ALL, ok)) {
       return 1;
     }
-    if (++spins == (1u << 16)) {
-      spins = 0;
-      /* The whole warp stops together: its lanes meet in the votes above. */
-      if (__any_sync(0xffffffffu, !td_wait_ok(dc, &start))) {
-        return 0;
-      }
+    /* Asked by the warp as one: its lanes meet in the votes above, so they
+     * must stop together. */
+    if (!td_spin_ok<TD_SPIN_LL128, true>(dc, &sp)) {
+      return 0;
     }
   }
 }

@@ -2,13 +2,13 @@
  * 16-byte vectors (the simple protocol), or through low-latency lines that
  * carry their own flag (the LL protocol); and which operation a step of a
  * reduction applies. */
-#ifndef TUTTI_DEVICE_PASS_CUH
-#define TUTTI_DEVICE_PASS_CUH
+#ifndef TUTTI_DEVICE_KERNELS_PASS_CUH
+#define TUTTI_DEVICE_KERNELS_PASS_CUH
 
 #include <stdint.h>
 
-#include "device/reduce.cuh"
-#include "device/sync.cuh"
+#include "device/kernels/reduce.cuh"
+#include "device/kernels/sync.cuh"
 #include "device/work.h"
 
 extern "C" {
@@ -216,18 +216,14 @@ struct td_llpass {
 
 __device__ __forceinline__ uint64_t td_ll_read(const uint4* line, uint32_t flag, td_devcomm* dc) {
   uint32_t a, f1, b, f2;
-  uint32_t spins = 0;
-  uint64_t start = 0;
+  td_spin sp = {0, 0};
   do {
     asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
                  : "=r"(a), "=r"(f1), "=r"(b), "=r"(f2)
                  : "l"(line)
                  : "memory");
-    if (++spins == (1u << 20)) {
-      spins = 0;
-      if (!td_wait_ok(dc, &start)) {
-        return 0; /* the block finds the abort at its next wait */
-      }
+    if (!td_spin_ok<TD_SPIN_LL>(dc, &sp)) {
+      return 0; /* the block finds the abort at its next wait */
     }
   } while (f1 != flag || f2 != flag);
   return (uint64_t)a | ((uint64_t)b << 32);

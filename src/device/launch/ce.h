@@ -21,8 +21,8 @@
  * its data), and streams being captured into a graph (the slot of a piece
  * is fixed in a captured copy, but replays go on counting); these run on
  * the direct or the schedules' kernels, whose counters live on the device. */
-#ifndef TUTTI_DEVICE_CE_H
-#define TUTTI_DEVICE_CE_H
+#ifndef TUTTI_DEVICE_LAUNCH_CE_H
+#define TUTTI_DEVICE_LAUNCH_CE_H
 
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -52,7 +52,7 @@ extern "C" {
 #endif
 /* Launches the combining kernel of one piece; returns the cudaError_t. */
 int td_ce_launch(const struct td_ce* w, int nblocks, int nthreads, cudaStream_t stream);
-/* The kernel's attributes (kernel.h: td_kernel_frames). */
+/* The kernel's attributes (kernels/kernel.cu: tutti_dev_kernel_frames). */
 int td_ce_attributes(struct cudaFuncAttributes* a);
 struct tutti_dev_comm;
 struct tutti_dev_op;

@@ -9,8 +9,8 @@
  * context on the owner's GPU: about 0.9 GB of that GPU's memory per peer
  * process. NCCL_CUMEM_ENABLE=0, or a driver without POSIX handles, keeps
  * the IPC handles. */
-#ifndef TUTTI_DEVICE_REGION_H
-#define TUTTI_DEVICE_REGION_H
+#ifndef TUTTI_DEVICE_PEER_REGION_H
+#define TUTTI_DEVICE_PEER_REGION_H
 
 #include <cuda_runtime.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* The device executor across hosts (net.cu). A peer on another host cannot
+/* The device executor across hosts (net_setup.cu, net_proxy.cu). A peer on another host cannot
  * map this rank's queues, so each rank keeps, for every remote peer, a
  * shadow of that peer's region in pinned host memory: kernels send into the
  * shadow exactly as into a mapped peer (slots, then the tail) and free the
@@ -6,8 +6,8 @@
  * one TCP connection per pair: posted slots into the receiver's own queue
  * (then its tail), freed slots into the sender's heads. The kernels do not
  * know which of their peers are remote. */
-#ifndef TUTTI_DEVICE_NET_H
-#define TUTTI_DEVICE_NET_H
+#ifndef TUTTI_DEVICE_NET_NET_H
+#define TUTTI_DEVICE_NET_NET_H
 
 #include <stddef.h>
 

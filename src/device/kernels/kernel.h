@@ -1,6 +1,6 @@
 /* The kernel's entry point as the host-side launcher sees it. */
-#ifndef TUTTI_DEVICE_KERNEL_H
-#define TUTTI_DEVICE_KERNEL_H
+#ifndef TUTTI_DEVICE_KERNELS_KERNEL_H
+#define TUTTI_DEVICE_KERNELS_KERNEL_H
 
 #include <cuda_runtime.h>
 

@@ -1,6 +1,6 @@
 /* Shared regions in host memory for the device executor (host_region.cu). */
-#ifndef TUTTI_DEVICE_HOST_REGION_H
-#define TUTTI_DEVICE_HOST_REGION_H
+#ifndef TUTTI_DEVICE_PEER_HOST_REGION_H
+#define TUTTI_DEVICE_PEER_HOST_REGION_H
 
 #include <cuda_runtime.h>
 #include <stddef.h>
@@ -14,6 +14,9 @@ struct td_host_region {
   size_t bytes;
   int registered;
 };
+
+/* Room for a segment's name (td_host_region_name). */
+#define TD_HOST_REGION_NAME 96
 
 /* The segment name of `rank`'s region in communicator `comm_hash` of job `secret`. */
 void td_host_region_name(char* out, size_t len, const unsigned char* secret, uint64_t comm_hash,

@@ -3,8 +3,8 @@
  * doubles round each operation on its own (no FMA contraction); half,
  * bfloat16 and fp8 widen to float through the same bit-level conversions the
  * host uses, combine, and round back (fp8 saturating, NaN kept). */
-#ifndef TUTTI_DEVICE_REDUCE_CUH
-#define TUTTI_DEVICE_REDUCE_CUH
+#ifndef TUTTI_DEVICE_KERNELS_REDUCE_CUH
+#define TUTTI_DEVICE_KERNELS_REDUCE_CUH
 
 #include <stdint.h>
 

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 
 #include "device/dev_comm.h"
-#include "device/direct.h"
-#include "device/kernel.h"
+#include "device/kernels/direct.h"
+#include "device/kernels/kernel.h"
 
 extern "C" {
 #include "tune/tune.h"

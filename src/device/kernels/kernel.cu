@@ -7,14 +7,14 @@
  * the slot back through the sender's head. See work.h for the layout. */
 #include <stdint.h>
 
-#include "device/ce.h"
+#include "device/launch/ce.h"
 #include "device/device.h"
-#include "device/direct.h"
-#include "device/kernel.h"
-#include "device/pass.cuh"
-#include "device/sync.cuh"
+#include "device/kernels/direct.h"
+#include "device/kernels/kernel.h"
+#include "device/kernels/pass.cuh"
+#include "device/kernels/sync.cuh"
 
-#include "device/kernel_lane.cuh"
+#include "device/kernels/kernel_lane.cuh"
 
 template <class W>
 __global__ void __launch_bounds__(TD_MAX_THREADS, 1) td_kernel(const __grid_constant__ W w) {

@@ -9,9 +9,9 @@
 #include <strings.h>
 
 #include "device/dev_comm.h"
-#include "device/ce.h"
-#include "device/direct.h"
-#include "device/kernel.h"
+#include "device/launch/ce.h"
+#include "device/kernels/direct.h"
+#include "device/kernels/kernel.h"
 
 extern "C" {
 #include "algo/pattern.h"

@@ -1,7 +1,7 @@
 /* Ordering and waiting between GPUs: release/acquire on counters in peers'
  * memory, a clock, and the bounded wait every kernel uses. */
-#ifndef TUTTI_DEVICE_SYNC_CUH
-#define TUTTI_DEVICE_SYNC_CUH
+#ifndef TUTTI_DEVICE_KERNELS_SYNC_CUH
+#define TUTTI_DEVICE_KERNELS_SYNC_CUH
 
 #include <stdint.h>
 
@@ -50,12 +50,43 @@ __device__ __forceinline__ int td_wait_ok(td_devcomm* dc, uint64_t* start) {
   return 1;
 }
 
+#define TD_WARP_ALL 0xffffffffu /* every lane of a warp, for its votes and shuffles */
+
+/* How many looks at what a wait waits for come between two checks of the
+ * abort flag and the clock (td_wait_ok): a queue counter, an LL line (every
+ * thread its own), a warp's LL128 lines. Powers of two. */
+#define TD_SPIN_COUNTER 1024u
+#define TD_SPIN_LL (1u << 20)
+#define TD_SPIN_LL128 (1u << 16)
+
+/* One spinning wait: its looks since the last check, and when it began
+ * (td_wait_ok sets it at the first check). */
+struct td_spin {
+  uint32_t looks;
+  uint64_t start;
+};
+
+/* The spin every wait runs, once per look at what it waits for: every
+ * EVERY looks it asks td_wait_ok whether it may go on. 0 once the wait must
+ * end (aborted, or timed out), with the reason recorded. WARP: the whole
+ * warp asks and ends together (a wait whose lanes meet in warp votes). */
+template <uint32_t EVERY, bool WARP = false>
+__device__ __forceinline__ int td_spin_ok(td_devcomm* dc, td_spin* sp) {
+  if (++sp->looks == EVERY) {
+    sp->looks = 0;
+    if (WARP ? __any_sync(TD_WARP_ALL, !td_wait_ok(dc, &sp->start)) : !td_wait_ok(dc, &sp->start)) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
 /* Spins until *p >= want. Returns 0 once the communicator is aborted or the
  * wait outlasts the timeout, after recording why in dc->error. */
 static __device__ int td_wait_ge(const uint64_t* p, uint64_t want, td_devcomm* dc) {
-  uint64_t start = 0;
-  for (uint32_t spins = 0; td_ld_acquire(p) < want; spins++) {
-    if ((spins & 1023) == 1023 && !td_wait_ok(dc, &start)) {
+  td_spin sp = {0, 0};
+  while (td_ld_acquire(p) < want) {
+    if (!td_spin_ok<TD_SPIN_COUNTER>(dc, &sp)) {
       return 0;
     }
   }
@@ -75,11 +106,17 @@ __device__ __forceinline__ void td_chan_slice(uint64_t bytes, int nch, int ch, u
   *len = b1 - b0;
 }
 
-/* The count of kernels started, kept in device memory and mirrored to host
- * memory by a posted store (no read across PCIe, no system fence): it tells
- * the host's watchdog and proxy that work is in flight. Block 0, thread 0. */
+/* The counts of kernels started [0] and finished [1], kept in device memory
+ * beside the count of finished blocks. */
+__device__ __forceinline__ volatile uint32_t* td_kernel_counts(td_devcomm* dc) {
+  return (volatile uint32_t*)(dc->priv + dc->lay.finished_off + 8);
+}
+
+/* The count of kernels started, mirrored to host memory by a posted store
+ * (no read across PCIe, no system fence): it tells the host's watchdog and
+ * proxy that work is in flight. Block 0, thread 0. */
 __device__ __forceinline__ void td_kernel_started(td_devcomm* dc) {
-  volatile uint32_t* kc = (volatile uint32_t*)(dc->priv + dc->lay.finished_off + 8);
+  volatile uint32_t* kc = td_kernel_counts(dc);
   const uint32_t v = kc[0] + 1;
   kc[0] = v;
   ((volatile int*)dc->kstate)[0] = (int)v;
@@ -87,7 +124,7 @@ __device__ __forceinline__ void td_kernel_started(td_devcomm* dc) {
 
 /* The count of finished kernels, mirrored the same way. */
 __device__ __forceinline__ void td_kernel_finished(td_devcomm* dc) {
-  volatile uint32_t* kc = (volatile uint32_t*)(dc->priv + dc->lay.finished_off + 8);
+  volatile uint32_t* kc = td_kernel_counts(dc);
   const uint32_t v = kc[1] + 1;
   kc[1] = v;
   ((volatile int*)dc->kstate)[1] = (int)v;

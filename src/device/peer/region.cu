@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "device/device.h"
-#include "device/region.h"
+#include "device/peer/region.h"
 
 extern "C" {
 #include "util/check.h"

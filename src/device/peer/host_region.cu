@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "device/host_region.h"
+#include "device/peer/host_region.h"
 
 extern "C" {
 #include "util/check.h"

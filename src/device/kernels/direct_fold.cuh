@@ -1,10 +1,10 @@
 /* The direct kernel's combine: every rank's contribution folded in rank
  * order into the output, from 16-byte vectors (simple rounds) or LL lines. */
-#ifndef TUTTI_DEVICE_DIRECT_FOLD_CUH
-#define TUTTI_DEVICE_DIRECT_FOLD_CUH
+#ifndef TUTTI_DEVICE_KERNELS_DIRECT_FOLD_CUH
+#define TUTTI_DEVICE_KERNELS_DIRECT_FOLD_CUH
 
-#include "device/direct.h"
-#include "device/pass.cuh"
+#include "device/kernels/direct.h"
+#include "device/kernels/pass.cuh"
 
 /* Every rank's contribution folded in rank order, written once. */
 struct td_fold {

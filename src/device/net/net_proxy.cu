@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "device/dev_comm.h"
-#include "device/net.h"
-#include "device/net_link.h"
+#include "device/net/net.h"
+#include "device/net/net_link.h"
 
 extern "C" {
 #include "util/check.h"
@@ -30,9 +30,7 @@ static void raise_error(struct tutti_dev_comm* dc, struct td_link* k) {
     return;
   }
   nt->raised = 1;
-  dc->host_flags[TD_FLAG_RANK] = k->peer;
-  __atomic_store_n(&dc->host_flags[TD_FLAG_STOP], TD_STOP_NET, __ATOMIC_SEQ_CST);
-  __atomic_store_n(&dc->host_flags[TD_FLAG_ABORT], 1, __ATOMIC_SEQ_CST);
+  td_raise_stop(dc, TD_STOP_NET, k->peer);
   WARN("rank %d: the connection to rank %d (host %s) broke while a device collective used it: %s",
        dc->rank, k->peer, k->hostname,
        k->broken >= 1000 ? "malformed data"

@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "device/dev_comm.h"
-#include "device/net.h"
-#include "device/net_link.h"
+#include "device/net/net.h"
+#include "device/net/net_link.h"
 
 extern "C" {
 #include "bootstrap/bootstrap.h"

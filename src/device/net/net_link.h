@@ -1,7 +1,7 @@
 /* The device proxy's connections and messages, shared by its setup
  * (net_setup.cu) and its thread (net_proxy.cu). */
-#ifndef TUTTI_DEVICE_NET_LINK_H
-#define TUTTI_DEVICE_NET_LINK_H
+#ifndef TUTTI_DEVICE_NET_NET_LINK_H
+#define TUTTI_DEVICE_NET_NET_LINK_H
 
 #include <pthread.h>
 #include <stddef.h>

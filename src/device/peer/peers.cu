@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "device/dev_comm.h"
-#include "device/direct.h"
-#include "device/host_region.h"
+#include "device/kernels/direct.h"
+#include "device/peer/host_region.h"
 
 extern "C" {
 #include "bootstrap/bootstrap.h"
@@ -101,7 +101,7 @@ ncclResult_t td_map_peers(struct tutti_dev_comm* dc, const struct tutti_dev_setu
       continue; /* its shadow, made by td_net_connect */
     }
     if (dc->host_mode) {
-      char name[96];
+      char name[TD_HOST_REGION_NAME];
       td_host_region_name(name, sizeof name, s->secret, s->comm_hash, p);
       if (td_host_region_map(name, dc->lay.total, 0, &dc->hosts[p]) != ncclSuccess) {
         snprintf(why, why_len, "rank %d could not map rank %d's queues: %s", dc->rank, p,

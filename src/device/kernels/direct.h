@@ -2,7 +2,7 @@
  * other's memory, without schedules or ring steps. Every rank pushes its
  * data straight into an inbox in each peer's region, and each rank combines
  * what arrived with its own data into its output; one handshake per round
- * instead of one per ring step (direct.cu, chosen in direct_host.cu).
+ * instead of one per ring step (direct.cu, chosen in launch/direct_host.cu).
  *
  * Blocks are lanes: block b of a launch always uses inbox lane b, whose
  * rounds are counted in dseq[b] on every rank (all ranks launch the same
@@ -11,8 +11,8 @@
  * LL, in an inbox of their own): a sender writes round s after its
  * receiver finished round s - slots, which every rank acknowledges to every
  * peer, data or not. */
-#ifndef TUTTI_DEVICE_DIRECT_H
-#define TUTTI_DEVICE_DIRECT_H
+#ifndef TUTTI_DEVICE_KERNELS_DIRECT_H
+#define TUTTI_DEVICE_KERNELS_DIRECT_H
 
 #include <cuda_runtime.h>
 #include <stdint.h>

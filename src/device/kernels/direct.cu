@@ -10,12 +10,12 @@
  * computes the same bits. */
 #include <stdint.h>
 
-#include "device/direct.h"
-#include "device/kernel.h"
-#include "device/direct_fold.cuh"
-#include "device/direct_ll128.cuh"
-#include "device/pass.cuh"
-#include "device/sync.cuh"
+#include "device/kernels/direct.h"
+#include "device/kernels/kernel.h"
+#include "device/kernels/direct_fold.cuh"
+#include "device/kernels/direct_ll128.cuh"
+#include "device/kernels/pass.cuh"
+#include "device/kernels/sync.cuh"
 
 /* Who sends to whom (a receiver hears from its senders). */
 __device__ __forceinline__ int td_pushes_to(const td_direct& w, int me, int q) {

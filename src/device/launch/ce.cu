@@ -2,13 +2,13 @@
  * call is split into pieces of copies and kernels. */
 #include <stdint.h>
 
-#include "device/ce.h"
+#include "device/launch/ce.h"
 #include "device/dev_comm.h"
-#include "device/direct.h"
-#include "device/direct_fold.cuh"
-#include "device/kernel.h"
-#include "device/pass.cuh"
-#include "device/sync.cuh"
+#include "device/kernels/direct.h"
+#include "device/kernels/direct_fold.cuh"
+#include "device/kernels/kernel.h"
+#include "device/kernels/pass.cuh"
+#include "device/kernels/sync.cuh"
 
 extern "C" {
 #include "tune/tune.h"
