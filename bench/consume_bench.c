@@ -9,7 +9,7 @@
  * Build: cc -O3 -march=native -Iinclude -o consume_bench bench/consume_bench.c
  *          -Lbuild -ltutti -Wl,-rpath,$PWD/build
  * Run:   ./consume_bench S_MB ITERS [allreduce|allgather|broadcast [NRANKS]]
- *          (e.g. TUTTI_STREAM_MIN_BYTES=0 ./consume_bench 8 30) */
+ *          (e.g. TUTTI_TUNE=stream=0 ./consume_bench 8 30) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,11 +1,11 @@
 /* The link between two GPUs as two processes see it: rank r (a process on
  * GPU r) maps its peer's buffer through CUDA IPC and writes into it, both
  * ranks at once, with the copy engine (cudaMemcpyAsync) and with SM stores
- * (a copy kernel on 132 and 264 blocks; and as the direct path writes: each
+ * (a copy kernel on 132 and 264 blocks; and as the mapped kernel writes: each
  * of 128 or 32 blocks its own contiguous part, 8 vectors per thread in
  * flight, then a system fence and a flag). Prints time and GB/s per rank for
  * 4, 8, 32 and 128 MB, 20 writes each. The ceiling the device paths are
- * measured against (bench/RESULTS.md).
+ * measured against (bench/RESULTS.md, "Graphs, bf16 and fp16, the link").
  * Build and run on a host with two GPUs:
  *   nvcc -O2 -arch=sm_90 -o link_bw bench/link_bw.cu && ./link_bw */
 #include <cuda_runtime.h>
@@ -20,10 +20,10 @@ __global__ void store(const int4* a, int4* o, size_t n) {
   }
 }
 
-/* The direct path's pattern: block b copies its own contiguous part of the
+/* The mapped kernel's pattern: block b copies its own contiguous part of the
  * buffer, U vectors per thread loaded, then stored; with `fence`, thread 0
  * then fences to system scope and posts a flag (in the peer's buffer past
- * the data), as a round of the direct kernel ends. */
+ * the data), as a round of the mapped kernel ends. */
 template <int U>
 __global__ void store_blocked(const int4* a, int4* o, size_t n, int fence) {
   const size_t per = (n + gridDim.x - 1) / gridDim.x;

@@ -1,11 +1,11 @@
 /* What one GPU's SMs reach on local memory with the device executor's own
  * passes (td_fold_typed: two contributions summed into an output, as the
- * direct and copy-engine kernels combine; td_pass_typed: a copy) against
+ * mapped and copy-engine kernels combine; td_pass_typed: a copy) against
  * a plain loop doing the same, on 128 and 256 blocks of 512 threads, each
  * block taking its slice as the kernels do. Prints time, GB/s of output and
  * GB/s moved (reads plus writes). When the executor's passes trail the
  * plain loop, they, not the link, bound the paths that use them. Also the
- * direct path's LL128 lines (direct_ll128.cuh): a push of every block's
+ * mapped kernel's LL128 lines (mapped_ll128.cuh): a push of every block's
  * slice into lines (in local memory here), and a fold of those lines with a
  * second contribution, each timed alone.
  * Build and run on a host with a GPU:
@@ -13,8 +13,8 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 
-#include "device/kernels/direct_fold.cuh"
-#include "device/kernels/direct_ll128.cuh"
+#include "device/kernels/mapped_fold.cuh"
+#include "device/kernels/mapped_ll128.cuh"
 #include "device/kernels/pass.cuh"
 #include "device/kernels/sync.cuh"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Tuning sweep on a GPU host: busbw of tutti under several settings (queue
-# size, channels, threads, the direct path's limits) beside NCCL, one process
+# size, channels, threads, the mapped kernel's limits) beside NCCL, one process
 # driving every GPU (MODE=g) or one process per GPU (MODE=procs). Prints one
 # table: size, then busbw (and time) per setting. A setting is default or
 # VAR=value, several joined by commas (A=1,B=2).

@@ -5,7 +5,7 @@
  * one read of N-1 cache-line flags, where the direct allreduce sends N-1
  * messages and receives N-1: the choice for small messages on one host,
  * above all when ranks outnumber cores and every hand-over costs a context
- * switch (bench/RESULTS.md). */
+ * switch (bench/RESULTS.md, "Small messages, 8 B–256 KB"). */
 #include "algo/builders.h"
 #include "algo/steps.h"
 

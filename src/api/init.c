@@ -158,6 +158,7 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
   tc->secret = comm->secret;
   tc->comm_hash = comm->comm_hash;
   tc->buffsize = (size_t)tutti_param_buffsize();
+  tc->board_slot_bytes = (size_t)tutti_tune_knob(TUTTI_KNOB_BOARD_SLOT);
   /* Every rank alone on its host (all peers over the network) in a small
    * job: 4 MB queues unless NCCL_BUFFSIZE says otherwise. Rounds are half a
    * queue and each costs a network round trip: across two namespace hosts,
@@ -186,6 +187,8 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
   er->peers = comm->peers;
   er->abort_flag = &comm->abort_flag;
   er->timeout_s = tutti_timeout_s();
+  er->stream_min_bytes = (size_t)tutti_tune_knob(TUTTI_KNOB_STREAM);
+  er->board_stream_min_bytes = (size_t)tutti_tune_knob(TUTTI_KNOB_BOARD_STREAM);
   tutti_wait_policy(er, tutti_topo_local_count(comm->host_of, n, comm->rank));
   return agree_caps(comm);
 }

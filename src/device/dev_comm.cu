@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "device/dev_comm.h"
-#include "device/kernels/direct.h"
+#include "device/kernels/mapped.h"
 #include "device/peer/host_region.h"
 #include "device/kernels/kernel.h"
 #include "device/net/net.h"
@@ -189,9 +189,9 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
   const int sharers = gpu_sharers(s);
   CUDACHECK(td_occupancy(dc->nthreads, &per_sm), "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   dc->max_ctas = block_share(nsm, per_sm, sharers);
-  CUDACHECK((cudaError_t)td_direct_occupancy(dc->nthreads, &per_sm),
+  CUDACHECK((cudaError_t)td_mapped_occupancy(dc->nthreads, &per_sm),
             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  dc->direct_ctas = block_share(nsm, per_sm, sharers);
+  dc->mapped_ctas = block_share(nsm, per_sm, sharers);
   /* Only this setup's own work: a device-wide wait would also wait for
    * kernels of other communicators, which may wait for a peer that is
    * itself in this init. */

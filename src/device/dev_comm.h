@@ -17,7 +17,7 @@ struct tutti_dev_comm {
   int nch;         /* channels allocated: the most any operation uses */
   int nthreads;    /* per block (NCCL_NTHREADS) */
   int max_ctas;    /* blocks that can be resident at once: a launch never exceeds it */
-  int direct_ctas; /* the same for the direct kernel of nthreads */
+  int mapped_ctas; /* the same for the mapped kernel of nthreads */
   size_t slot_bytes;
   struct td_layout lay;
   struct td_region own;         /* this rank's region on its GPU (not in host mode) */
@@ -70,7 +70,7 @@ struct tutti_dev_comm {
 };
 
 /* Fills `l` for `n` ranks, `nch` channels and queues of `queue_bytes`; the
- * direct and copy-engine paths get inboxes only when `gpu_regions`
+ * mapped and copy-engine paths get inboxes only when `gpu_regions`
  * (layout.cu). */
 void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int gpu_regions,
                     int ll128);

@@ -41,9 +41,10 @@ struct tutti_dev_setup {
 int tutti_dev_compiled(void);
 
 /* Collective over all ranks (every rank calls it, in the same order as other
- * bootstrap exchanges): when every rank has a CUDA device and all ranks
- * share one host and reach each other's memory, allocates this rank's
- * queues, maps every peer's and returns the device communicator in *out.
+ * bootstrap exchanges): when every rank has a CUDA device, allocates this
+ * rank's queues, maps the memory of every peer on its host (peers on other
+ * hosts are reached through the network proxy) and returns the device
+ * communicator in *out.
  * Otherwise *out is NULL and `why` says what is missing (device buffers
  * then fail with that sentence). */
 ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s, struct tutti_dev_comm** out,

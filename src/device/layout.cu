@@ -1,10 +1,10 @@
 /* Where everything lies in a rank's shared region and in its private
  * counters (the offsets of struct td_layout, work.h): the ring's counters,
- * queues and LL slots, the direct path's flags and inboxes (direct.h), the
+ * queues and LL slots, the mapped kernel's flags and inboxes (mapped.h), the
  * copy-engine path's flags and inboxes (ce.h). */
 #include "device/launch/ce.h"
 #include "device/dev_comm.h"
-#include "device/kernels/direct.h"
+#include "device/kernels/mapped.h"
 
 extern "C" {
 #include "tune/tune.h"
@@ -13,14 +13,14 @@ extern "C" {
 
 #define TD_MAX_DONE 256 /* lanes one launch may have */
 
-/* The mapped kernel's inboxes (direct.h): tune's budget per rank for the
+/* The mapped kernel's inboxes (mapped.h): tune's budget per rank for the
  * simple rounds (mapped.memory), split over every peer's lanes; none where
  * regions are host memory. */
-static uint64_t direct_lane_bytes(int n, int gpu_regions, uint64_t budget) {
-  if (!gpu_regions || n < 2 || n > TD_DIRECT_MAX_RANKS || budget == 0) {
+static uint64_t mapped_lane_bytes(int n, int gpu_regions, uint64_t budget) {
+  if (!gpu_regions || n < 2 || n > TD_MAPPED_MAX_RANKS || budget == 0) {
     return 0;
   }
-  uint64_t lane = (uint64_t)budget / ((uint64_t)(n - 1) * TD_DIRECT_LANES) / 4096 * 4096;
+  uint64_t lane = (uint64_t)budget / ((uint64_t)(n - 1) * TD_MAPPED_LANES) / 4096 * 4096;
   return lane < 8192 ? 0 : lane;
 }
 
@@ -31,7 +31,7 @@ static uint64_t ll128_lane_bytes(int n, uint64_t simple_lane, uint64_t budget) {
   if (simple_lane == 0 || budget == 0) {
     return 0;
   }
-  const uint64_t lane = (uint64_t)budget / ((uint64_t)(n - 1) * TD_DIRECT_LANES) / 4096 * 4096;
+  const uint64_t lane = (uint64_t)budget / ((uint64_t)(n - 1) * TD_MAPPED_LANES) / 4096 * 4096;
   return lane < 4096 ? 0 : lane;
 }
 
@@ -39,7 +39,7 @@ static uint64_t ll128_lane_bytes(int n, uint64_t simple_lane, uint64_t budget) {
  * (ce.memory), TD_CE_SLOTS slots per peer; none where regions are host
  * memory. */
 static uint64_t ce_slot_bytes(int n, int gpu_regions, uint64_t budget) {
-  if (!gpu_regions || n < 2 || n > TD_DIRECT_MAX_RANKS || budget == 0) {
+  if (!gpu_regions || n < 2 || n > TD_MAPPED_MAX_RANKS || budget == 0) {
     return 0;
   }
   const uint64_t slot = (uint64_t)budget / (TD_CE_SLOTS * (uint64_t)(n - 1)) / 4096 * 4096;
@@ -50,7 +50,7 @@ void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int
                     int ll128) {
   struct tutti_dev_memory mem;
   tutti_tune_device_memory(&mem);
-  const uint64_t lane_bytes = direct_lane_bytes(n, gpu_regions, mem.mapped);
+  const uint64_t lane_bytes = mapped_lane_bytes(n, gpu_regions, mem.mapped);
   const uint64_t ll128_lane = ll128 ? ll128_lane_bytes(n, lane_bytes, mem.mapped_ll128) : 0;
   const uint64_t ce_slot = ce_slot_bytes(n, gpu_regions, mem.ce);
   const uint64_t lines = (uint64_t)nch * (uint64_t)n;
@@ -73,7 +73,7 @@ void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int
   o += (uint64_t)(nch < TD_LOOP_CHANNELS ? nch : TD_LOOP_CHANNELS) * queue_bytes;
   l->ll_off = o;
   o += lines * (uint64_t)TD_SLOTS * TD_LL_LINES * 16;
-  const uint64_t dlanes = lane_bytes > 0 ? (uint64_t)(n - 1) * TD_DIRECT_LANES : 0;
+  const uint64_t dlanes = lane_bytes > 0 ? (uint64_t)(n - 1) * TD_MAPPED_LANES : 0;
   l->dflag_off = o;
   o += dlanes * TD_LINE;
   l->dack_off = o;
@@ -83,7 +83,7 @@ void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int
   l->lane_bytes = lane_bytes;
   o += dlanes * lane_bytes;
   l->ll_inbox_off = o;
-  o += lane_bytes > 0 ? (uint64_t)(n - 1) * 2 * TD_DIRECT_LL_LANES * TD_DIRECT_LL_LANE_BYTES : 0;
+  o += lane_bytes > 0 ? (uint64_t)(n - 1) * 2 * TD_MAPPED_LL_LANES * TD_MAPPED_LL_LANE_BYTES : 0;
   o = (o + 4095) & ~(uint64_t)4095;
   l->ll128_inbox_off = o;
   l->ll128_lane_bytes = ll128_lane;
@@ -107,5 +107,5 @@ void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int
   l->finished_off = o;
   o += TD_LINE;
   l->dseq_off = o;
-  l->priv_total = o + TD_DIRECT_LANES * TD_LINE;
+  l->priv_total = o + TD_MAPPED_LANES * TD_LINE;
 }

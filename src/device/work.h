@@ -129,9 +129,9 @@ struct td_work {
 typedef td_work<48, 4, 24, 64, 128> td_work_small;
 typedef td_work<320, TUTTI_DEV_MAX_OPS, 160, 128, 896> td_work_large;
 
-/* Each rank's shared region, mapped into every peer (GPU memory through CUDA
- * IPC, or host shared memory mapped into every GPU when peers cannot reach
- * each other's memory):
+/* Each rank's shared region, mapped into every peer (GPU memory exported as
+ * cuMem file descriptors or CUDA IPC handles, or host shared memory mapped
+ * into every GPU when peers cannot reach each other's memory):
  *   tail[ch][src]   slots `src` has posted into my queue (written by src)
  *   head[ch][dst]   slots `dst` has freed of my sends to it (written by dst)
  *   len[ch][src]    bytes of each slot (written by src with the tail; read
@@ -146,12 +146,12 @@ typedef td_work<320, TUTTI_DEV_MAX_OPS, 160, 128, 896> td_work_large;
  *   ll[ch][src]     TD_SLOTS LL slots each (positions shared with the queue)
  *   dflag[src][lane], dack[dst][lane], inbox[src][parity][lane],
  *   ll_inbox[src][parity][lane] and ll128_inbox[src][lane][slot]: the
- *                   direct path's (kernels/direct.h; src and dst count peers only)
+ *                   mapped kernel's (kernels/mapped.h; src and dst count peers only)
  * and its private region, always in its own GPU's memory:
  *   sent[ch][dst], recvd[ch][src], served[ch][conn] turns, done counters,
  *   the count of finished blocks, and (beside it) of kernels started and
  *   finished, mirrored to host memory for the watchdog; dseq[lane], the
- *   direct path's rounds per lane. */
+ *   mapped kernel's rounds per lane. */
 struct td_layout {
   uint64_t tail_off, head_off, len_off, queue_off, queue_bytes, all_nch, ring_off, loop_off, ll_off;
   uint64_t dflag_off, dack_off, inbox_off, lane_bytes, ll_inbox_off, ll128_inbox_off,

@@ -22,12 +22,6 @@
 #include "util/check.h"
 #include "util/param.h"
 
-/* Gathers whose output is at least this large copy out of the board with
- * streaming stores: 4 ranks on 2 cores, 1-4 MB, 1.4-1.5x faster than plain
- * copies, whose lines the ranks sharing a core evict from each other
- * anyway; below 1 MB plain copies were up to 2x faster (bench/RESULTS.md). */
-static TUTTI_PARAM(board_stream_min_bytes, "TUTTI_BOARD_STREAM_MIN_BYTES", 1 << 20);
-
 static inline struct tutti_board_header* slot_of(const struct tutti_exec_rank* er, uint64_t gen,
                                                  int rank) {
   return tutti_board_slot(&er->board, gen, rank);
@@ -153,7 +147,8 @@ static void gather(struct tutti_op* op, const struct tutti_step* st, uint64_t ge
   const int n = er->nranks, root = board_root(op, st);
   const size_t bb = op->args.count * op->args.elem_size;
   const size_t out = root >= 0 ? bb : bb * (size_t)n;
-  const int stream = out >= (size_t)tutti_param_board_stream_min_bytes();
+  /* Large outputs: streaming stores (tune's `board.stream`). */
+  const int stream = out >= er->board_stream_min_bytes;
   char* dst = (char*)op->bufs[st->dst_buf] + st->dst_off;
   /* Peer r + 1 first: the ranks do not all read one slot at once. */
   for (int k = 0; k < n; k++) {

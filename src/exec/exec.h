@@ -22,6 +22,8 @@ struct tutti_exec_rank {
   struct tutti_doorbell** peer_bells; /* [nranks], NULL where not shared */
   size_t piece_bytes;                 /* the same on every rank of the communicator */
   size_t queue_bytes;                 /* the smallest queue of any connection, likewise */
+  size_t stream_min_bytes;            /* outputs this large take streaming stores (0: none) */
+  size_t board_stream_min_bytes;      /* the board's gathers, likewise */
   const struct tutti_peer_info* peers;
   volatile int* abort_flag;
   double timeout_s;

@@ -91,15 +91,9 @@ static void local_piece(const struct tutti_op* op, const struct tutti_step* st, 
   }
 }
 
-/* Out of place, pieces written into a receive buffer of at least this many
- * bytes (twice a core's L2 here) use streaming stores: the lines are not
- * cached (no step of the operation read them), and a plain store would
- * first read each one. 2 ranks, allreduce, the call alone: 1.1-1.25x
- * faster from 8 MB; with the caller reading its output after each call,
- * 0.84-1.15x at 4-8 MB and 1.06-1.13x at 16-64 MB overall, since the reader
- * found plain-stored outputs of that size in memory too (bench/RESULTS.md,
- * bench/consume_bench.c). 0 turns it off. */
-static TUTTI_PARAM(stream_min_bytes, "TUTTI_STREAM_MIN_BYTES", 4 << 20);
+/* Out-of-place outputs of er->stream_min_bytes (tune's `stream`) and more
+ * are written with streaming stores: no step of the operation read those
+ * lines, and a plain store would first read each one. */
 
 static int stream_output(const struct tutti_op* op, const struct tutti_step* st) {
   const struct tutti_coll_args* a = &op->args;
@@ -107,7 +101,7 @@ static int stream_output(const struct tutti_op* op, const struct tutti_step* st)
   if (a->coll == TUTTI_COLL_ALLGATHER) {
     out *= (size_t)a->nranks;
   }
-  const size_t min = (size_t)tutti_param_stream_min_bytes();
+  const size_t min = op->er->stream_min_bytes;
   return st->dst_buf == TUTTI_BUF_RECV && op->bufs[TUTTI_BUF_RECV] != op->bufs[TUTTI_BUF_SEND] &&
          min > 0 && out >= min;
 }

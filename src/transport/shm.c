@@ -21,11 +21,6 @@
 #include "util/param.h"
 
 static TUTTI_PARAM(shm_disable, "NCCL_SHM_DISABLE", 0);
-/* Data bytes of one board slot (struct tutti_board): the largest
- * contribution a board allreduce carries (tune picks it below
- * the table's 64 KB, at most this) and a board all-gather's round.
- * 0: no board. */
-static TUTTI_PARAM(board_bytes, "TUTTI_BOARD_BYTES", 1 << 20);
 
 #define SHM_BELL_STRIDE 1024
 _Static_assert(sizeof(struct tutti_doorbell) <= SHM_BELL_STRIDE, "a doorbell fits its stride");
@@ -91,7 +86,7 @@ static ncclResult_t map_segment(const struct tutti_transport_comm* tc, struct sh
     return tutti_error(ncclInvalidUsage,
                        "rank %d: this host's shared memory %s holds %zu bytes where this rank "
                        "expects %zu: were the ranks started with different NCCL_BUFFSIZE or "
-                       "TUTTI_BOARD_BYTES? Give every rank the same values",
+                       "TUTTI_TUNE (board.slot)? Give every rank the same values",
                        tc->rank, name, (size_t)sb.st_size, st->bytes);
   }
   if (create && ftruncate(fd, (off_t)st->bytes) != 0) {
@@ -137,8 +132,7 @@ static ncclResult_t shm_setup(struct tutti_transport_comm* tc) {
   tutti_fifo_geometry(tc->buffsize, &nslots, &slot);
   const size_t qbytes = tutti_fifo_bytes(nslots, slot);
   const size_t bells = ((size_t)st->nlocal * SHM_BELL_STRIDE + 4095) & ~(size_t)4095;
-  const size_t board_slot =
-      shm_disable_all(tc) ? 0 : ((size_t)tutti_param_board_bytes() + 63) & ~(size_t)63;
+  const size_t board_slot = shm_disable_all(tc) ? 0 : (tc->board_slot_bytes + 63) & ~(size_t)63;
   const size_t board =
       board_slot == 0
           ? 0

@@ -230,6 +230,7 @@ struct tutti_transport_comm {
   const unsigned char* secret;        /* 16 bytes: names shared segments of this job */
   uint64_t comm_hash;                 /* distinguishes communicators of one job */
   size_t buffsize;                    /* bytes of queue per connection (NCCL_BUFFSIZE) */
+  size_t board_slot_bytes;            /* data bytes of a board slot (0: no board) */
   struct tutti_conn** send;           /* [nranks]: filled by transports' setup */
   struct tutti_conn** recv;           /* [nranks] */
   struct tutti_doorbell* bell;        /* this rank's doorbell (points into shm when shm runs) */

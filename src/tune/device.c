@@ -6,6 +6,7 @@
  * the call's arguments, those capabilities and the environment only, so
  * every rank launches the same way. */
 #include <stdint.h>
+#include <string.h>
 
 #include "tune/tune.h"
 #include "util/log.h"
@@ -96,10 +97,42 @@ static void choose(const struct tutti_coll_args* a, const struct tutti_dev_caps*
   }
 }
 
+/* Everything a device plan depends on: a launch like one of the last few
+ * of this thread (a training step repeats its calls) takes their plan. */
+struct shape {
+  size_t bytes, board_bytes;
+  int coll, nranks, nhosts, max_local, in_place, can_pull;
+  struct tutti_dev_caps caps;
+};
+
+#define RECENT 8 /* plans kept per thread, by a hash of the shape */
+static __thread struct shape recent_shape[RECENT];
+static __thread struct tutti_dev_plan recent_plan[RECENT];
+static __thread unsigned char recent_set[RECENT];
+
 void tutti_tune_device(const struct tutti_coll_args* a, enum tutti_algo_id sched_algo,
                        const struct tutti_dev_caps* c, struct tutti_dev_plan* p) {
+  struct shape k;
+  memset(&k, 0, sizeof k); /* padding too: shapes are compared bytewise */
+  k.bytes = a->count * a->elem_size;
+  k.coll = (int)a->coll;
+  k.nranks = a->nranks;
+  k.nhosts = a->nhosts;
+  k.max_local = a->max_local;
+  k.in_place = a->in_place;
+  k.board_bytes = a->board_bytes;
+  k.can_pull = a->can_pull;
+  k.caps = *c;
+  const unsigned i = (unsigned)((k.bytes * 31u + (size_t)k.coll * 7u + (size_t)c->nops) % RECENT);
+  if (recent_set[i] && memcmp(&k, &recent_shape[i], sizeof k) == 0) {
+    *p = recent_plan[i];
+    return;
+  }
   *p = (struct tutti_dev_plan){0};
   choose(a, c, p);
+  recent_shape[i] = k;
+  recent_plan[i] = *p;
+  recent_set[i] = 1;
   if (tutti_log_wants(TUTTI_LOG_INFO, TUTTI_TUNING) &&
       tutti_tune_first_sight(tutti_tune_shape(a, (unsigned)p->path) + (uint64_t)c->nops)) {
     INFO(TUTTI_TUNING, "%s of %zu bytes, %d ranks%s%s, device buffers: %s%s%s, %s (%s)",

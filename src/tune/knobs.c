@@ -18,7 +18,8 @@ struct knob {
   int64_t lo, hi;
 };
 
-/* Measured on 2 x H200 (NV18) unless said otherwise. */
+/* Measured on 2 x H200 (NV18) unless said otherwise (bench/RESULTS.md, "GPU:
+ * device buffers, 2 × H200"; the diary, docs/history/, has every sweep). */
 static const struct knob knobs[TUTTI_KNOB_COUNT] = {
     /* The schedules' kernel: LL lines up to 8 KB (below, the flag round
      * trip of simple lines costs more than LL's doubled bytes); one
@@ -53,6 +54,22 @@ static const struct knob knobs[TUTTI_KNOB_COUNT] = {
     [TUTTI_KNOB_CE_BLOCK] = {"ce.block", 32 * KB, 4 * KB, INT64_MAX},
     [TUTTI_KNOB_CE_PIECE] = {"ce.piece", 16 * MB, 4 * KB, INT64_MAX},
     [TUTTI_KNOB_CE_MEMORY] = {"ce.memory", 64 * MB, 0, INT64_MAX},
+    /* Host buffers, measured on this project's 2-core VM (and a 16-core
+     * host). Out-of-place outputs of 4 MB (twice a core's L2) and more are
+     * written with streaming stores: the lines are not cached (no step read
+     * them) and a plain store would first read each one; 2 ranks,
+     * allreduce: 1.1-1.25x faster from 8 MB alone, 1.08-1.13x at 16-64 MB
+     * with the caller reading its output after each call. 0: never. */
+    [TUTTI_KNOB_STREAM] = {"stream", 4 * MB, 0, INT64_MAX},
+    /* The board's gathers from 1 MB of output: 4 ranks on 2 cores, 1-4 MB,
+     * 1.4-1.5x faster than plain copies, whose lines the ranks sharing a
+     * core evict from each other anyway; below, plain copies were up to 2x
+     * faster. */
+    [TUTTI_KNOB_BOARD_STREAM] = {"board.stream", 1 * MB, 0, INT64_MAX},
+    /* A board slot holds the largest contribution a board allreduce carries
+     * (the table picks it below 64 KB) and a board all-gather's round. 0: no
+     * board. */
+    [TUTTI_KNOB_BOARD_SLOT] = {"board.slot", 1 * MB, 0, INT64_MAX},
 };
 
 const char* tutti_tune_knob_name(enum tutti_knob k) {

@@ -62,10 +62,10 @@ struct row {
 #define TREE_MAX_BYTES (1 * MB)
 
 /* Measured on this project's 2-core VM and 16-core hosts (bench/RESULTS.md,
- * "CPU") unless said otherwise. */
+ * "CPU: host buffers on one host") unless said otherwise. */
 static const struct row defaults[] = {
     /* 2-4 ranks: 8 B - 4 KB at or below Open MPI's time with 2 ranks, half
-     * of it with 4; the board's slot holds at most TUTTI_BOARD_BYTES. */
+     * of it with 4; the board's slot holds at most `board.slot` (knobs.c). */
     {C(ALLREDUCE), W_HOST_BUFS | W_ONE_HOST, M_BYTES, 0, 64 * KB, TUTTI_ALGO_BOARD,
      "board: one host, up to 64 KB"},
     /* 4 ranks on 2 cores: level with Pull at 1-4 MB, 1.9x faster at 16 MB,
@@ -100,7 +100,8 @@ static const struct row defaults[] = {
     {ANY, W_HOST_BUFS, M_BUSIEST, 0, 256 * KB, TUTTI_ALGO_DIRECT,
      "direct: the busiest rank moves at most 256 KB"},
     /* Device buffers, the paths without a schedule (tune/device.c says
-     * where they can run), measured on 2 x H200 (NV18) against NCCL 2.28.9:
+     * where they can run), measured on 2 x H200 (NV18) against NCCL 2.28.9
+     * (bench/RESULTS.md, "GPU: device buffers, 2 × H200"; "GPU: 4 × H200"):
      * the copy engines for reduce-scatter from 32 MB per rank, for
      * allreduce from 64 MB when one process drives both GPUs (1.07-1.13x
      * NCCL there; with a process per GPU 5-25% slower than the ring). Two
@@ -136,7 +137,8 @@ static const struct row defaults[] = {
      * network. */
     {C(ALLREDUCE), W_HOSTS | W_LOCAL_MANY, M_BYTES, 0, INF, TUTTI_ALGO_HIER,
      "hier: several hosts, several ranks on some host"},
-    /* 2 log2 H steps instead of 2(H-1) (netns hosts, bench/RESULTS.md "TCP"). */
+    /* 2 log2 H steps instead of 2(H-1): latency-bound steps halved (not
+     * measured: no run had four hosts). */
     {C(ALLREDUCE), W_HOSTS | W_HOSTS_4, M_BYTES, 0, TREE_MAX_BYTES, TUTTI_ALGO_TREE,
      "tree: from 4 hosts, up to 1 MB"},
     {ANY, 0, M_BYTES, 0, INF, TUTTI_ALGO_RING,

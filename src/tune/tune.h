@@ -16,8 +16,9 @@ struct tutti_plan {
   const char* why; /* a static sentence: the table's rule, NCCL_ALGO, a fallback */
 };
 
-/* The plan for `a` (host or device buffers, a->device): NCCL_ALGO when it
- * names one that implements the collective, otherwise by size and place.
+/* The plan for `a` (host or device buffers, a->device): the table's first
+ * row that matches and can run (TUTTI_TUNE's first), within what NCCL_ALGO
+ * allows; when none can, the first allowed algorithm that runs it.
  * Never fails. With NCCL_DEBUG_SUBSYS=TUNING the plan and its reason are
  * printed once per distinct call shape. */
 void tutti_tune_plan(const struct tutti_coll_args* a, struct tutti_plan* plan);
@@ -54,6 +55,9 @@ enum tutti_knob {
   TUTTI_KNOB_CE_BLOCK,
   TUTTI_KNOB_CE_PIECE,
   TUTTI_KNOB_CE_MEMORY,
+  TUTTI_KNOB_STREAM,       /* host: outputs from this size are written with streaming stores */
+  TUTTI_KNOB_BOARD_STREAM, /* host: the board's gathers, likewise */
+  TUTTI_KNOB_BOARD_SLOT,   /* host: data bytes of a rank's slot on the board */
   TUTTI_KNOB_COUNT
 };
 /* Its value: TUTTI_TUNE's, else the default (override.c). */

@@ -11,12 +11,12 @@ endforeach()
 # The board's all-gather in rounds of 4 KB slots (the default slot holds every count tested).
 add_test(NAME coll.procs.Board.rounds COMMAND test_coll_procs 2,3,4,8 Board)
 set_tests_properties(coll.procs.Board.rounds PROPERTIES TIMEOUT 600
-  ENVIRONMENT "TUTTI_TIMEOUT=60;TUTTI_BOARD_BYTES=4096")
+  ENVIRONMENT "TUTTI_TIMEOUT=60;TUTTI_TUNE=board.slot=4k")
 # Streaming stores into every out-of-place receive buffer (unaligned blocks,
 # SUMPOSTDIV averages of integers), not only into those larger than a cache.
 add_test(NAME coll.procs.Ring.stream COMMAND test_coll_procs 2,3,4 Ring)
 set_tests_properties(coll.procs.Ring.stream PROPERTIES TIMEOUT 600
-  ENVIRONMENT "TUTTI_TIMEOUT=60;TUTTI_STREAM_MIN_BYTES=1")
+  ENVIRONMENT "TUTTI_TIMEOUT=60;TUTTI_TUNE=stream=1")
 
 # ncclCommShrink: a healthy shrink, and survivors shrinking after a rank died.
 add_executable(test_shrink ${CMAKE_CURRENT_LIST_DIR}/test_shrink.c

@@ -153,7 +153,7 @@ static int prepare_all(const struct gcase* c, struct srank* sr, int nl, int k) {
 }
 
 /* A random case whose size lands on one of the device paths: a few elements,
- * the low-latency lines, the direct path's rounds, or the ring / copy
+ * the low-latency lines, the mapped kernel's rounds, or the ring / copy
  * engines (tens of MB). The same on every rank (shared seed). */
 static struct gcase random_case(uint64_t* rng, int n, int k) {
   static const ncclDataType_t types[] = {ncclFloat32, ncclBfloat16, ncclInt32,

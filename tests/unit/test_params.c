@@ -54,7 +54,7 @@ int main(void) {
   refused("TUTTI_TIMEOUT", "30s");
   refused("TUTTI_HEARTBEAT_S", "-1");
   refused("NCCL_BUFFSIZE", "4MB");
-  refused("TUTTI_BOARD_BYTES", "1M");
+  refused("TUTTI_TUNE", "board.slot=1x");
   char why[1024];
   CHECK(init_with("TUTTI_TIMEOUT", "30", why, sizeof why) == ncclSuccess, "a valid value: %s", why);
   CHECK(init_with("TUTTI_TIMEOUT", "0x20", why, sizeof why) == ncclSuccess, "hex: %s", why);

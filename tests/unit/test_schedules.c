@@ -167,6 +167,8 @@ static int run_group(int n, size_t count, const struct op_spec* spec, int k) {
                                      .recv = tutti_mem_world_recv(w, r),
                                      .piece_bytes = tutti_mem_world_piece(w),
                                      .timeout_s = 2,
+                                     .stream_min_bytes = 4 << 20,
+                                     .board_stream_min_bytes = 1 << 20,
                                      .board = board};
     uint64_t issued = 0;
     for (int g = 0; g < k; g++) {
@@ -366,7 +368,8 @@ static int run_p2p(int n, size_t count) {
                                      .send = tutti_mem_world_send(w, r),
                                      .recv = tutti_mem_world_recv(w, r),
                                      .piece_bytes = tutti_mem_world_piece(w),
-                                     .timeout_s = 2};
+                                     .timeout_s = 2,
+                                     .stream_min_bytes = 4 << 20};
     for (int j = 0; j < 2 * k; j++) {
       int is_send = j < k, o = offs[j % k];
       int peer = is_send ? (r + o) % n : ((r - o) % n + n) % n;

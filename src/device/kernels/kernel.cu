@@ -9,7 +9,7 @@
 
 #include "device/launch/ce.h"
 #include "device/device.h"
-#include "device/kernels/direct.h"
+#include "device/kernels/mapped.h"
 #include "device/kernels/kernel.h"
 #include "device/kernels/pass.cuh"
 #include "device/kernels/sync.cuh"
@@ -37,14 +37,14 @@ extern "C" int td_kernel_launch(const void* work, int large, int nthreads, cudaS
 
 extern "C" int tutti_dev_kernel_frames(const char** names, size_t* bytes, int max) {
   static const char* const all[TUTTI_DEV_NKERNELS] = {"schedules (small)", "schedules (large)",
-                                                      "direct (simple)",   "direct (LL)",
-                                                      "direct (LL128)",    "copy engine"};
+                                                      "mapped (simple)",   "mapped (LL)",
+                                                      "mapped (LL128)",    "copy engine"};
   int i = 0;
   for (; i < max && i < TUTTI_DEV_NKERNELS; i++) {
     struct cudaFuncAttributes a;
     int e = i == 0   ? (int)cudaFuncGetAttributes(&a, td_kernel<td_work_small>)
             : i == 1 ? (int)cudaFuncGetAttributes(&a, td_kernel<td_work_large>)
-            : i < 5  ? td_direct_attributes(i - 2, &a)
+            : i < 5  ? td_mapped_attributes(i - 2, &a)
                      : td_ce_attributes(&a);
     if (e != 0) {
       return -1;

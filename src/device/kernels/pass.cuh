@@ -177,7 +177,7 @@ static __device__ __forceinline__ void td_copy_pass(const td_op* op, const td_pa
  * scalar's bits. Inlined into its one caller, the schedules' kernel: as a
  * call (even one holding every type's loop) it cost that kernel a 2 KB
  * stack frame of register saves, which the driver reserves for every
- * thread the GPU can hold (bench/RESULTS.md); a chain of calls passing
+ * thread the GPU can hold (bench/RESULTS.md, "Device memory"); a chain of calls passing
  * structs through each thread's stack made a two-source sum take 3x its
  * inlined time (bench/pass_bw.cu). */
 static __device__ __forceinline__ void td_pass_typed(const td_op* op, uint64_t scalar, int eop,

@@ -4,8 +4,8 @@
 
 #include "device/launch/ce.h"
 #include "device/dev_comm.h"
-#include "device/kernels/direct.h"
-#include "device/kernels/direct_fold.cuh"
+#include "device/kernels/mapped.h"
+#include "device/kernels/mapped_fold.cuh"
 #include "device/kernels/kernel.h"
 #include "device/kernels/pass.cuh"
 #include "device/kernels/sync.cuh"

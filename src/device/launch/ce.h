@@ -6,8 +6,8 @@
  * them, and combines (reductions, in rank order) or copies (allgather,
  * broadcast) what arrived into the output, at the speed of local memory.
  *
- * Pieces: a call moves in pieces (TUTTI_DEVICE_CE_PIECE_BYTES, at most an
- * inbox slot: TUTTI_DEVICE_CE_BYTES split in TD_CE_SLOTS slots per peer);
+ * Pieces: a call moves in pieces (ce.piece, tune/knobs.c; at most an
+ * inbox slot: ce.memory split in TD_CE_SLOTS slots per peer);
  * each piece has a number, the same on every rank, that its flags carry,
  * and takes the slots in turn. Copies run on a stream of their own, ahead
  * of the kernels, so that the link moves piece k + 1 while the kernel
@@ -20,7 +20,7 @@
  * Not taken: groups, PreMulSum (a sender's scalar would have to travel with
  * its data), and streams being captured into a graph (the slot of a piece
  * is fixed in a captured copy, but replays go on counting); these run on
- * the direct or the schedules' kernels, whose counters live on the device. */
+ * the mapped or the schedules' kernels, whose counters live on the device. */
 #ifndef TUTTI_DEVICE_LAUNCH_CE_H
 #define TUTTI_DEVICE_LAUNCH_CE_H
 

@@ -10,7 +10,7 @@
 
 #include "device/dev_comm.h"
 #include "device/launch/ce.h"
-#include "device/kernels/direct.h"
+#include "device/kernels/mapped.h"
 #include "device/kernels/kernel.h"
 
 extern "C" {
@@ -36,7 +36,7 @@ static size_t launch_budget(const struct tutti_dev_comm* dc) {
 /* Channels: a function of the operation's arguments only (never of this
  * rank's schedule, whose lanes differ between ranks), so that both ends of
  * every connection cut the same steps the same way. The cap keeps a group
- * within the blocks one launch holds: a ring's lanes are few, a direct
+ * within the blocks one launch holds: a ring's lanes are few, a Direct
  * algorithm has up to two per peer, and point-to-point calls come in groups
  * of a send and a receive per peer. Ranks must run the same GPU model. */
 static int op_channels(const struct tutti_dev_comm* dc, const struct tutti_coll_args* a,
@@ -377,7 +377,7 @@ static void plan_launch(const struct tutti_dev_comm* dc, const struct tutti_dev_
   c.net = dc->net;
   if (nops == 1) {
     c.known = td_dcoll(ops[0].args->coll) >= 0;
-    c.max_ranks = TD_DIRECT_MAX_RANKS;
+    c.max_ranks = TD_MAPPED_MAX_RANKS;
     c.mapped_lanes = dc->lay.lane_bytes != 0;
     c.ll128_lanes = dc->lay.ll128_lane_bytes > 0;
     c.ce_slots = dc->lay.ce_slot_bytes != 0;
@@ -402,7 +402,7 @@ extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct
     struct tutti_dev_plan plan;
     plan_launch(dc, ops, nops, &at, &plan);
     res = plan.path == TUTTI_PATH_COPY_ENGINES ? td_ce_run(dc, &ops[0], &plan)
-          : plan.path == TUTTI_PATH_MAPPED     ? td_direct_run(dc, &ops[0], &plan)
+          : plan.path == TUTTI_PATH_MAPPED     ? td_mapped_run(dc, &ops[0], &plan)
                                                : launch_schedules(dc, ops, nops);
     /* Whatever was enqueued, the next launch comes after it. */
     ncclResult_t ores = td_order_end(dc, ops, nops, &at);

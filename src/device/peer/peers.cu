@@ -2,7 +2,7 @@
  * any queue is allocated: when some pair of local GPUs has no peer access
  * (no NVLink or PCIe peer path, or a peer's GPU hidden from this process by
  * CUDA_VISIBLE_DEVICES), every region goes to host memory, as NCCL falls
- * back from P2P to SHM. Also agreed: whether the direct path's LL128 lines
+ * back from P2P to SHM. Also agreed: whether the mapped kernel's LL128 lines
  * get inboxes: every pair on NVLink (or one GPU), which they need, and some
  * rank's settings asking for them (the layout must be the same on all).
  * Then each rank maps every peer's region (td_map_peers), the cuMem ones
@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "device/dev_comm.h"
-#include "device/kernels/direct.h"
+#include "device/kernels/mapped.h"
 #include "device/peer/host_region.h"
 
 extern "C" {

@@ -1,4 +1,4 @@
-/* LL128 lines for the direct path: a 128-byte line holds 120 data bytes and
+/* LL128 lines for the mapped kernel: a 128-byte line holds 120 data bytes and
  * an 8-byte flag (the round), stored by the eight threads of a warp that
  * own it in one 16-byte-per-thread store instruction and loaded the same
  * way. NVLink moves such a line as one transaction, so a line whose flag
@@ -11,10 +11,10 @@
  * four lines (512 bytes) per instruction. A line is only written or read
  * with all eight of its threads active, which the loops below keep: their
  * bounds are the same for the eight. */
-#ifndef TUTTI_DEVICE_KERNELS_DIRECT_LL128_CUH
-#define TUTTI_DEVICE_KERNELS_DIRECT_LL128_CUH
+#ifndef TUTTI_DEVICE_KERNELS_MAPPED_LL128_CUH
+#define TUTTI_DEVICE_KERNELS_MAPPED_LL128_CUH
 
-#include "device/kernels/direct.h"
+#include "device/kernels/mapped.h"
 #include "device/kernels/pass.cuh"
 #include "device/kernels/sync.cuh"
 
@@ -159,7 +159,7 @@ __device__ __forceinline__ void td_ll128_push(uint64_t scalar, uint64_t divisor,
 /* Every rank's contribution in rank order, the peers' from their lines of
  * round `flag` (lines[q]), this rank's own from `self` (index self_idx). */
 struct td_ll128fold {
-  const uint64_t* lines[TD_DIRECT_MAX_RANKS];
+  const uint64_t* lines[TD_MAPPED_MAX_RANKS];
   const char* self;
   int self_idx;
   int scaled; /* multiply `self` by the PreMulSum scalar first */

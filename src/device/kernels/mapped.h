@@ -1,8 +1,8 @@
-/* The direct path: one collective at a time, between GPUs that map each
+/* The mapped kernel: one collective at a time, between GPUs that map each
  * other's memory, without schedules or ring steps. Every rank pushes its
  * data straight into an inbox in each peer's region, and each rank combines
  * what arrived with its own data into its output; one handshake per round
- * instead of one per ring step (direct.cu, chosen in launch/direct_host.cu).
+ * instead of one per ring step (mapped.cu, chosen in launch/mapped.cu).
  *
  * Blocks are lanes: block b of a launch always uses inbox lane b, whose
  * rounds are counted in dseq[b] on every rank (all ranks launch the same
@@ -11,8 +11,8 @@
  * LL, in an inbox of their own): a sender writes round s after its
  * receiver finished round s - slots, which every rank acknowledges to every
  * peer, data or not. */
-#ifndef TUTTI_DEVICE_KERNELS_DIRECT_H
-#define TUTTI_DEVICE_KERNELS_DIRECT_H
+#ifndef TUTTI_DEVICE_KERNELS_MAPPED_H
+#define TUTTI_DEVICE_KERNELS_MAPPED_H
 
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -20,20 +20,20 @@
 #include "device/work.h"
 #include "nccl.h"
 
-#define TD_DIRECT_LANES 128   /* inbox lanes per peer: the most blocks of a launch */
-#define TD_DIRECT_MAX_RANKS 8 /* the combine folds every rank's contribution at once */
+#define TD_MAPPED_LANES 128   /* inbox lanes per peer: the most blocks of a launch */
+#define TD_MAPPED_MAX_RANKS 8 /* the combine folds every rank's contribution at once */
 /* LL rounds have inboxes of their own: a flag must never be read from
  * bytes that a simple round left there. 16 KB lines carry 8 KB of data. */
-#define TD_DIRECT_LL_LANES 128
-#define TD_DIRECT_LL_LANE_BYTES (16 * 1024)
-/* LL128 rounds (direct_ll128.cuh) too: 128-byte lines of 120 data bytes and
- * the round as their flag, in TUTTI_DEVICE_DIRECT_LL128_BYTES of inboxes. */
+#define TD_MAPPED_LL_LANES 128
+#define TD_MAPPED_LL_LANE_BYTES (16 * 1024)
+/* LL128 rounds (mapped_ll128.cuh) too: 128-byte lines of 120 data bytes and
+ * the round as their flag, in mapped.ll128_memory of inboxes (tune/knobs.c). */
 #define TD_LL128_LINE 128
 #define TD_LL128_DATA 120
 
 enum td_dcoll { TD_D_ALLREDUCE, TD_D_REDUCESCATTER, TD_D_ALLGATHER, TD_D_BROADCAST, TD_D_REDUCE };
 
-struct td_direct {
+struct td_mapped {
   struct td_devcomm* comm;
   const char* in;
   char* out;
@@ -60,27 +60,27 @@ struct td_direct {
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* Who sends to whom in the direct and copy-engine paths: every rank to
+/* Who sends to whom in the mapped and copy-engine paths: every rank to
  * every other, but in broadcast (the root only) and reduce (to the root). */
 __host__ __device__ static inline int td_dsends(int coll, int root, int from, int to) {
   return coll == TD_D_BROADCAST ? from == root : coll == TD_D_REDUCE ? to == root : 1;
 }
 
-/* The direct and copy-engine kernels' name (enum td_dcoll) of a
+/* The mapped and copy-engine kernels' name (enum td_dcoll) of a
  * collective (enum tutti_coll), or -1 for one they do not run. */
 int td_dcoll(int coll);
-/* Launches the direct kernel; returns the cudaError_t. */
-int td_direct_launch(const struct td_direct* w, int nthreads, cudaStream_t stream);
-/* How many direct kernels of `nthreads` threads one SM holds at once. */
-int td_direct_occupancy(int nthreads, int* per_sm);
-/* The attributes of the direct kernel of protocol `p` (0 simple, 1 LL, 2 LL128). */
-int td_direct_attributes(int p, struct cudaFuncAttributes* a);
+/* Launches the mapped kernel; returns the cudaError_t. */
+int td_mapped_launch(const struct td_mapped* w, int nthreads, cudaStream_t stream);
+/* How many mapped kernels of `nthreads` threads one SM holds at once. */
+int td_mapped_occupancy(int nthreads, int* per_sm);
+/* The attributes of the mapped kernel of protocol `p` (0 simple, 1 LL, 2 LL128). */
+int td_mapped_attributes(int p, struct cudaFuncAttributes* a);
 struct tutti_dev_comm;
 struct tutti_dev_op;
 struct tutti_dev_plan;
 /* Runs `op` on the mapped kernel as tune planned it (its lines and cut:
  * tutti_tune_device). */
-ncclResult_t td_direct_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op,
+ncclResult_t td_mapped_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op,
                            const struct tutti_dev_plan* plan);
 #ifdef __cplusplus
 }

@@ -1,14 +1,14 @@
-/* The direct kernel's combine: every rank's contribution folded in rank
+/* The mapped kernel's combine: every rank's contribution folded in rank
  * order into the output, from 16-byte vectors (simple rounds) or LL lines. */
-#ifndef TUTTI_DEVICE_KERNELS_DIRECT_FOLD_CUH
-#define TUTTI_DEVICE_KERNELS_DIRECT_FOLD_CUH
+#ifndef TUTTI_DEVICE_KERNELS_MAPPED_FOLD_CUH
+#define TUTTI_DEVICE_KERNELS_MAPPED_FOLD_CUH
 
-#include "device/kernels/direct.h"
+#include "device/kernels/mapped.h"
 #include "device/kernels/pass.cuh"
 
 /* Every rank's contribution folded in rank order, written once. */
 struct td_fold {
-  const char* src[TD_DIRECT_MAX_RANKS];
+  const char* src[TD_MAPPED_MAX_RANKS];
   int nsrc;
   int scaled; /* the contribution multiplied by the PreMulSum scalar first, -1 none */
   int e_mid;  /* the operation between contributions */
@@ -112,7 +112,7 @@ __device__ __forceinline__ void td_run_fold(const td_op* op, uint64_t scalar, co
 /* The same through LL lines: the peers' contributions are read (and waited
  * for) line by line; `self` is this rank's own, at index `self_idx`. */
 struct td_llfold {
-  const uint4* lines[TD_DIRECT_MAX_RANKS];
+  const uint4* lines[TD_MAPPED_MAX_RANKS];
   const char* self;
   int self_idx;
   int scaled; /* multiply `self` by the PreMulSum scalar first */

@@ -1,4 +1,4 @@
-/* The direct kernel (see direct.h): block b moves its part of the buffer in
+/* The mapped kernel (see mapped.h): block b moves its part of the buffer in
  * rounds through inbox lane b of every peer it sends to. A round s: wait
  * until the peer finished round s - slots (the last user of the same slot),
  * push the data into the peer's inbox, publish it (simple: one system fence
@@ -10,19 +10,19 @@
  * computes the same bits. */
 #include <stdint.h>
 
-#include "device/kernels/direct.h"
+#include "device/kernels/mapped.h"
 #include "device/kernels/kernel.h"
-#include "device/kernels/direct_fold.cuh"
-#include "device/kernels/direct_ll128.cuh"
+#include "device/kernels/mapped_fold.cuh"
+#include "device/kernels/mapped_ll128.cuh"
 #include "device/kernels/pass.cuh"
 #include "device/kernels/sync.cuh"
 
 /* Who sends to whom (a receiver hears from its senders). */
-__device__ __forceinline__ int td_pushes_to(const td_direct& w, int me, int q) {
+__device__ __forceinline__ int td_pushes_to(const td_mapped& w, int me, int q) {
   return td_dsends(w.coll, w.root, me, q);
 }
 
-__device__ __forceinline__ int td_hears_from(const td_direct& w, int me, int q) {
+__device__ __forceinline__ int td_hears_from(const td_mapped& w, int me, int q) {
   return td_pushes_to(w, q, me);
 }
 
@@ -33,26 +33,26 @@ enum { TD_P_SIMPLE, TD_P_LL, TD_P_LL128 };
 
 /* Lane `lane`'s inbox slot in rank `at`'s region for data from rank `from`. */
 template <int P>
-__device__ __forceinline__ char* td_inbox(const td_direct& w, td_devcomm* dc, int at, int from,
+__device__ __forceinline__ char* td_inbox(const td_mapped& w, td_devcomm* dc, int at, int from,
                                           uint64_t slot, int lane) {
   const td_layout& L = dc->lay;
   const uint64_t peer = (uint64_t)td_peer_slot(from, at);
   if (P == TD_P_LL128) {
-    return dc->base[at] + L.ll128_inbox_off + (peer * TD_DIRECT_LANES + lane) * L.ll128_lane_bytes +
+    return dc->base[at] + L.ll128_inbox_off + (peer * TD_MAPPED_LANES + lane) * L.ll128_lane_bytes +
            slot * w.slot_bytes;
   }
   if (P == TD_P_LL) {
     return dc->base[at] + L.ll_inbox_off +
-           ((peer * 2 + slot) * TD_DIRECT_LL_LANES + lane) * (uint64_t)TD_DIRECT_LL_LANE_BYTES;
+           ((peer * 2 + slot) * TD_MAPPED_LL_LANES + lane) * (uint64_t)TD_MAPPED_LL_LANE_BYTES;
   }
-  return dc->base[at] + L.inbox_off + (peer * TD_DIRECT_LANES + lane) * L.lane_bytes +
+  return dc->base[at] + L.inbox_off + (peer * TD_MAPPED_LANES + lane) * L.lane_bytes +
          slot * w.round;
 }
 
 /* A counter of lane `lane` at `off` in rank `at`'s region, kept for rank `who`. */
 __device__ __forceinline__ uint64_t* td_lane_ctr(td_devcomm* dc, int at, uint64_t off, int who,
                                                  int lane) {
-  const uint64_t i = (uint64_t)td_peer_slot(who, at) * TD_DIRECT_LANES + lane;
+  const uint64_t i = (uint64_t)td_peer_slot(who, at) * TD_MAPPED_LANES + lane;
   return (uint64_t*)(dc->base[at] + off + i * TD_LINE);
 }
 
@@ -62,12 +62,12 @@ __device__ __forceinline__ uint64_t* td_lane_ctr(td_devcomm* dc, int at, uint64_
  * call per round cost 4-5% at 2-16 MB on 2 x H200). What a kernel calls
  * costs it stack: each call saves the caller's registers in every thread's
  * frame, and the driver reserves the largest frame beyond 1 KB for every
- * thread the GPU can hold (264 MiB per KB on an H200, bench/RESULTS.md).
+ * thread the GPU can hold (264 MiB per KB on an H200, bench/RESULTS.md, "Device memory").
  * One kernel for all three protocols, with calls for the rare paths, had a
  * 3064-byte frame (7864 with the protocol a run-time test); one kernel per
  * protocol, with the simple and LL paths inlined, 184 and 328 bytes. */
 template <int P>
-__device__ __forceinline__ int td_combine(const td_direct& w, const td_op& op, uint64_t scalar,
+__device__ __forceinline__ int td_combine(const td_mapped& w, const td_op& op, uint64_t scalar,
                                           td_devcomm* dc, uint64_t s, uint64_t slot, uint64_t off,
                                           uint64_t len, int tid, int nth) {
   const int n = dc->nranks, me = dc->rank, lane = blockIdx.x;
@@ -170,7 +170,7 @@ static __device__ __forceinline__ void td_scale_typed(const td_op* op, uint64_t 
 
 /* Pushes round s's data (inbox slot `slot`) to every peer this rank sends to. */
 template <int P>
-__device__ __forceinline__ void td_push(const td_direct& w, const td_op& op, uint64_t scalar,
+__device__ __forceinline__ void td_push(const td_mapped& w, const td_op& op, uint64_t scalar,
                                         td_devcomm* dc, uint64_t s, uint64_t slot, uint64_t off,
                                         uint64_t len, int tid, int nth) {
   const int n = dc->nranks, me = dc->rank;
@@ -205,7 +205,7 @@ struct td_lane_run {
 };
 
 /* LL rounds: every thread pushes its lines, then reads its peers' lines. */
-__device__ void td_run_ll(const td_direct& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
+__device__ void td_run_ll(const td_mapped& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
                           const td_lane_run& lr, int* stop) {
   const int n = dc->nranks, me = dc->rank, lane = blockIdx.x, tid = threadIdx.x;
   for (uint64_t r = 0; r < lr.rounds; r++) {
@@ -236,7 +236,7 @@ __device__ void td_run_ll(const td_direct& w, const td_op& op, uint64_t scalar, 
  * stores drain) round r - 1 is waited for and combined, then one fence
  * publishes round r. The combine of round r - 1 writes (in place) only
  * bytes pushed in an earlier round. */
-__device__ void td_run_simple(const td_direct& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
+__device__ void td_run_simple(const td_mapped& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
                               const td_lane_run& lr, int* stop) {
   const int n = dc->nranks, me = dc->rank, lane = blockIdx.x, tid = threadIdx.x;
   const td_layout& L = dc->lay;
@@ -286,7 +286,7 @@ __device__ void td_run_simple(const td_direct& w, const td_op& op, uint64_t scal
 
 /* LL128 rounds: round r goes out, then round r - 1 is read as its lines
  * arrive and combined while round r's stores drain; no fence, no flag. */
-__device__ void td_run_ll128(const td_direct& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
+__device__ void td_run_ll128(const td_mapped& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
                              const td_lane_run& lr, int* stop) {
   const int n = dc->nranks, me = dc->rank, lane = blockIdx.x, tid = threadIdx.x;
   for (uint64_t r = 0; r <= lr.rounds; r++) {
@@ -325,7 +325,7 @@ __device__ void td_run_ll128(const td_direct& w, const td_op& op, uint64_t scala
 
 template <int P>
 __global__ void __launch_bounds__(TD_MAX_THREADS, 1)
-    td_direct_kernel(const __grid_constant__ td_direct w) {
+    td_mapped_kernel(const __grid_constant__ td_mapped w) {
   td_devcomm* dc = w.comm;
   const td_layout& L = dc->lay;
   const int lane = blockIdx.x, tid = threadIdx.x;
@@ -366,25 +366,25 @@ __global__ void __launch_bounds__(TD_MAX_THREADS, 1)
 }
 
 /* The kernel of protocol p (enum above). */
-typedef void (*td_direct_fn)(struct td_direct);
-static td_direct_fn td_direct_kernel_of(int p) {
-  return p == TD_P_LL128 ? td_direct_kernel<TD_P_LL128>
-         : p == TD_P_LL  ? td_direct_kernel<TD_P_LL>
-                         : td_direct_kernel<TD_P_SIMPLE>;
+typedef void (*td_mapped_fn)(struct td_mapped);
+static td_mapped_fn td_mapped_kernel_of(int p) {
+  return p == TD_P_LL128 ? td_mapped_kernel<TD_P_LL128>
+         : p == TD_P_LL  ? td_mapped_kernel<TD_P_LL>
+                         : td_mapped_kernel<TD_P_SIMPLE>;
 }
 
-extern "C" int td_direct_launch(const struct td_direct* w, int nthreads, cudaStream_t stream) {
+extern "C" int td_mapped_launch(const struct td_mapped* w, int nthreads, cudaStream_t stream) {
   const int p = w->ll128 ? TD_P_LL128 : w->ll ? TD_P_LL : TD_P_SIMPLE;
   void* args[] = {(void*)w};
-  return (int)cudaLaunchKernel((const void*)td_direct_kernel_of(p), dim3(w->nb), dim3(nthreads),
+  return (int)cudaLaunchKernel((const void*)td_mapped_kernel_of(p), dim3(w->nb), dim3(nthreads),
                                args, 0, stream);
 }
 
-extern "C" int td_direct_attributes(int p, struct cudaFuncAttributes* a) {
-  return (int)cudaFuncGetAttributes(a, (const void*)td_direct_kernel_of(p));
+extern "C" int td_mapped_attributes(int p, struct cudaFuncAttributes* a) {
+  return (int)cudaFuncGetAttributes(a, (const void*)td_mapped_kernel_of(p));
 }
 
-extern "C" int td_direct_occupancy(int nthreads, int* per_sm) {
-  return (int)cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, td_direct_kernel<TD_P_SIMPLE>,
+extern "C" int td_mapped_occupancy(int nthreads, int* per_sm) {
+  return (int)cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, td_mapped_kernel<TD_P_SIMPLE>,
                                                             nthreads, 0);
 }

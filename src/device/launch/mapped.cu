@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "device/dev_comm.h"
-#include "device/kernels/direct.h"
+#include "device/kernels/mapped.h"
 #include "device/kernels/kernel.h"
 
 extern "C" {
@@ -33,10 +33,10 @@ extern "C" int td_dcoll(int c) {
   }
 }
 
-extern "C" ncclResult_t td_direct_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op,
+extern "C" ncclResult_t td_mapped_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op,
                                       const struct tutti_dev_plan* plan) {
   const struct tutti_coll_args* a = op->args;
-  struct td_direct w = {};
+  struct td_mapped w = {};
   w.comm = dc->d_comm;
   w.in = (const char*)op->bufs[TUTTI_BUF_SEND];
   w.out = (char*)op->bufs[TUTTI_BUF_RECV];
@@ -53,7 +53,7 @@ extern "C" ncclResult_t td_direct_run(struct tutti_dev_comm* dc, const struct tu
   w.ll128 = plan->proto == TUTTI_PROTO_LL128;
   const uint64_t per = plan->block_bytes;
   if (w.ll) {
-    w.round = TD_DIRECT_LL_LANE_BYTES / 2;
+    w.round = TD_MAPPED_LL_LANE_BYTES / 2;
     w.slots = 2;
   } else if (w.ll128) {
     const uint64_t lane = dc->lay.ll128_lane_bytes;
@@ -70,8 +70,8 @@ extern "C" ncclResult_t td_direct_run(struct tutti_dev_comm* dc, const struct tu
     w.slots = (uint32_t)(lane / rb);
   }
   uint64_t nb = (w.bytes + per - 1) / per;
-  uint64_t cap = w.ll ? TD_DIRECT_LL_LANES : TD_DIRECT_LANES;
-  cap = (uint64_t)dc->direct_ctas < cap ? (uint64_t)dc->direct_ctas : cap;
+  uint64_t cap = w.ll ? TD_MAPPED_LL_LANES : TD_MAPPED_LANES;
+  cap = (uint64_t)dc->mapped_ctas < cap ? (uint64_t)dc->mapped_ctas : cap;
   w.nb = (uint32_t)(nb < 1 ? 1 : nb > cap ? cap : nb);
   int nt = dc->nthreads / 32 * 32;
   nt = nt < 64 ? 64 : nt;
@@ -90,9 +90,9 @@ extern "C" ncclResult_t td_direct_run(struct tutti_dev_comm* dc, const struct tu
   }
   struct td_dev_guard g;
   td_dev_enter(&g, dc->dev);
-  int e = td_direct_launch(&w, nt, op->stream);
+  int e = td_mapped_launch(&w, nt, op->stream);
   td_dev_leave(&g);
   return e == 0 ? ncclSuccess
-                : tutti_error(ncclUnhandledCudaError, "launching the direct kernel failed: %s",
+                : tutti_error(ncclUnhandledCudaError, "launching the mapped kernel failed: %s",
                               cudaGetErrorString((cudaError_t)e));
 }
