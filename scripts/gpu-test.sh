@@ -18,7 +18,7 @@ set +e
 TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$bin" "${1:-all}" ${2:-}
 rc=$?
 if [ "${1:-all}" = all ] && [ -z "${2:-}" ]; then
-  # More ranks than GPUs: 4 ranks on the direct path (up to its size limit)
+  # More ranks than GPUs: 4 ranks on the mapped kernel (up to its size limit)
   # and the schedules' kernel, then every pair through the proxy.
   for m in procs ring ce net ll128 streams streams-net; do
     TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$bin" $m 4 || rc=1

@@ -17,8 +17,6 @@
 #include "util/hash.h"
 #include "util/param.h"
 
-static TUTTI_PARAM(buffsize, "NCCL_BUFFSIZE", 1 << 20);
-
 NCCL_API ncclResult_t ncclGetVersion(int* version) {
   if (version == NULL) {
     return tutti_error(ncclInvalidArgument, "ncclGetVersion: version is NULL");
@@ -157,17 +155,8 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
   tc->boot = comm->boot;
   tc->secret = comm->secret;
   tc->comm_hash = comm->comm_hash;
-  tc->buffsize = (size_t)tutti_param_buffsize();
+  tc->buffsize = tutti_tune_queue_bytes(n, comm->nhosts);
   tc->board_slot_bytes = (size_t)tutti_tune_knob(TUTTI_KNOB_BOARD_SLOT);
-  /* Every rank alone on its host (all peers over the network) in a small
-   * job: 4 MB queues unless NCCL_BUFFSIZE says otherwise. Rounds are half a
-   * queue and each costs a network round trip: across two namespace hosts,
-   * allreduce ran at 0.35 GB/s with 1 MB queues and 0.7 GB/s with 4 MB. With
-   * shared memory in play the queues stay small (/dev/shm is often small). */
-  if (n > 1 && n <= 9 && comm->nhosts == n && tutti_getenv("NCCL_BUFFSIZE") == NULL &&
-      tc->buffsize < (4u << 20)) {
-    tc->buffsize = 4u << 20;
-  }
   tc->abort_flag = &comm->abort_flag;
   tc->send = calloc((size_t)n, sizeof *tc->send);
   tc->recv = calloc((size_t)n, sizeof *tc->recv);

@@ -18,6 +18,7 @@
 #include "device/net/net.h"
 
 extern "C" {
+#include "tune/tune.h"
 #include "bootstrap/bootstrap.h"
 #include "util/check.h"
 #include "util/cuda.h"
@@ -28,7 +29,6 @@ extern "C" {
 
 static TUTTI_PARAM(max_nchannels, "NCCL_MAX_NCHANNELS", 64);
 static TUTTI_PARAM(nthreads, "NCCL_NTHREADS", 512);
-static TUTTI_PARAM(dev_buffsize, "NCCL_BUFFSIZE", 1 << 20);
 static TUTTI_PARAM(p2p_disable, "NCCL_P2P_DISABLE", 0);
 
 extern "C" int tutti_dev_compiled(void) {
@@ -155,10 +155,7 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
   int64_t ch = tutti_param_max_nchannels();
   ch = dc->net && ch > TD_NET_CHANNELS ? TD_NET_CHANNELS : ch;
   dc->nch = ch < 1 ? 1 : ch > TD_MAX_CHANNELS ? TD_MAX_CHANNELS : (int)ch;
-  /* NCCL_BUFFSIZE when set; else 4 MB per queue, as NCCL's simple protocol. */
-  int64_t qb = tutti_getenv("NCCL_BUFFSIZE") != NULL ? tutti_param_dev_buffsize()
-               : dc->net                             ? 1 << 20
-                                                     : 4 << 20;
+  int64_t qb = (int64_t)tutti_tune_device_queue_bytes(dc->net);
   qb = qb < 64 * 1024 ? 64 * 1024 : qb;
   dc->slot_bytes = (size_t)qb / TD_SLOTS / 16 * 16;
   const int gpu_regions = !dc->host_mode && !dc->net;

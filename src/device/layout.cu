@@ -14,25 +14,25 @@ extern "C" {
 #define TD_MAX_DONE 256 /* lanes one launch may have */
 
 /* The mapped kernel's inboxes (mapped.h): tune's budget per rank for the
- * simple rounds (mapped.memory), split over every peer's lanes; none where
+ * simple rounds (mapped.memory), split over every peer's channels; none where
  * regions are host memory. */
-static uint64_t mapped_lane_bytes(int n, int gpu_regions, uint64_t budget) {
+static uint64_t mapped_chan_bytes(int n, int gpu_regions, uint64_t budget) {
   if (!gpu_regions || n < 2 || n > TD_MAPPED_MAX_RANKS || budget == 0) {
     return 0;
   }
-  uint64_t lane = (uint64_t)budget / ((uint64_t)(n - 1) * TD_MAPPED_LANES) / 4096 * 4096;
-  return lane < 8192 ? 0 : lane;
+  uint64_t chan = (uint64_t)budget / ((uint64_t)(n - 1) * TD_MAPPED_CHANNELS) / 4096 * 4096;
+  return chan < 8192 ? 0 : chan;
 }
 
 /* Its LL128 inboxes: tune's budget per rank (mapped.ll128_memory), split
- * over every peer's lanes (whole 4 KB); none without the simple inboxes,
+ * over every peer's channels (whole 4 KB); none without the simple inboxes,
  * or where some pair of GPUs is not on NVLink. */
-static uint64_t ll128_lane_bytes(int n, uint64_t simple_lane, uint64_t budget) {
-  if (simple_lane == 0 || budget == 0) {
+static uint64_t ll128_chan_bytes(int n, uint64_t simple_chan, uint64_t budget) {
+  if (simple_chan == 0 || budget == 0) {
     return 0;
   }
-  const uint64_t lane = (uint64_t)budget / ((uint64_t)(n - 1) * TD_MAPPED_LANES) / 4096 * 4096;
-  return lane < 4096 ? 0 : lane;
+  const uint64_t chan = (uint64_t)budget / ((uint64_t)(n - 1) * TD_MAPPED_CHANNELS) / 4096 * 4096;
+  return chan < 4096 ? 0 : chan;
 }
 
 /* The copy-engine path's inboxes (ce.h): tune's budget per rank
@@ -50,8 +50,8 @@ void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int
                     int ll128) {
   struct tutti_dev_memory mem;
   tutti_tune_device_memory(&mem);
-  const uint64_t lane_bytes = mapped_lane_bytes(n, gpu_regions, mem.mapped);
-  const uint64_t ll128_lane = ll128 ? ll128_lane_bytes(n, lane_bytes, mem.mapped_ll128) : 0;
+  const uint64_t chan_bytes = mapped_chan_bytes(n, gpu_regions, mem.mapped);
+  const uint64_t ll128_chan = ll128 ? ll128_chan_bytes(n, chan_bytes, mem.mapped_ll128) : 0;
   const uint64_t ce_slot = ce_slot_bytes(n, gpu_regions, mem.ce);
   const uint64_t lines = (uint64_t)nch * (uint64_t)n;
   uint64_t o = 0; /* the shared region */
@@ -73,21 +73,22 @@ void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int
   o += (uint64_t)(nch < TD_LOOP_CHANNELS ? nch : TD_LOOP_CHANNELS) * queue_bytes;
   l->ll_off = o;
   o += lines * (uint64_t)TD_SLOTS * TD_LL_LINES * 16;
-  const uint64_t dlanes = lane_bytes > 0 ? (uint64_t)(n - 1) * TD_MAPPED_LANES : 0;
+  const uint64_t dchans = chan_bytes > 0 ? (uint64_t)(n - 1) * TD_MAPPED_CHANNELS : 0;
   l->dflag_off = o;
-  o += dlanes * TD_LINE;
+  o += dchans * TD_LINE;
   l->dack_off = o;
-  o += dlanes * TD_LINE;
+  o += dchans * TD_LINE;
   o = (o + 4095) & ~(uint64_t)4095;
   l->inbox_off = o;
-  l->lane_bytes = lane_bytes;
-  o += dlanes * lane_bytes;
+  l->chan_bytes = chan_bytes;
+  o += dchans * chan_bytes;
   l->ll_inbox_off = o;
-  o += lane_bytes > 0 ? (uint64_t)(n - 1) * 2 * TD_MAPPED_LL_LANES * TD_MAPPED_LL_LANE_BYTES : 0;
+  o += chan_bytes > 0 ? (uint64_t)(n - 1) * 2 * TD_MAPPED_LL_CHANNELS * TD_MAPPED_LL_CHANNEL_BYTES
+                      : 0;
   o = (o + 4095) & ~(uint64_t)4095;
   l->ll128_inbox_off = o;
-  l->ll128_lane_bytes = ll128_lane;
-  o += dlanes * ll128_lane;
+  l->ll128_chan_bytes = ll128_chan;
+  o += dchans * ll128_chan;
   l->ce_flag_off = o;
   o += ce_slot > 0 ? (uint64_t)(n - 1) * TD_LINE : 0;
   o = (o + 4095) & ~(uint64_t)4095;
@@ -107,5 +108,5 @@ void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int
   l->finished_off = o;
   o += TD_LINE;
   l->dseq_off = o;
-  l->priv_total = o + TD_MAPPED_LANES * TD_LINE;
+  l->priv_total = o + TD_MAPPED_CHANNELS * TD_LINE;
 }

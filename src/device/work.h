@@ -144,18 +144,18 @@ typedef td_work<320, TUTTI_DEV_MAX_OPS, 160, 128, 896> td_work_large;
  *   loop[ch]        the same for this rank's sends to itself, on the first
  *                   TD_LOOP_CHANNELS channels only (td_queue_off)
  *   ll[ch][src]     TD_SLOTS LL slots each (positions shared with the queue)
- *   dflag[src][lane], dack[dst][lane], inbox[src][parity][lane],
- *   ll_inbox[src][parity][lane] and ll128_inbox[src][lane][slot]: the
+ *   dflag[src][chan], dack[dst][chan], inbox[src][parity][chan],
+ *   ll_inbox[src][parity][chan] and ll128_inbox[src][chan][slot]: the
  *                   mapped kernel's (kernels/mapped.h; src and dst count peers only)
  * and its private region, always in its own GPU's memory:
  *   sent[ch][dst], recvd[ch][src], served[ch][conn] turns, done counters,
  *   the count of finished blocks, and (beside it) of kernels started and
- *   finished, mirrored to host memory for the watchdog; dseq[lane], the
- *   mapped kernel's rounds per lane. */
+ *   finished, mirrored to host memory for the watchdog; dseq[chan], the
+ *   mapped kernel's rounds per channel. */
 struct td_layout {
   uint64_t tail_off, head_off, len_off, queue_off, queue_bytes, all_nch, ring_off, loop_off, ll_off;
-  uint64_t dflag_off, dack_off, inbox_off, lane_bytes, ll_inbox_off, ll128_inbox_off,
-      ll128_lane_bytes;
+  uint64_t dflag_off, dack_off, inbox_off, chan_bytes, ll_inbox_off, ll128_inbox_off,
+      ll128_chan_bytes;
   uint64_t ce_flag_off, ce_inbox_off, ce_slot_bytes, total;
   uint64_t sent_off, recvd_off, served_off, done_off, finished_off, dseq_off, priv_total;
 };

@@ -31,9 +31,9 @@ struct tutti_exec_rank {
   uint64_t call_seq;     /* collectives run (struct tutti_call.seq; exec/agree.c) */
   uint64_t call_checked; /* device calls every peer was seen agreeing on, up to this one */
   struct tutti_op* pool; /* finished operations kept with their buffers for reuse */
-  int spin_rounds;       /* idle passes spent spinning (adapted as calls go), */
+  int spin_passes;       /* idle passes spent spinning (adapted as calls go), */
   int spin_max;          /* up to this many, */
-  int yield_rounds;      /* then yielding, before sleeping */
+  int yield_passes;      /* then yielding, before sleeping */
   void* pull_bounce;     /* single-copy steps: peers' bytes to reduce land here (exec/pull.c) */
   /* Board collectives (exec/board.c): the host's board, when every rank of
    * the communicator is on it, and generations numbered from 1 in issue
@@ -107,7 +107,7 @@ struct tutti_waiter {
   int yield;
   uint32_t seen;
   int armed;
-  int idle_rounds;
+  int idle_passes;
 };
 void tutti_wait_prepare(struct tutti_waiter* w);
 /* Returns non-zero once the waiter is past spinning (slow checks are due). */

@@ -214,7 +214,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
   ncclResult_t res = ncclSuccess;
   struct tutti_waiter w;
   memset(&w, 0, sizeof w);
-  w.spin = ops[0]->er->spin_rounds;
+  w.spin = ops[0]->er->spin_passes;
   int first = -1; /* the rank that found a failure's cause, -1: this one */
   int timed_out = 0;
   for (int i = 0; i < nops; i++) {
@@ -228,7 +228,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
   }
   w.bell = ops[0]->er->bell;
   w.spin_max = ops[0]->er->spin_max;
-  w.yield = ops[0]->er->yield_rounds;
+  w.yield = ops[0]->er->yield_passes;
   for (int i = 1; i < nops; i++) {
     if (ops[i]->er != ops[0]->er) {
       w.bell = NULL; /* several ranks on this thread: no single doorbell */
@@ -341,6 +341,6 @@ out:
   }
   publish(ops, nops, 0);
   tutti_wait_reset(&w);
-  ops[0]->er->spin_rounds = w.spin; /* what was learnt carries to the next call */
+  ops[0]->er->spin_passes = w.spin; /* what was learnt carries to the next call */
   return res;
 }

@@ -29,7 +29,7 @@ void __tsan_release(void* addr);
 #endif
 
 /* Bytes copied per call, so that other lanes keep moving during a long copy. */
-#define PULL_PIECE (1u << 20)
+#define PULL_COPY_BYTES (1u << 20)
 /* Another process's bytes that must be transformed on the way (reduced,
  * scaled) are read into a cache-sized buffer first. */
 #define PULL_BOUNCE (256u << 10)
@@ -172,7 +172,7 @@ static ncclResult_t pull(struct tutti_op* op, const struct tutti_lane_state* l,
   const int fb = ((st->flags & TUTTI_STEP_PEER_INPUT) ? TUTTI_RED_SCALE_B : 0) |
                  ((st->flags & TUTTI_STEP_FINAL) ? TUTTI_RED_FINAL : 0);
   const size_t off = *done;
-  const size_t len = st->bytes - off < PULL_PIECE ? st->bytes - off : PULL_PIECE;
+  const size_t len = st->bytes - off < PULL_COPY_BYTES ? st->bytes - off : PULL_COPY_BYTES;
   const char* local = rc->mem->local(&d);
   if (local != NULL) {
     TSAN_ACQUIRE(local);

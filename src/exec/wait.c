@@ -13,8 +13,8 @@
 #include "util/log.h"
 #include "util/param.h"
 
-static TUTTI_PARAM(spin_rounds, "TUTTI_SPIN", -1);
-static TUTTI_PARAM(yield_rounds, "TUTTI_YIELD", -1);
+static TUTTI_PARAM(spin_passes, "TUTTI_SPIN", -1);
+static TUTTI_PARAM(yield_passes, "TUTTI_YIELD", -1);
 
 void tutti_wait_policy(struct tutti_exec_rank* er, int local_ranks) {
   cpu_set_t set;
@@ -25,17 +25,17 @@ void tutti_wait_policy(struct tutti_exec_rank* er, int local_ranks) {
    * and hands it over at once when someone does, so spin only briefly, then
    * yield for a good while before sleeping on the futex. */
   int oversubscribed = local_ranks > cpus;
-  int64_t spin = tutti_param_spin_rounds(), yield = tutti_param_yield_rounds();
+  int64_t spin = tutti_param_spin_passes(), yield = tutti_param_yield_passes();
   /* More ranks than cores: yield from the first idle pass. A pass that
    * found nothing says the peer is not running, and on this core it may be
    * the very rank that must run (4 ranks on 2 cores: 32 B allreduce 4.12
    * against 6.13 us spinning 8 passes first, 2 KB 5.79 against 6.79;
    * bench/RESULTS.md, "History of decisions"). */
   er->spin_max = spin >= 0 ? (int)spin : (oversubscribed ? 0 : 4096);
-  er->spin_rounds = spin >= 0 ? (int)spin : (oversubscribed ? 0 : 8);
-  er->yield_rounds = yield >= 0 ? (int)yield : (oversubscribed ? 1000 : 200);
+  er->spin_passes = spin >= 0 ? (int)spin : (oversubscribed ? 0 : 8);
+  er->yield_passes = yield >= 0 ? (int)yield : (oversubscribed ? 1000 : 200);
   INFO(TUTTI_INIT, "rank %d: %d ranks on this host's %d cores: spin up to %d, yield %d, then sleep",
-       er->rank, local_ranks, cpus, er->spin_max, er->yield_rounds);
+       er->rank, local_ranks, cpus, er->spin_max, er->yield_passes);
 }
 
 static inline void cpu_relax(void) {
@@ -61,7 +61,7 @@ void tutti_doorbell_ring(struct tutti_doorbell* bell) {
 
 void tutti_wait_prepare(struct tutti_waiter* w) {
   w->armed = 0;
-  w->idle_rounds = 0;
+  w->idle_passes = 0;
 }
 
 void tutti_wait_reset(struct tutti_waiter* w) {
@@ -73,30 +73,30 @@ void tutti_wait_reset(struct tutti_waiter* w) {
    * spinning, or right after the first yields, says the peer was running and
    * spinning pays; one that needed long yielding or a sleep says it did not
    * (a loaded machine), and spinning only burnt the core the peer needed. */
-  if (w->idle_rounds > 0) {
-    if (w->idle_rounds <= w->spin + 2) {
+  if (w->idle_passes > 0) {
+    if (w->idle_passes <= w->spin + 2) {
       w->spin = w->spin * 2 > w->spin_max ? w->spin_max : w->spin * 2;
     } else if (w->spin > 4) {
       w->spin /= 2;
     }
   }
-  w->idle_rounds = 0;
+  w->idle_passes = 0;
 }
 
 int tutti_wait_idle(struct tutti_waiter* w) {
   const int spin = w->spin;
   const int yield = spin + w->yield;
-  w->idle_rounds++;
-  if (w->idle_rounds <= spin) {
+  w->idle_passes++;
+  if (w->idle_passes <= spin) {
     cpu_relax();
     return 0;
   }
-  if (w->idle_rounds <= yield) {
+  if (w->idle_passes <= yield) {
     sched_yield();
     return 0;
   }
   if (w->bell == NULL) {
-    long us = 20L << (w->idle_rounds - yield < 6 ? w->idle_rounds - yield : 6);
+    long us = 20L << (w->idle_passes - yield < 6 ? w->idle_passes - yield : 6);
     struct timespec ts = {0, (us > 1000 ? 1000 : us) * 1000};
     nanosleep(&ts, NULL);
     return 1;

@@ -20,7 +20,7 @@ static TUTTI_PARAM(min_nchannels, "NCCL_MIN_NCHANNELS", 1);
 static int mapped_proto(const struct tutti_coll_args* a, const struct tutti_dev_caps* c) {
   const size_t bytes = a->count * a->elem_size;
   const int proto = tutti_tune_protocols();
-  const int ll128_ok = (proto & TUTTI_PROTO_LL128) && c->ll128_lanes;
+  const int ll128_ok = (proto & TUTTI_PROTO_LL128) && c->ll128_inboxes;
   if ((proto & TUTTI_PROTO_LL) && bytes <= (size_t)tutti_tune_knob(TUTTI_KNOB_MAPPED_LL)) {
     return TUTTI_PROTO_LL;
   }

@@ -36,13 +36,13 @@ static const struct knob knobs[TUTTI_KNOB_COUNT] = {
     [TUTTI_KNOB_MAPPED_LL_BLOCK] = {"mapped.ll_block", 2 * KB, 1 * KB, INT64_MAX},
     [TUTTI_KNOB_MAPPED_LL_THREADS] = {"mapped.ll_threads", 256, 32, 1024},
     [TUTTI_KNOB_MAPPED_LL128_BLOCK] = {"mapped.ll128_block", 32 * KB, 1 * KB, INT64_MAX},
-    /* Bytes of lines per LL128 round (a slot of a lane's inbox). */
+    /* Bytes of lines per LL128 round (a slot of a channel's inbox). */
     [TUTTI_KNOB_MAPPED_LL128_ROUND] = {"mapped.ll128_round", 32 * KB, 512, INT64_MAX},
     /* Bytes per simple round, each pushed while the previous one is
      * combined: a block of 32 KB moves in one round (16 KB rounds took
      * 31.9 against 25.0 us at 2 MB). */
     [TUTTI_KNOB_MAPPED_ROUND] = {"mapped.round", 64 * KB, 1 * KB, INT64_MAX},
-    /* Inboxes per rank, split over its peers' lanes: the simple rounds'
+    /* Inboxes per rank, split over its peers' channels: the simple rounds'
      * and the LL128 lines' (made only where LL128 may run, on NVLink). */
     [TUTTI_KNOB_MAPPED_MEMORY] = {"mapped.memory", 64 * MB, 0, INT64_MAX},
     [TUTTI_KNOB_MAPPED_LL128_MEMORY] = {"mapped.ll128_memory", 16 * MB, 0, INT64_MAX},

@@ -221,7 +221,7 @@ static int device_can_run(const struct tutti_coll_args* a, enum tutti_algo_id al
   if (algo == TUTTI_ALGO_CE) {
     return single && c->ce_slots && !c->premulsum && !c->capturing;
   }
-  return single && algo == TUTTI_ALGO_MAPPED && c->mapped_lanes;
+  return single && algo == TUTTI_ALGO_MAPPED && c->mapped_inboxes;
 }
 
 /* Whether `algo` can run `a` here (forced: also where it is not worth it;

@@ -107,16 +107,16 @@ enum { TUTTI_PATH_SCHEDULE, TUTTI_PATH_MAPPED, TUTTI_PATH_COPY_ENGINES, TUTTI_PA
 
 /* What a device communicator offers one launch (filled by src/device). */
 struct tutti_dev_caps {
-  int nops;         /* operations launched together */
-  int known;        /* the mapped kernel and the copy engines implement the collective */
-  int max_ranks;    /* the most ranks those paths take */
-  int mapped_lanes; /* the mapped kernel's lanes exist (every peer mapped) */
-  int ll128_lanes;  /* and its LL128 inboxes (NVLink, agreed by every rank) */
-  int ce_slots;     /* the copy engines' inboxes exist */
-  int one_process;  /* every peer's memory belongs to this process */
-  int premulsum;    /* the reduction scales by a scalar */
-  int capturing;    /* the stream is being captured into a graph */
-  int net;          /* some peer is reached through the network proxy */
+  int nops;           /* operations launched together */
+  int known;          /* the mapped kernel and the copy engines implement the collective */
+  int max_ranks;      /* the most ranks those paths take */
+  int mapped_inboxes; /* the mapped kernel's inboxes exist (every peer mapped) */
+  int ll128_inboxes;  /* and its LL128 inboxes (NVLink, agreed by every rank) */
+  int ce_slots;       /* the copy engines' inboxes exist */
+  int one_process;    /* every peer's memory belongs to this process */
+  int premulsum;      /* the reduction scales by a scalar */
+  int capturing;      /* the stream is being captured into a graph */
+  int net;            /* some peer is reached through the network proxy */
 };
 
 /* A device call's plan: its path, protocol (TUTTI_PROTO_*) and the rule
@@ -157,6 +157,12 @@ int tutti_tune_device_wants_ll128(void);
 uint64_t tutti_tune_shape(const struct tutti_coll_args* a, unsigned path);
 /* Non-zero the first time `shape` is asked about in this process. */
 int tutti_tune_first_sight(uint64_t shape);
+
+/* Bytes of queue per connection: NCCL_BUFFSIZE, or what the placement
+ * wants (host: 4 MB when every rank is alone on its host in a small job;
+ * device: 4 MB, 1 MB through the network proxy). */
+size_t tutti_tune_queue_bytes(int nranks, int nhosts);
+size_t tutti_tune_device_queue_bytes(int net);
 
 /* Bytes a ring round moves per step: half the smallest queue, so that a rank
  * one step ahead of its neighbour never fills the queue between them (which

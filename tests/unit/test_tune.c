@@ -84,8 +84,8 @@ static void test_device_paths(void) {
   const struct tutti_dev_caps base = {.nops = 1,
                                       .known = 1,
                                       .max_ranks = 8,
-                                      .mapped_lanes = 1,
-                                      .ll128_lanes = 0,
+                                      .mapped_inboxes = 1,
+                                      .ll128_inboxes = 0,
                                       .ce_slots = 1,
                                       .one_process = 0,
                                       .premulsum = 0,
@@ -230,7 +230,7 @@ static void test_override_device(void) {
            1);
     setenv("NCCL_ALGO", "^Mapped", 1);
     const struct tutti_dev_caps c = {
-        .nops = 1, .known = 1, .max_ranks = 8, .mapped_lanes = 1, .ce_slots = 1};
+        .nops = 1, .known = 1, .max_ranks = 8, .mapped_inboxes = 1, .ce_slots = 1};
     struct tutti_dev_plan p;
     int bad = 0;
     struct tutti_coll_args a = args(TUTTI_COLL_ALLREDUCE, 4096, 4);
@@ -255,7 +255,7 @@ static void test_override_device(void) {
   pid = fork();
   if (pid == 0) {
     setenv("TUTTI_TUNE", "mapped.block=64k;mapped.round=16k", 1);
-    const struct tutti_dev_caps c = {.nops = 1, .known = 1, .max_ranks = 8, .mapped_lanes = 1};
+    const struct tutti_dev_caps c = {.nops = 1, .known = 1, .max_ranks = 8, .mapped_inboxes = 1};
     struct tutti_dev_plan p;
     struct tutti_coll_args a = args(TUTTI_COLL_ALLREDUCE, 4 << 20, 2);
     a.device = 1;
@@ -301,7 +301,7 @@ static void test_tuning_lines(void) {
     /* A device launch: one line naming its path, however often it runs. */
     struct tutti_coll_args d = args(TUTTI_COLL_ALLREDUCE, 4096, 2);
     d.device = 1;
-    const struct tutti_dev_caps caps = {.nops = 1, .known = 1, .max_ranks = 8, .mapped_lanes = 1};
+    const struct tutti_dev_caps caps = {.nops = 1, .known = 1, .max_ranks = 8, .mapped_inboxes = 1};
     struct tutti_dev_plan dp;
     for (int i = 0; i < 3; i++) {
       tutti_tune_device(&d, TUTTI_ALGO_RING, &caps, &dp);

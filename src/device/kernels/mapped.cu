@@ -1,5 +1,5 @@
 /* The mapped kernel (see mapped.h): block b moves its part of the buffer in
- * rounds through inbox lane b of every peer it sends to. A round s: wait
+ * rounds through inbox chan b of every peer it sends to. A round s: wait
  * until the peer finished round s - slots (the last user of the same slot),
  * push the data into the peer's inbox, publish it (simple: one system fence
  * and a flag; LL: every 16-byte line carries the round), wait for what the
@@ -31,28 +31,29 @@ __device__ __forceinline__ int td_hears_from(const td_mapped& w, int me, int q) 
  * smaller kernel). */
 enum { TD_P_SIMPLE, TD_P_LL, TD_P_LL128 };
 
-/* Lane `lane`'s inbox slot in rank `at`'s region for data from rank `from`. */
+/* Channel `chan`'s inbox slot in rank `at`'s region for data from rank `from`. */
 template <int P>
 __device__ __forceinline__ char* td_inbox(const td_mapped& w, td_devcomm* dc, int at, int from,
-                                          uint64_t slot, int lane) {
+                                          uint64_t slot, int chan) {
   const td_layout& L = dc->lay;
   const uint64_t peer = (uint64_t)td_peer_slot(from, at);
   if (P == TD_P_LL128) {
-    return dc->base[at] + L.ll128_inbox_off + (peer * TD_MAPPED_LANES + lane) * L.ll128_lane_bytes +
-           slot * w.slot_bytes;
+    return dc->base[at] + L.ll128_inbox_off +
+           (peer * TD_MAPPED_CHANNELS + chan) * L.ll128_chan_bytes + slot * w.slot_bytes;
   }
   if (P == TD_P_LL) {
     return dc->base[at] + L.ll_inbox_off +
-           ((peer * 2 + slot) * TD_MAPPED_LL_LANES + lane) * (uint64_t)TD_MAPPED_LL_LANE_BYTES;
+           ((peer * 2 + slot) * TD_MAPPED_LL_CHANNELS + chan) *
+               (uint64_t)TD_MAPPED_LL_CHANNEL_BYTES;
   }
-  return dc->base[at] + L.inbox_off + (peer * TD_MAPPED_LANES + lane) * L.lane_bytes +
+  return dc->base[at] + L.inbox_off + (peer * TD_MAPPED_CHANNELS + chan) * L.chan_bytes +
          slot * w.round;
 }
 
-/* A counter of lane `lane` at `off` in rank `at`'s region, kept for rank `who`. */
-__device__ __forceinline__ uint64_t* td_lane_ctr(td_devcomm* dc, int at, uint64_t off, int who,
-                                                 int lane) {
-  const uint64_t i = (uint64_t)td_peer_slot(who, at) * TD_MAPPED_LANES + lane;
+/* A counter of chan `chan` at `off` in rank `at`'s region, kept for rank `who`. */
+__device__ __forceinline__ uint64_t* td_chan_ctr(td_devcomm* dc, int at, uint64_t off, int who,
+                                                 int chan) {
+  const uint64_t i = (uint64_t)td_peer_slot(who, at) * TD_MAPPED_CHANNELS + chan;
   return (uint64_t*)(dc->base[at] + off + i * TD_LINE);
 }
 
@@ -70,7 +71,7 @@ template <int P>
 __device__ __forceinline__ int td_combine(const td_mapped& w, const td_op& op, uint64_t scalar,
                                           td_devcomm* dc, uint64_t s, uint64_t slot, uint64_t off,
                                           uint64_t len, int tid, int nth) {
-  const int n = dc->nranks, me = dc->rank, lane = blockIdx.x;
+  const int n = dc->nranks, me = dc->rank, chan = blockIdx.x;
   const int reduce = w.coll == TD_D_ALLREDUCE || w.coll == TD_D_REDUCESCATTER ||
                      (w.coll == TD_D_REDUCE && me == w.root);
   if (reduce) {
@@ -80,7 +81,7 @@ __device__ __forceinline__ int td_combine(const td_mapped& w, const td_op& op, u
     if (P == TD_P_LL128) {
       td_ll128fold f;
       for (int q = 0; q < n; q++) {
-        f.lines[q] = q == me ? NULL : (const uint64_t*)td_inbox<P>(w, dc, me, q, slot, lane);
+        f.lines[q] = q == me ? NULL : (const uint64_t*)td_inbox<P>(w, dc, me, q, slot, chan);
       }
       f.self = self;
       f.self_idx = me;
@@ -97,7 +98,7 @@ __device__ __forceinline__ int td_combine(const td_mapped& w, const td_op& op, u
     if (P == TD_P_LL) {
       td_llfold f;
       for (int q = 0; q < n; q++) {
-        f.lines[q] = q == me ? NULL : (const uint4*)td_inbox<P>(w, dc, me, q, slot, lane);
+        f.lines[q] = q == me ? NULL : (const uint4*)td_inbox<P>(w, dc, me, q, slot, chan);
       }
       f.self = self;
       f.self_idx = me;
@@ -113,7 +114,7 @@ __device__ __forceinline__ int td_combine(const td_mapped& w, const td_op& op, u
     } else {
       td_fold f;
       for (int q = 0; q < n; q++) {
-        f.src[q] = q == me ? self : td_inbox<P>(w, dc, me, q, slot, lane);
+        f.src[q] = q == me ? self : td_inbox<P>(w, dc, me, q, slot, chan);
       }
       f.nsrc = n;
       f.scaled = premul ? me : -1;
@@ -143,7 +144,7 @@ __device__ __forceinline__ int td_combine(const td_mapped& w, const td_op& op, u
       }
       continue;
     }
-    const char* box = td_inbox<P>(w, dc, me, q, slot, lane);
+    const char* box = td_inbox<P>(w, dc, me, q, slot, chan);
     if (P == TD_P_LL128) {
       if (!td_ll128_copy((const uint64_t*)box, s, dst, len, dc)) {
         return 0;
@@ -197,8 +198,8 @@ __device__ __forceinline__ void td_push(const td_mapped& w, const td_op& op, uin
   }
 }
 
-struct td_lane_run {
-  uint64_t seq0; /* the lane's rounds before this launch */
+struct td_chan_run {
+  uint64_t seq0; /* the chan's rounds before this launch */
   uint64_t b0;   /* this block's part: offset and length */
   uint64_t blen;
   uint64_t rounds;
@@ -206,13 +207,13 @@ struct td_lane_run {
 
 /* LL rounds: every thread pushes its lines, then reads its peers' lines. */
 __device__ void td_run_ll(const td_mapped& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
-                          const td_lane_run& lr, int* stop) {
-  const int n = dc->nranks, me = dc->rank, lane = blockIdx.x, tid = threadIdx.x;
+                          const td_chan_run& lr, int* stop) {
+  const int n = dc->nranks, me = dc->rank, chan = blockIdx.x, tid = threadIdx.x;
   for (uint64_t r = 0; r < lr.rounds; r++) {
     const uint64_t s = lr.seq0 + r + 1, off = lr.b0 + r * w.round;
     const uint64_t len = lr.blen - r * w.round < w.round ? lr.blen - r * w.round : w.round;
     if (tid < n && tid != me && td_pushes_to(w, me, tid) && s > 2 &&
-        !td_wait_ge(td_lane_ctr(dc, me, dc->lay.dack_off, tid, lane), s - 2, dc)) {
+        !td_wait_ge(td_chan_ctr(dc, me, dc->lay.dack_off, tid, chan), s - 2, dc)) {
       *stop = 1;
     }
     __syncthreads();
@@ -227,7 +228,7 @@ __device__ void td_run_ll(const td_mapped& w, const td_op& op, uint64_t scalar, 
      * collective) waits for that. */
     __syncthreads();
     if (tid < n && tid != me) {
-      *(volatile uint64_t*)td_lane_ctr(dc, tid, dc->lay.dack_off, me, lane) = s;
+      *(volatile uint64_t*)td_chan_ctr(dc, tid, dc->lay.dack_off, me, chan) = s;
     }
   }
 }
@@ -237,8 +238,8 @@ __device__ void td_run_ll(const td_mapped& w, const td_op& op, uint64_t scalar, 
  * publishes round r. The combine of round r - 1 writes (in place) only
  * bytes pushed in an earlier round. */
 __device__ void td_run_simple(const td_mapped& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
-                              const td_lane_run& lr, int* stop) {
-  const int n = dc->nranks, me = dc->rank, lane = blockIdx.x, tid = threadIdx.x;
+                              const td_chan_run& lr, int* stop) {
+  const int n = dc->nranks, me = dc->rank, chan = blockIdx.x, tid = threadIdx.x;
   const td_layout& L = dc->lay;
   for (uint64_t r = 0; r <= lr.rounds; r++) {
     const uint64_t s = lr.seq0 + r + 1, off = lr.b0 + r * w.round;
@@ -246,10 +247,10 @@ __device__ void td_run_simple(const td_mapped& w, const td_op& op, uint64_t scal
     if (tid < n && tid != me) {
       int ok = 1;
       if (push && td_pushes_to(w, me, tid) && s > w.slots) {
-        ok = td_wait_ge(td_lane_ctr(dc, me, L.dack_off, tid, lane), s - w.slots, dc);
+        ok = td_wait_ge(td_chan_ctr(dc, me, L.dack_off, tid, chan), s - w.slots, dc);
       }
       if (ok && r > 0 && td_hears_from(w, me, tid)) {
-        ok = td_wait_ge(td_lane_ctr(dc, me, L.dflag_off, tid, lane), s - 1, dc);
+        ok = td_wait_ge(td_chan_ctr(dc, me, L.dflag_off, tid, chan), s - 1, dc);
       }
       if (!ok) {
         *stop = 1;
@@ -274,12 +275,12 @@ __device__ void td_run_simple(const td_mapped& w, const td_op& op, uint64_t scal
       __threadfence_system();
       for (int q = 0; q < n; q++) {
         if (q != me && td_pushes_to(w, me, q)) {
-          td_st_release(td_lane_ctr(dc, q, L.dflag_off, me, lane), s);
+          td_st_release(td_chan_ctr(dc, q, L.dflag_off, me, chan), s);
         }
       }
     }
     if (r > 0 && tid < n && tid != me) {
-      *(volatile uint64_t*)td_lane_ctr(dc, tid, L.dack_off, me, lane) = s - 1;
+      *(volatile uint64_t*)td_chan_ctr(dc, tid, L.dack_off, me, chan) = s - 1;
     }
   }
 }
@@ -287,13 +288,13 @@ __device__ void td_run_simple(const td_mapped& w, const td_op& op, uint64_t scal
 /* LL128 rounds: round r goes out, then round r - 1 is read as its lines
  * arrive and combined while round r's stores drain; no fence, no flag. */
 __device__ void td_run_ll128(const td_mapped& w, const td_op& op, uint64_t scalar, td_devcomm* dc,
-                             const td_lane_run& lr, int* stop) {
-  const int n = dc->nranks, me = dc->rank, lane = blockIdx.x, tid = threadIdx.x;
+                             const td_chan_run& lr, int* stop) {
+  const int n = dc->nranks, me = dc->rank, chan = blockIdx.x, tid = threadIdx.x;
   for (uint64_t r = 0; r <= lr.rounds; r++) {
     const uint64_t s = lr.seq0 + r + 1, off = lr.b0 + r * w.round;
     const int push = r < lr.rounds;
     if (push && tid < n && tid != me && td_pushes_to(w, me, tid) && s > w.slots &&
-        !td_wait_ge(td_lane_ctr(dc, me, dc->lay.dack_off, tid, lane), s - w.slots, dc)) {
+        !td_wait_ge(td_chan_ctr(dc, me, dc->lay.dack_off, tid, chan), s - w.slots, dc)) {
       *stop = 1;
     }
     __syncthreads();
@@ -318,7 +319,7 @@ __device__ void td_run_ll128(const td_mapped& w, const td_op& op, uint64_t scala
       return;
     }
     if (r > 0 && tid < n && tid != me) {
-      *(volatile uint64_t*)td_lane_ctr(dc, tid, dc->lay.dack_off, me, lane) = s - 1;
+      *(volatile uint64_t*)td_chan_ctr(dc, tid, dc->lay.dack_off, me, chan) = s - 1;
     }
   }
 }
@@ -328,12 +329,12 @@ __global__ void __launch_bounds__(TD_MAX_THREADS, 1)
     td_mapped_kernel(const __grid_constant__ td_mapped w) {
   td_devcomm* dc = w.comm;
   const td_layout& L = dc->lay;
-  const int lane = blockIdx.x, tid = threadIdx.x;
+  const int chan = blockIdx.x, tid = threadIdx.x;
   __shared__ uint64_t s_seq, s_scalar;
   __shared__ int s_stop;
-  uint64_t* seqp = (uint64_t*)(dc->priv + L.dseq_off + (uint64_t)lane * TD_LINE);
+  uint64_t* seqp = (uint64_t*)(dc->priv + L.dseq_off + (uint64_t)chan * TD_LINE);
   if (tid == 0) {
-    if (lane == 0) {
+    if (chan == 0) {
       td_kernel_started(dc);
     }
     s_seq = *(volatile uint64_t*)seqp;
@@ -347,9 +348,9 @@ __global__ void __launch_bounds__(TD_MAX_THREADS, 1)
   op.elem_size = w.elem_size;
   op.divisor = w.divisor;
   op.ll = w.ll;
-  td_lane_run lr;
+  td_chan_run lr;
   lr.seq0 = s_seq;
-  td_chan_slice(w.bytes, (int)w.nb, lane, &lr.b0, &lr.blen);
+  td_chan_slice(w.bytes, (int)w.nb, chan, &lr.b0, &lr.blen);
   lr.rounds = (lr.blen + w.round - 1) / w.round;
   if (P == TD_P_LL128) {
     td_run_ll128(w, op, s_scalar, dc, lr, &s_stop);

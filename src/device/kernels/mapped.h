@@ -4,10 +4,10 @@
  * what arrived with its own data into its output; one handshake per round
  * instead of one per ring step (mapped.cu, chosen in launch/mapped.cu).
  *
- * Blocks are lanes: block b of a launch always uses inbox lane b, whose
+ * Blocks are channels: block b of a launch always uses inbox chan b, whose
  * rounds are counted in dseq[b] on every rank (all ranks launch the same
  * grid for the same call), so a flag or acknowledgement names the round it
- * belongs to. A lane's inbox has slots for several rounds (simple; two for
+ * belongs to. A chan's inbox has slots for several rounds (simple; two for
  * LL, in an inbox of their own): a sender writes round s after its
  * receiver finished round s - slots, which every rank acknowledges to every
  * peer, data or not. */
@@ -20,12 +20,12 @@
 #include "device/work.h"
 #include "nccl.h"
 
-#define TD_MAPPED_LANES 128   /* inbox lanes per peer: the most blocks of a launch */
-#define TD_MAPPED_MAX_RANKS 8 /* the combine folds every rank's contribution at once */
+#define TD_MAPPED_CHANNELS 128 /* inbox channels per peer: the most blocks of a launch */
+#define TD_MAPPED_MAX_RANKS 8  /* the combine folds every rank's contribution at once */
 /* LL rounds have inboxes of their own: a flag must never be read from
  * bytes that a simple round left there. 16 KB lines carry 8 KB of data. */
-#define TD_MAPPED_LL_LANES 128
-#define TD_MAPPED_LL_LANE_BYTES (16 * 1024)
+#define TD_MAPPED_LL_CHANNELS 128
+#define TD_MAPPED_LL_CHANNEL_BYTES (16 * 1024)
 /* LL128 rounds (mapped_ll128.cuh) too: 128-byte lines of 120 data bytes and
  * the round as their flag, in mapped.ll128_memory of inboxes (tune/knobs.c). */
 #define TD_LL128_LINE 128
@@ -43,9 +43,9 @@ struct td_mapped {
   /* The bytes the blocks split: each rank's part (reducescatter's output,
    * allgather's input) or the whole buffer (allreduce, broadcast, reduce). */
   uint64_t bytes;
-  uint32_t nb;         /* blocks = lanes used */
-  uint32_t round;      /* data bytes per lane and round */
-  uint32_t slots;      /* simple and LL128 rounds: a lane's inbox holds this many rounds */
+  uint32_t nb;         /* blocks = channels used */
+  uint32_t round;      /* data bytes per chan and round */
+  uint32_t slots;      /* simple and LL128 rounds: a chan's inbox holds this many rounds */
   uint32_t slot_bytes; /* LL128: bytes of lines per slot */
   uint8_t coll;        /* enum td_dcoll */
   uint8_t type;        /* ncclDataType_t */

@@ -38,7 +38,7 @@ __device__ __forceinline__ void td_ll128_ld(const uint64_t* p, unsigned long lon
 struct td_ll128_at {
   int k;         /* place in the line, 0-7 */
   int warp, nw;  /* this warp, warps in the block */
-  int flag_lane; /* the lane of this line's thread 7 */
+  int flag_src;  /* the warp position of this line's thread 7 */
   size_t first;  /* this thread's first line */
   size_t step_u; /* lines between one unrolled line and the next */
   size_t step;   /* lines per iteration of the block */
@@ -47,7 +47,7 @@ struct td_ll128_at {
     k = wl & 7;
     warp = threadIdx.x >> 5;
     nw = blockDim.x >> 5;
-    flag_lane = wl | 7;
+    flag_src = wl | 7;
     first = (size_t)warp * 4 + (size_t)(wl >> 3);
     step_u = (size_t)nw * 4;
     step = step_u * unroll;
@@ -87,13 +87,13 @@ __device__ __forceinline__ int td_ll128_wait(const uint64_t* box, size_t base, s
       if (l < nlines) {
         td_ll128_ld(box + l * 16 + 2 * at.k, &y[u].x, &y[u].y);
       }
-      const uint64_t f = __shfl_sync(TD_WARP_ALL, y[u].y, at.flag_lane);
+      const uint64_t f = __shfl_sync(TD_WARP_ALL, y[u].y, at.flag_src);
       ok &= l >= nlines || f == flag;
     }
     if (__all_sync(TD_WARP_ALL, ok)) {
       return 1;
     }
-    /* Asked by the warp as one: its lanes meet in the votes above, so they
+    /* Asked by the warp as one: its threads meet in the votes above, so they
      * must stop together. */
     if (!td_spin_ok<TD_SPIN_LL128, true>(dc, &sp)) {
       return 0;

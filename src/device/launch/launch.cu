@@ -378,8 +378,8 @@ static void plan_launch(const struct tutti_dev_comm* dc, const struct tutti_dev_
   if (nops == 1) {
     c.known = td_dcoll(ops[0].args->coll) >= 0;
     c.max_ranks = TD_MAPPED_MAX_RANKS;
-    c.mapped_lanes = dc->lay.lane_bytes != 0;
-    c.ll128_lanes = dc->lay.ll128_lane_bytes > 0;
+    c.mapped_inboxes = dc->lay.chan_bytes != 0;
+    c.ll128_inboxes = dc->lay.ll128_chan_bytes > 0;
     c.ce_slots = dc->lay.ce_slot_bytes != 0;
     c.one_process = 1;
     for (int p = 0; p < dc->nranks; p++) {

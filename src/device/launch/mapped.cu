@@ -53,24 +53,24 @@ extern "C" ncclResult_t td_mapped_run(struct tutti_dev_comm* dc, const struct tu
   w.ll128 = plan->proto == TUTTI_PROTO_LL128;
   const uint64_t per = plan->block_bytes;
   if (w.ll) {
-    w.round = TD_MAPPED_LL_LANE_BYTES / 2;
+    w.round = TD_MAPPED_LL_CHANNEL_BYTES / 2;
     w.slots = 2;
   } else if (w.ll128) {
-    const uint64_t lane = dc->lay.ll128_lane_bytes;
+    const uint64_t chan = dc->lay.ll128_chan_bytes;
     uint64_t sb = (uint64_t)plan->round_bytes / 512 * 512;
-    sb = sb < 512 ? 512 : sb > lane / 2 ? lane / 2 / 512 * 512 : sb;
+    sb = sb < 512 ? 512 : sb > chan / 2 ? chan / 2 / 512 * 512 : sb;
     w.slot_bytes = (uint32_t)sb;
-    w.slots = (uint32_t)(lane / sb);
+    w.slots = (uint32_t)(chan / sb);
     w.round = (uint32_t)(sb / TD_LL128_LINE * TD_LL128_DATA);
   } else {
     uint64_t rb = (uint64_t)plan->round_bytes / 16 * 16;
-    const uint64_t lane = dc->lay.lane_bytes;
-    rb = rb < 1024 ? 1024 : rb > lane / 2 ? lane / 2 / 16 * 16 : rb;
+    const uint64_t chan = dc->lay.chan_bytes;
+    rb = rb < 1024 ? 1024 : rb > chan / 2 ? chan / 2 / 16 * 16 : rb;
     w.round = (uint32_t)rb;
-    w.slots = (uint32_t)(lane / rb);
+    w.slots = (uint32_t)(chan / rb);
   }
   uint64_t nb = (w.bytes + per - 1) / per;
-  uint64_t cap = w.ll ? TD_MAPPED_LL_LANES : TD_MAPPED_LANES;
+  uint64_t cap = w.ll ? TD_MAPPED_LL_CHANNELS : TD_MAPPED_CHANNELS;
   cap = (uint64_t)dc->mapped_ctas < cap ? (uint64_t)dc->mapped_ctas : cap;
   w.nb = (uint32_t)(nb < 1 ? 1 : nb > cap ? cap : nb);
   int nt = dc->nthreads / 32 * 32;
