@@ -265,42 +265,42 @@ void tutti_transport_teardown(struct tutti_transport_comm* tc);
  * call, so inline; get reads call `seq`, 1 when present, 0 when not made
  * yet or long gone. A record is written field by field, its number last
  * (release); a reader takes the number, the fields, then the number again,
- * and trusts the fields only when both match: a slot is rewritten only
+ * and trusts the fields only when both match: a record is rewritten only
  * TUTTI_CALL_HISTORY calls later. */
 static inline void tutti_doorbell_put_call(struct tutti_doorbell* bell,
                                            const struct tutti_call* c) {
-  struct tutti_call* slot = &bell->calls[c->seq % TUTTI_CALL_HISTORY];
+  struct tutti_call* rec = &bell->calls[c->seq % TUTTI_CALL_HISTORY];
   /* Release stores keep the blanked number ahead of the fields; the last
    * store is sequentially consistent, so that of two ranks publishing and
    * then reading each other's records, at least one sees the other's. */
-  __atomic_store_n(&slot->seq, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&slot->count, c->count, __ATOMIC_RELEASE);
-  __atomic_store_n(&slot->root, c->root, __ATOMIC_RELEASE);
-  __atomic_store_n(&slot->coll, c->coll, __ATOMIC_RELEASE);
-  __atomic_store_n(&slot->type, c->type, __ATOMIC_RELEASE);
-  __atomic_store_n(&slot->red, c->red, __ATOMIC_RELEASE);
-  __atomic_store_n(&slot->device, c->device, __ATOMIC_RELEASE);
-  __atomic_store_n(&slot->seq, c->seq, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&rec->seq, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&rec->count, c->count, __ATOMIC_RELEASE);
+  __atomic_store_n(&rec->root, c->root, __ATOMIC_RELEASE);
+  __atomic_store_n(&rec->coll, c->coll, __ATOMIC_RELEASE);
+  __atomic_store_n(&rec->type, c->type, __ATOMIC_RELEASE);
+  __atomic_store_n(&rec->red, c->red, __ATOMIC_RELEASE);
+  __atomic_store_n(&rec->device, c->device, __ATOMIC_RELEASE);
+  __atomic_store_n(&rec->seq, c->seq, __ATOMIC_SEQ_CST);
 }
 
 /* Reads the record of call `seq` into *out: 1 when it is there whole, 0
- * when that slot holds another call or is being rewritten. */
+ * when its place holds another call or is being rewritten. */
 static inline int tutti_doorbell_get_call(const struct tutti_doorbell* bell, uint64_t seq,
                                           struct tutti_call* out) {
-  const struct tutti_call* slot = &bell->calls[seq % TUTTI_CALL_HISTORY];
+  const struct tutti_call* rec = &bell->calls[seq % TUTTI_CALL_HISTORY];
   /* Sequentially consistent against the writer's last store; the fields
    * with acquire, so the second look at the number comes after them. */
-  if (__atomic_load_n(&slot->seq, __ATOMIC_SEQ_CST) != seq) {
+  if (__atomic_load_n(&rec->seq, __ATOMIC_SEQ_CST) != seq) {
     return 0;
   }
   out->seq = seq;
-  out->count = __atomic_load_n(&slot->count, __ATOMIC_ACQUIRE);
-  out->root = __atomic_load_n(&slot->root, __ATOMIC_ACQUIRE);
-  out->coll = __atomic_load_n(&slot->coll, __ATOMIC_ACQUIRE);
-  out->type = __atomic_load_n(&slot->type, __ATOMIC_ACQUIRE);
-  out->red = __atomic_load_n(&slot->red, __ATOMIC_ACQUIRE);
-  out->device = __atomic_load_n(&slot->device, __ATOMIC_ACQUIRE);
-  return __atomic_load_n(&slot->seq, __ATOMIC_RELAXED) == seq;
+  out->count = __atomic_load_n(&rec->count, __ATOMIC_ACQUIRE);
+  out->root = __atomic_load_n(&rec->root, __ATOMIC_ACQUIRE);
+  out->coll = __atomic_load_n(&rec->coll, __ATOMIC_ACQUIRE);
+  out->type = __atomic_load_n(&rec->type, __ATOMIC_ACQUIRE);
+  out->red = __atomic_load_n(&rec->red, __ATOMIC_ACQUIRE);
+  out->device = __atomic_load_n(&rec->device, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&rec->seq, __ATOMIC_RELAXED) == seq;
 }
 
 /* Whether two records describe the same call. */

@@ -4,9 +4,9 @@
 
 #include "tune/tune.h"
 
-#define SEEN_SLOTS 4096 /* shapes remembered; later new ones are not printed */
+#define SEEN_ENTRIES 4096 /* shapes remembered; later new ones are not printed */
 
-static uint64_t seen[SEEN_SLOTS];
+static uint64_t seen[SEEN_ENTRIES];
 
 uint64_t tutti_tune_shape(const struct tutti_coll_args* a, unsigned path) {
   const uint64_t parts[] = {(uint64_t)a->coll,      a->count * a->elem_size, (uint64_t)a->nranks,
@@ -17,20 +17,20 @@ uint64_t tutti_tune_shape(const struct tutti_coll_args* a, unsigned path) {
     h ^= parts[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
     h *= 0xbf58476d1ce4e5b9ull;
   }
-  return h == 0 ? 1 : h; /* 0 marks a free slot */
+  return h == 0 ? 1 : h; /* 0 marks a free entry */
 }
 
 int tutti_tune_first_sight(uint64_t shape) {
   shape = shape == 0 ? 1 : shape;
-  for (unsigned i = 0; i < SEEN_SLOTS; i++) {
-    uint64_t* slot = &seen[(shape + i) % SEEN_SLOTS];
-    uint64_t cur = __atomic_load_n(slot, __ATOMIC_RELAXED);
+  for (unsigned i = 0; i < SEEN_ENTRIES; i++) {
+    uint64_t* entry = &seen[(shape + i) % SEEN_ENTRIES];
+    uint64_t cur = __atomic_load_n(entry, __ATOMIC_RELAXED);
     if (cur == shape) {
       return 0;
     }
     if (cur == 0) {
       uint64_t expected = 0;
-      if (__atomic_compare_exchange_n(slot, &expected, shape, 0, __ATOMIC_RELAXED,
+      if (__atomic_compare_exchange_n(entry, &expected, shape, 0, __ATOMIC_RELAXED,
                                       __ATOMIC_RELAXED)) {
         return 1;
       }
