@@ -68,24 +68,17 @@ static const char* proto_name(int proto) {
 
 static void choose(const struct tutti_coll_args* a, const struct tutti_dev_caps* c,
                    struct tutti_dev_plan* p) {
-  const unsigned paths = 1u << TUTTI_ALGO_MAPPED | 1u << TUTTI_ALGO_CE;
   const char* why = NULL;
   const enum tutti_algo_id pick = tutti_tune_table(a, tutti_tune_allowed(a->coll), c, &why);
-  p->path = TUTTI_PATH_SCHEDULE;
-  p->proto = tutti_tune_device_ll(a, c->net) ? TUTTI_PROTO_LL : TUTTI_PROTO_SIMPLE;
-  p->why = why != NULL && (paths & (1u << pick)) == 0
-               ? why
-               : "no row of the table for this call can run on a device path";
+  p->why = why != NULL ? why : "no row of the table for this call can run here";
   if (pick == TUTTI_ALGO_CE) {
     p->path = TUTTI_PATH_COPY_ENGINES;
     p->proto = TUTTI_PROTO_SIMPLE;
-    p->why = why;
     p->piece_bytes = (size_t)tutti_tune_knob(TUTTI_KNOB_CE_PIECE);
     p->block_bytes = (size_t)tutti_tune_knob(TUTTI_KNOB_CE_BLOCK);
   } else if (pick == TUTTI_ALGO_MAPPED) {
     p->path = TUTTI_PATH_MAPPED;
     p->proto = mapped_proto(a, c);
-    p->why = why;
     const int ll = p->proto == TUTTI_PROTO_LL, ll128 = p->proto == TUTTI_PROTO_LL128;
     p->block_bytes = (size_t)tutti_tune_knob(ll      ? TUTTI_KNOB_MAPPED_LL_BLOCK
                                              : ll128 ? TUTTI_KNOB_MAPPED_LL128_BLOCK
@@ -94,6 +87,9 @@ static void choose(const struct tutti_coll_args* a, const struct tutti_dev_caps*
                      : ll  ? 0
                            : (size_t)tutti_tune_knob(TUTTI_KNOB_MAPPED_ROUND);
     p->threads = ll ? (int)tutti_tune_knob(TUTTI_KNOB_MAPPED_LL_THREADS) : 0;
+  } else {
+    p->path = TUTTI_PATH_SCHEDULE;
+    p->proto = tutti_tune_device_ll(a, c->net) ? TUTTI_PROTO_LL : TUTTI_PROTO_SIMPLE;
   }
 }
 
