@@ -221,8 +221,10 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
     NCCLCHECK(tutti_agree_sticky(ops[i]->er));
   }
   publish(ops, nops, 1);
+  int prepared = 0; /* ops whose lane states are this call's */
   for (int i = 0; i < nops; i++) {
     NCCLCHECKGOTO(op_prepare(ops[i]), res, out);
+    prepared = i + 1;
     /* Board steps compare every rank's call in the board's headers. */
     ops[i]->agreed = ops[i]->call.seq == 0 || ops[i]->sched.algo == TUTTI_ALGO_BOARD;
   }
@@ -338,6 +340,11 @@ out:
     ops[i]->er->board_failed = 1;
     /* The first cause stays; a timeout is this rank's view of a stall. */
     tutti_agree_fail(ops[i]->er, res, first, ops[i]->call.seq, timed_out);
+  }
+  /* The cause told first, then what peers may still read taken back: the
+   * user may free the buffers once this returns. */
+  for (int i = 0; i < prepared && res != ncclSuccess; i++) {
+    tutti_step_withdraw(ops[i]);
   }
   publish(ops, nops, 0);
   tutti_wait_reset(&w);

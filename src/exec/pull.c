@@ -4,10 +4,17 @@
  * from the peer's buffer (the connection's `mem`), then free it; PUSH
  * writes into it instead. The slot held until the copy is done is what
  * keeps the exposing rank from returning, and reusing its buffer, while it
- * is still being read. */
+ * is still being read. A rank that fails instead returns early: it first
+ * withdraws what it offered (the slot's claim word), and a reader claims
+ * the offer for every piece it moves, so that a late peer finds the offer
+ * withdrawn instead of reading (or writing) memory the user has freed. */
 #include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "exec/agree.h"
@@ -38,7 +45,11 @@ static inline char* buf_at(const struct tutti_op* op, int buf, size_t off) {
   return (char*)op->bufs[buf] + off;
 }
 
-static ncclResult_t expose(struct tutti_op* op, const struct tutti_lane_state* l,
+static inline uint32_t* claim_word(const void* slot) {
+  return (uint32_t*)((char*)(uintptr_t)slot + offsetof(struct tutti_peer_buf, claim));
+}
+
+static ncclResult_t expose(struct tutti_op* op, struct tutti_lane_state* l,
                            const struct tutti_step* st, size_t* done, int* moved, int* step_done) {
   struct tutti_conn* sc = op->er->send[st->send_peer];
   if (!tutti_exec_conn_ready(l, sc)) {
@@ -56,15 +67,19 @@ static ncclResult_t expose(struct tutti_op* op, const struct tutti_lane_state* l
     struct tutti_peer_buf d = {.addr = (uint64_t)(uintptr_t)buf_at(op, st->src_buf, st->src_off),
                                .bytes = st->bytes,
                                .pid = (int32_t)getpid(),
-                               .magic = TUTTI_PEER_BUF_MAGIC};
+                               .magic = TUTTI_PEER_BUF_MAGIC,
+                               .claim = TUTTI_PEER_BUF_OFFERED};
     memcpy(slot, &d, sizeof d);
     TSAN_RELEASE(d.addr);
+    l->offer = claim_word(slot);
+    l->offer_peer = st->send_peer;
     sc->ops->send_end(sc, sizeof d);
     *done = 1; /* posted; the peer reads at its pace */
     *moved = 1;
   }
   if (sc->ops->send_idle(sc)) {
     TSAN_ACQUIRE(buf_at(op, st->src_buf, st->src_off));
+    l->offer = NULL;
     *done = st->bytes;
     *step_done = 1;
     *moved = 1;
@@ -142,6 +157,49 @@ static ncclResult_t pull_remote(struct tutti_op* op, const struct tutti_conn* rc
   return ncclSuccess;
 }
 
+/* Moves one piece [off, off + len) of a step between this rank and the
+ * offered buffer `d`, which the caller has claimed. */
+static ncclResult_t move_piece(struct tutti_op* op, const struct tutti_conn* rc,
+                               const struct tutti_step* st, const struct tutti_peer_buf* d,
+                               size_t off, size_t len) {
+  /* The peer's input is scaled as it is read, as a SEND step would have. */
+  const int fb = ((st->flags & TUTTI_STEP_PEER_INPUT) ? TUTTI_RED_SCALE_B : 0) |
+                 ((st->flags & TUTTI_STEP_FINAL) ? TUTTI_RED_FINAL : 0);
+  const char* local = rc->mem->local(d);
+  if (local == NULL) {
+    if (st->kind != TUTTI_STEP_PUSH) {
+      return pull_remote(op, rc, st, d, off, len, fb);
+    }
+    /* Plain bytes (broadcast): no scaling to apply. */
+    int err = rc->mem->write(d, off, buf_at(op, st->src_buf, st->src_off + off), len);
+    return err == 0 ? ncclSuccess : read_failed(op, st, d, len, err);
+  }
+  TSAN_ACQUIRE(local);
+  if (st->kind == TUTTI_STEP_PUSH) {
+    memcpy((char*)(uintptr_t)local + off, buf_at(op, st->src_buf, st->src_off + off), len);
+  } else {
+    combine(op, st, buf_at(op, st->dst_buf, st->dst_off + off),
+            st->src_buf ? buf_at(op, st->src_buf, st->src_off + off) : NULL, local + off,
+            len / op->args.elem_size, fb);
+  }
+  TSAN_RELEASE(local);
+  return ncclSuccess;
+}
+
+/* The peer failed before this rank came to its offer, and took it back. */
+static ncclResult_t withdrawn(const struct tutti_op* op, const struct tutti_step* st) {
+  ncclResult_t res;
+  int first;
+  if (tutti_agree_peer_failed(op->er, 0, &res, &first) >= 0) {
+    return res; /* its cause, as it told it */
+  }
+  return tutti_error(ncclRemoteError,
+                     "%s #%llu on rank %d: rank %d stopped this call and took back the buffer "
+                     "it offered",
+                     tutti_coll_name(op->args.coll), (unsigned long long)op->seq, op->er->rank,
+                     st->recv_peer);
+}
+
 static ncclResult_t pull(struct tutti_op* op, const struct tutti_lane_state* l,
                          const struct tutti_step* st, size_t* done, int* moved, int* step_done) {
   struct tutti_conn* rc = op->er->recv[st->recv_peer];
@@ -168,43 +226,74 @@ static ncclResult_t pull(struct tutti_op* op, const struct tutti_lane_state* l,
   if (got != sizeof d || d.magic != TUTTI_PEER_BUF_MAGIC || d.bytes != st->bytes) {
     return bad_desc(op, st, got, &d);
   }
-  /* The peer's input is scaled as it is read, as a SEND step would have. */
-  const int fb = ((st->flags & TUTTI_STEP_PEER_INPUT) ? TUTTI_RED_SCALE_B : 0) |
-                 ((st->flags & TUTTI_STEP_FINAL) ? TUTTI_RED_FINAL : 0);
   const size_t off = *done;
   const size_t len = st->bytes - off < PULL_COPY_BYTES ? st->bytes - off : PULL_COPY_BYTES;
-  const char* local = rc->mem->local(&d);
-  if (local != NULL) {
-    TSAN_ACQUIRE(local);
+  uint32_t* claim = claim_word(slot);
+  uint32_t offered = TUTTI_PEER_BUF_OFFERED;
+  if (!__atomic_compare_exchange_n(claim, &offered, (uint32_t)getpid(), 0, __ATOMIC_SEQ_CST,
+                                   __ATOMIC_SEQ_CST)) {
+    return withdrawn(op, st);
   }
-  if (st->kind == TUTTI_STEP_PUSH) {
-    /* Plain bytes (broadcast): no scaling to apply. */
-    int err = rc->mem->write(&d, off, buf_at(op, st->src_buf, st->src_off + off), len);
-    if (err != 0) {
-      return read_failed(op, st, &d, len, err);
-    }
-  } else if (local != NULL) {
-    combine(op, st, buf_at(op, st->dst_buf, st->dst_off + off),
-            st->src_buf ? buf_at(op, st->src_buf, st->src_off + off) : NULL, local + off,
-            len / op->args.elem_size, fb);
-  } else {
-    NCCLCHECK(pull_remote(op, rc, st, &d, off, len, fb));
-  }
+  const ncclResult_t res = move_piece(op, rc, st, &d, off, len);
+  __atomic_store_n(claim, TUTTI_PEER_BUF_OFFERED, __ATOMIC_RELEASE);
+  NCCLCHECK(res);
   *done += len;
   *moved = 1;
   if (*done == st->bytes) {
-    if (local != NULL) {
-      TSAN_RELEASE(local);
-    }
     rc->ops->recv_end(rc);
     *step_done = 1;
   }
   return ncclSuccess;
 }
 
-ncclResult_t tutti_step_pull(struct tutti_op* op, const struct tutti_lane_state* l,
+ncclResult_t tutti_step_pull(struct tutti_op* op, struct tutti_lane_state* l,
                              const struct tutti_step* st, size_t* done, int* moved,
                              int* step_done) {
   return st->kind == TUTTI_STEP_EXPOSE ? expose(op, l, st, done, moved, step_done)
                                        : pull(op, l, st, done, moved, step_done);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Marks one offer withdrawn; a reader moving a piece of it holds the claim
+ * (its pid) for that piece only, so this waits at most one piece, unless
+ * the reader is gone or stopped (then TUTTI_TIMEOUT bounds it). */
+static void withdraw_offer(const struct tutti_exec_rank* er, uint32_t* claim, int peer) {
+  double t0 = 0;
+  for (;;) {
+    uint32_t c = TUTTI_PEER_BUF_OFFERED;
+    if (__atomic_compare_exchange_n(claim, &c, TUTTI_PEER_BUF_WITHDRAWN, 0, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_SEQ_CST) ||
+        c == TUTTI_PEER_BUF_WITHDRAWN) {
+      return;
+    }
+    if (kill((pid_t)c, 0) != 0 && errno == ESRCH) {
+      return; /* the reader's process is gone: it moves nothing more */
+    }
+    const double t = now_s();
+    if (t0 == 0) {
+      t0 = t;
+    } else if (t - t0 > er->timeout_s) {
+      WARN(
+          "rank %d: rank %d (pid %u) has been moving a piece of this rank's buffer for %.0f s "
+          "(TUTTI_TIMEOUT); returning without waiting for it",
+          er->rank, peer, c, t - t0);
+      return;
+    }
+    sched_yield();
+  }
+}
+
+void tutti_step_withdraw(struct tutti_op* op) {
+  for (int k = 0; k < op->sched.nlanes; k++) {
+    struct tutti_lane_state* l = &op->lanes[k];
+    if (l->offer != NULL) {
+      withdraw_offer(op->er, l->offer, l->offer_peer);
+      l->offer = NULL;
+    }
+  }
 }

@@ -156,7 +156,7 @@ static void conn_piece(const struct tutti_op* op, const struct tutti_step* st, s
   }
 }
 
-ncclResult_t tutti_step_progress(struct tutti_op* op, const struct tutti_lane_state* l,
+ncclResult_t tutti_step_progress(struct tutti_op* op, struct tutti_lane_state* l,
                                  const struct tutti_step* st, size_t* done, int* moved,
                                  int* step_done) {
   struct tutti_exec_rank* er = op->er;

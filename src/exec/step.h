@@ -13,18 +13,27 @@ struct tutti_lane_state {
   int nheld;
   struct tutti_conn** held; /* connections this lane holds a ticket on */
   uint64_t* tickets;
+  /* The claim word of the buffer piece this lane offers and a peer has not
+   * yet released (an EXPOSE step in flight), or NULL (exec/pull.c). */
+  uint32_t* offer;
+  int offer_peer;
 };
 
 /* Moves as many pieces of `st` as the connections allow; `*done` counts the
  * bytes moved so far; sets *moved when anything moved and *step_done when
  * the whole step is done. */
-ncclResult_t tutti_step_progress(struct tutti_op* op, const struct tutti_lane_state* l,
+ncclResult_t tutti_step_progress(struct tutti_op* op, struct tutti_lane_state* l,
                                  const struct tutti_step* st, size_t* done, int* moved,
                                  int* step_done);
 
-/* The same for the single-copy steps (EXPOSE, PULL, PULL_REDUCE; exec/pull.c). */
-ncclResult_t tutti_step_pull(struct tutti_op* op, const struct tutti_lane_state* l,
+/* The same for the single-copy steps (EXPOSE, PULL, PULL_REDUCE, PUSH; exec/pull.c). */
+ncclResult_t tutti_step_pull(struct tutti_op* op, struct tutti_lane_state* l,
                              const struct tutti_step* st, size_t* done, int* moved, int* step_done);
+
+/* Takes back every piece of buffer the operation's lanes still offer: after
+ * it, no peer reads or writes them. For an operation that failed, before it
+ * returns to the user (exec/pull.c). */
+void tutti_step_withdraw(struct tutti_op* op);
 
 /* The same for the board steps (BOARD_POST, BOARD_FOLD, BOARD_GATHER; exec/board.c). */
 ncclResult_t tutti_step_board(struct tutti_op* op, const struct tutti_step* st, size_t* done,

@@ -33,14 +33,22 @@ struct tutti_conn_ops {
 
 /* Where a piece of a rank's buffer lies, as it offers it to a peer that
  * reads (or writes) it directly instead of through the queue: posted in one
- * queue slot of the connection to that peer (exec/pull.c). */
+ * queue slot of the connection to that peer (exec/pull.c). `claim`, in the
+ * slot itself, is what both sides change: the reader sets it to its pid for
+ * each piece it moves and back to OFFERED after; an offering rank that
+ * fails sets it to WITHDRAWN (waiting out a piece in flight) before it
+ * returns, so that no peer touches the buffer once its owner may free it. */
 struct tutti_peer_buf {
   uint64_t addr;  /* in the offering process */
   uint64_t bytes; /* checked against what the reader expects */
   int32_t pid;    /* the offering process */
   uint32_t magic; /* TUTTI_PEER_BUF_MAGIC: a slot of data here means mismatched calls */
+  uint32_t claim; /* TUTTI_PEER_BUF_OFFERED, the reader's pid, or TUTTI_PEER_BUF_WITHDRAWN */
+  uint32_t pad;
 };
 #define TUTTI_PEER_BUF_MAGIC 0x70756c6cu /* "pull" */
+#define TUTTI_PEER_BUF_OFFERED 0u
+#define TUTTI_PEER_BUF_WITHDRAWN 0xffffffffu
 
 /* Direct access to the peer's memory (single copy), chosen by the transport
  * at setup (transport/cma.c): in place for a thread of this process, by

@@ -55,3 +55,16 @@ add_test(NAME coll.agree_fuzz.threads COMMAND test_agree_fuzz threads 300)
 add_test(NAME coll.agree_fuzz.procs COMMAND test_agree_fuzz procs 60 1000)
 set_tests_properties(coll.agree_fuzz.threads coll.agree_fuzz.procs PROPERTIES TIMEOUT 300
   ENVIRONMENT "TUTTI_TIMEOUT=20")
+
+# A rank that fails while peers may still read or write its buffer (single
+# copy) takes its offers back first: a late peer fails instead of touching
+# memory the user has freed.
+add_executable(test_withdraw ${CMAKE_CURRENT_LIST_DIR}/test_withdraw.c
+                             ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+target_include_directories(test_withdraw PRIVATE ${CMAKE_SOURCE_DIR}/tests/common)
+target_link_libraries(test_withdraw PRIVATE tutti_static)
+foreach(m procs threads)
+  add_test(NAME coll.withdraw.${m} COMMAND test_withdraw ${m})
+  set_tests_properties(coll.withdraw.${m} PROPERTIES TIMEOUT 120
+    ENVIRONMENT "TUTTI_TIMEOUT=1;TUTTI_TUNE=all:1-inf:@pull")
+endforeach()
