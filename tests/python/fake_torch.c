@@ -7,3 +7,10 @@ const char* fake_torch_nccl_says(void);
 const char* fake_torch_nccl_says(void) {
   return ncclGetErrorString(3);
 }
+
+int ncclGetVersion(int* version);
+int fake_torch_nccl_version(int* version);
+
+int fake_torch_nccl_version(int* version) {
+  return ncclGetVersion(version);
+}

@@ -211,6 +211,26 @@ EOF
   switch)
     [ -x "$venv/bin/python" ] || fail "no venv at $venv: python.wheel did not run"
     "$venv/bin/python" "$src/tests/python/switch_check.py" "$@" || fail "import order"
+    # The check's verdict for a PyTorch with NCCL, through a stand-in torch
+    # whose NCCL calls go through the stand-in libtorch_cuda.so.
+    for flag in "" --no-child; do
+      FAKE_TORCH_SO=$1 PYTHONPATH=$src/tests/python/fake_torch_pkg \
+        "$venv/bin/python" -m tutti.torch check $flag >check.txt 2>&1
+      rc=$?
+      cat check.txt
+      [ $rc = 0 ] && grep -q "^verdict: PyTorch uses tutti" check.txt ||
+        fail "python -m tutti.torch check $flag with a stand-in torch (exit $rc)"
+      [ -n "$flag" ] || grep -q "^  | NCCL version 2.28.9 (tutti " check.txt ||
+        fail "python -m tutti.torch check: no tutti banner from the child"
+    done
+    # ... and for one whose NCCL is not tutti's.
+    FAKE_TORCH_SO=$3 PYTHONPATH=$src/tests/python/fake_torch_pkg \
+      "$venv/bin/python" -m tutti.torch check >check.txt 2>&1
+    rc=$?
+    cat check.txt
+    [ $rc = 1 ] && grep -q "^verdict: FAILED: PyTorch uses .*/libnccl.so.2, not tutti" check.txt ||
+      fail "python -m tutti.torch check with a stand-in torch on another NCCL (exit $rc)"
+    echo "python.switch: ok"
     ;;
 
   pip_install)
