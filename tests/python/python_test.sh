@@ -8,6 +8,9 @@
 # Exits 77 (skipped) when PYTHON cannot make a virtual environment with pip
 # and python3-venv cannot be installed (not root, or no apt-get).
 set -uo pipefail
+# Nothing written into the checkout: no __pycache__ beside the sources run
+# from it (switch_check.py, fake_torch_pkg).
+export PYTHONDONTWRITEBYTECODE=1
 step=$1 src=$2 work=$3
 shift 3
 # Each step writes its files in its own directory: the steps after
