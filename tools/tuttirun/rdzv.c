@@ -336,11 +336,12 @@ int tr_rdzv_fail(const struct tr_job* j) {
 
 void tr_rdzv_leave(double timeout_s) {
   int64_t left = 0;
-  if (lost || tr_kvc_add(&kv, key("%d/left", round_no), 1, &left) != 0) {
-    return;
-  }
   if (tr_stop_requested() || tr_rdzv_poll() == 2) {
     timeout_s = timeout_s < 30 ? timeout_s : 30;
+  }
+  /* Once counted out, the agent serving the store may be gone at any moment. */
+  if (lost || tr_kvc_add(&kv, key("%d/left", round_no), 1, &left) != 0) {
+    return;
   }
   if (served != NULL) { /* the others still need the store: serve until they left */
     double deadline = tr_now() + timeout_s;
