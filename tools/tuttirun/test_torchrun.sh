@@ -162,9 +162,9 @@ case_allreduce() {
 
 case_restart() {
   set -- $(free_ports 2)
-  same_results "a rank fails once, static" failonce --nproc_per_node 2 --max_restarts 1 \
+  same_results "a rank fails once, static" failonce --nproc_per_node 2 --max_restarts 1 --monitor_interval 0.5 \
     --master_port "$1"
-  same_results "a rank fails once, standalone" failonce --standalone --nproc_per_node 2 \
+  same_results "a rank fails once, standalone" failonce --standalone --nproc_per_node 2 --monitor_interval 0.5 \
     --max_restarts 1
   # tuttirun alone: two nodes meet through c10d, one fails, both restart.
   echo "== tuttirun, c10d, two nodes, node B's rank fails once"

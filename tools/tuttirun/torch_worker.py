@@ -18,13 +18,19 @@ import sys
 TUTTI_OWN = ("NCCL_COMM_ID", "TUTTI_JOB_SECRET", "TUTTI_LAUNCHER")
 
 
+def say(line):
+    # One write per line: under torchrun the ranks share one stdout, and
+    # print() under python -u writes the text and the newline separately.
+    os.write(1, (line + "\n").encode())
+
+
 def env():
     with open(os.environ["BASE_ENV"], "rb") as f:
         base = {e.split(b"=", 1)[0].decode() for e in f.read().split(b"\0") if e}
     added = sorted(k for k in os.environ if k not in base and k not in TUTTI_OWN)
     unbuffered = type(sys.stdout.buffer).__name__ == "FileIO"  # python -u
-    print("ENV", " ".join(f"{k}={os.environ[k]}" for k in added),
-          f"argv={sys.argv[1:]} unbuffered={unbuffered}", flush=True)
+    say("ENV " + " ".join(f"{k}={os.environ[k]}" for k in added) +
+        f" argv={sys.argv[1:]} unbuffered={unbuffered}")
 
 
 def allreduce():
@@ -40,8 +46,8 @@ def allreduce():
     b = torch.tensor([float(rank)]) if rank == n - 1 else torch.zeros(1)
     dist.broadcast(b, src=n - 1)
     dist.barrier()
-    print(f"RESULT rank {rank} of {n}: sum {t.tolist()} gather {[x.tolist() for x in g]} "
-          f"bcast {b.item()}", flush=True)
+    say(f"RESULT rank {rank} of {n}: sum {t.tolist()} gather {[x.tolist() for x in g]} "
+        f"bcast {b.item()}")
     dist.destroy_process_group()
 
 
@@ -50,12 +56,12 @@ def failonce():
 
     count = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
     rank = os.environ["RANK"]
-    print(f"RESULT start rank {rank} restart {count}", flush=True)
+    say(f"RESULT start rank {rank} restart {count}")
     if count == 0 and rank == "1":
         sys.exit(3)
     dist.init_process_group("gloo")
     dist.barrier()
-    print(f"RESULT ok rank {rank} restart {count} world {dist.get_world_size()}", flush=True)
+    say(f"RESULT ok rank {rank} restart {count} world {dist.get_world_size()}")
     dist.destroy_process_group()
 
 
