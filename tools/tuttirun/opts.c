@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "opts.h"
 #include "tuttirun.h"
 
 enum opt_id {
@@ -90,126 +91,30 @@ static struct {
   int backend_c10d, standalone, module, no_python, run_path, short_n, port_given;
 } f;
 
-static void __attribute__((noreturn, format(printf, 1, 2))) usage_error(const char* fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "tuttirun: %s\n\n%s", msg, tr_usage_text);
-  exit(2);
-}
-
-static int parse_int(const char* flag, const char* s, int lo, int hi) {
-  char* end = NULL;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (*s == '\0' || *end != '\0' || errno != 0 || v < lo || v > hi) {
-    usage_error("%s wants a whole number from %d to %d, not \"%s\"", flag, lo, hi, s);
-  }
-  return (int)v;
-}
-
-static double parse_seconds(const char* flag, const char* s, double lo, double hi) {
-  char* end = NULL;
-  double v = strtod(s, &end);
-  if (*s == '\0' || *end != '\0' || !(v >= lo && v <= hi)) {
-    usage_error("%s wants seconds from %g to %g, not \"%s\"", flag, lo, hi, s);
-  }
-  return v;
-}
-
-static void copy(char* dst, size_t cap, const char* flag, const char* v) {
-  if (strlen(v) >= cap) {
-    usage_error("%s \"%.40s...\" is too long", flag, v);
-  }
-  snprintf(dst, cap, "%s", v);
-}
-
-/* host[:port], host may be "[v6]"; brackets belong to host:port text only. */
-static void parse_endpoint(const char* flag, const char* s, char* host, size_t cap, int* port) {
-  const char* colon = NULL;
-  const char* h = s;
-  size_t hl;
-  if (s[0] == '[') {
-    const char* close = strchr(s, ']');
-    if (close == NULL) {
-      usage_error("%s \"%s\": no closing ]", flag, s);
-    }
-    h = s + 1;
-    hl = (size_t)(close - h);
-    colon = close[1] == ':' ? close + 1 : NULL;
-  } else {
-    colon = strchr(s, ':');
-    colon = colon != NULL && strchr(colon + 1, ':') == NULL ? colon : NULL; /* bare IPv6 */
-    hl = colon != NULL ? (size_t)(colon - s) : strlen(s);
-  }
-  if (hl == 0 || hl >= cap) {
-    usage_error("%s \"%s\": the host is empty or too long", flag, s);
-  }
-  snprintf(host, cap, "%.*s", (int)hl, h);
-  if (colon != NULL) {
-    *port = parse_int(flag, colon + 1, 0, 65535);
-  }
-}
-
-/* torchrun's Std.from_str: "0".."3" for every local rank, or "i:v,j:w". */
-static void parse_std(const char* flag, const char* s, unsigned char* per_rank, int n) {
-  if (strlen(s) == 1 && s[0] >= '0' && s[0] <= '3') {
-    memset(per_rank, s[0] - '0', (size_t)n);
-    return;
-  }
-  memset(per_rank, 0, (size_t)n);
-  char buf[1024];
-  copy(buf, sizeof buf, flag, s);
-  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL;
-       tok = strtok_r(NULL, ",", &save)) {
-    char* colon = strchr(tok, ':');
-    if (colon == NULL || strlen(colon + 1) != 1 || colon[1] < '0' || colon[1] > '3') {
-      usage_error("%s \"%s\": want 0-3, or local_rank:0-3 pairs like 0:1,1:2", flag, s);
-    }
-    *colon = '\0';
-    int r = parse_int(flag, tok, 0, TR_MAX_LOCAL_RANKS);
-    if (r < n) {
-      per_rank[r] = (unsigned char)(colon[1] - '0');
-    }
-  }
-}
-
-static void note(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-static void note(const char* fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  tr_say("note: %s", msg);
-}
-
 /* rdzv_conf: key=value,... ; the keys tuttirun uses, the rest noted. */
 static void parse_conf(struct tr_job* j, const char* s) {
   char buf[2048];
-  copy(buf, sizeof buf, "--rdzv_conf", s);
+  tr_copy_arg(buf, sizeof buf, "--rdzv_conf", s);
   for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL;
        tok = strtok_r(NULL, ",", &save)) {
     char* eq = strchr(tok, '=');
     if (eq == NULL) {
-      usage_error("--rdzv_conf \"%s\": want key=value pairs", s);
+      tr_usage_error("--rdzv_conf \"%s\": want key=value pairs", s);
     }
     *eq = '\0';
     const char* v = eq + 1;
     if (strcmp(tok, "join_timeout") == 0) {
-      j->join_timeout = parse_seconds("join_timeout", v, 0, 1e7);
+      j->join_timeout = tr_parse_seconds("join_timeout", v, 0, 1e7);
     } else if (strcmp(tok, "last_call_timeout") == 0) {
-      j->last_call_timeout = parse_seconds("last_call_timeout", v, 0, 1e7);
+      j->last_call_timeout = tr_parse_seconds("last_call_timeout", v, 0, 1e7);
     } else if (strcmp(tok, "read_timeout") == 0 || strcmp(tok, "timeout") == 0) {
-      j->read_timeout = parse_seconds(tok, v, 1e-3, 1e7);
+      j->read_timeout = tr_parse_seconds(tok, v, 1e-3, 1e7);
     } else if (strcmp(tok, "is_host") == 0) {
       j->is_host = strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0;
     } else if (strcmp(tok, "store_type") == 0 && strcmp(v, "tcp") != 0) {
-      usage_error("--rdzv_conf store_type=%s: tuttirun's rendezvous store is TCP only", v);
+      tr_usage_error("--rdzv_conf store_type=%s: tuttirun's rendezvous store is TCP only", v);
     } else {
-      note("--rdzv_conf %s=%s has no meaning for tuttirun; ignored", tok, v);
+      tr_note("--rdzv_conf %s=%s has no meaning for tuttirun; ignored", tok, v);
     }
   }
 }
@@ -223,33 +128,33 @@ static void set_option(struct tr_job* j, enum opt_id id, const char* flag, const
       f.nnodes = v;
       break;
     case O_NODE_RANK:
-      j->node_rank = parse_int(flag, v, 0, 1 << 20);
+      j->node_rank = tr_parse_int(flag, v, 0, 1 << 20);
       break;
     case O_ADDR: {
       size_t l = strlen(v);
       int br = l >= 2 && v[0] == '[' && v[l - 1] == ']';
       if (l == 0 || l - (size_t)(2 * br) >= sizeof j->master_addr) {
-        usage_error("--master_addr \"%s\" is empty or too long", v);
+        tr_usage_error("--master_addr \"%s\" is empty or too long", v);
       }
       snprintf(j->master_addr, sizeof j->master_addr, "%.*s", (int)(l - (size_t)(2 * br)), v + br);
       break;
     }
     case O_PORT:
-      j->master_port = parse_int(flag, v, 1, 65534);
+      j->master_port = tr_parse_int(flag, v, 1, 65534);
       f.port_given = 1;
       break;
     case O_STANDALONE:
       f.standalone = 1;
       break;
     case O_SECRET:
-      copy(j->secret, sizeof j->secret, flag, v);
+      tr_copy_arg(j->secret, sizeof j->secret, flag, v);
       break;
     case O_RDZV_ID:
       f.rdzv_id = v;
       break;
     case O_BACKEND:
       if (strcmp(v, "c10d") != 0 && strcmp(v, "static") != 0) {
-        usage_error("--rdzv_backend %s is not supported: use c10d or static", v);
+        tr_usage_error("--rdzv_backend %s is not supported: use c10d or static", v);
       }
       f.backend_c10d = strcmp(v, "c10d") == 0;
       break;
@@ -260,18 +165,18 @@ static void set_option(struct tr_job* j, enum opt_id id, const char* flag, const
       f.conf = v;
       break;
     case O_RESTARTS:
-      j->max_restarts = parse_int(flag, v, 0, 1 << 20);
+      j->max_restarts = tr_parse_int(flag, v, 0, 1 << 20);
       break;
     case O_MONITOR:
-      j->monitor_interval = parse_seconds(flag, v, 1e-3, 3600);
+      j->monitor_interval = tr_parse_seconds(flag, v, 1e-3, 3600);
       break;
     case O_START:
       if (strcmp(v, "spawn") != 0 && strcmp(v, "fork") != 0 && strcmp(v, "forkserver") != 0) {
-        usage_error("--start_method %s: want spawn, fork or forkserver", v);
+        tr_usage_error("--start_method %s: want spawn, fork or forkserver", v);
       }
       break; /* workers are always programs started by fork+exec, as torchrun's are */
     case O_ROLE:
-      copy(j->role, sizeof j->role, flag, v);
+      tr_copy_arg(j->role, sizeof j->role, flag, v);
       break;
     case O_MODULE:
       f.module = 1;
@@ -295,18 +200,18 @@ static void set_option(struct tr_job* j, enum opt_id id, const char* flag, const
       f.filter = v;
       break;
     case O_LOCAL_ADDR:
-      copy(j->local_addr, sizeof j->local_addr, flag, v);
+      tr_copy_arg(j->local_addr, sizeof j->local_addr, flag, v);
       break;
     case O_LOGS_SPECS:
-      note("--logs_specs %s: tuttirun has one way to keep logs; ignored", v);
+      tr_note("--logs_specs %s: tuttirun has one way to keep logs; ignored", v);
       break;
     case O_EVENT_LOG:
       if (strcmp(v, "null") != 0) {
-        note("--event_log_handler %s: tuttirun records no events; ignored", v);
+        tr_note("--event_log_handler %s: tuttirun records no events; ignored", v);
       }
       break;
     case O_NUMA:
-      note("--numa_binding %s: tuttirun does not bind ranks to NUMA nodes", v);
+      tr_note("--numa_binding %s: tuttirun does not bind ranks to NUMA nodes", v);
       break;
     case O_SIGNALS:
       break; /* SIGINT, SIGTERM and SIGHUP stop the job; see the usage */
@@ -314,7 +219,7 @@ static void set_option(struct tr_job* j, enum opt_id id, const char* flag, const
       j->prefix = 0;
       break;
     case O_GRACE:
-      j->grace_s = parse_seconds(flag, v, 0, 86400);
+      j->grace_s = tr_parse_seconds(flag, v, 0, 86400);
       break;
     case O_HELP:
       fputs(tr_usage_text, stdout);
@@ -337,7 +242,7 @@ static void apply_pet_env(struct tr_job* j) {
     snprintf(flag, sizeof flag, "%s", var);
     if (options[k].has_arg) {
       set_option(j, options[k].id, flag, v);
-    } else if (parse_int(flag, v, 0, 1 << 30) != 0) {
+    } else if (tr_parse_int(flag, v, 0, 1 << 30) != 0) {
       set_option(j, options[k].id, flag, NULL);
     }
   }
@@ -356,20 +261,20 @@ static int parse_argv(int argc, char** argv, struct tr_job* j) {
       char c = a[1];
       if (c == 'h' || c == 'm') {
         if (v != NULL) {
-          usage_error("unknown flag %s", a);
+          tr_usage_error("unknown flag %s", a);
         }
         set_option(j, c == 'h' ? O_HELP : O_MODULE, a, NULL);
         continue;
       }
       if (c != 'n' && c != 'r' && c != 't') {
-        usage_error("unknown flag %s", a);
+        tr_usage_error("unknown flag %s", a);
       }
       v = v != NULL ? v : (i < argc ? argv[i++] : NULL);
       if (v == NULL) {
-        usage_error("%s needs a value", a);
+        tr_usage_error("%s needs a value", a);
       }
       if (c == 'n') {
-        j->nlocal = parse_int("-n", v, 1, TR_MAX_LOCAL_RANKS);
+        j->nlocal = tr_parse_int("-n", v, 1, TR_MAX_LOCAL_RANKS);
         f.nproc = NULL;
         f.short_n = 1;
       } else {
@@ -391,80 +296,26 @@ static int parse_argv(int argc, char** argv, struct tr_job* j) {
       k++;
     }
     if (k == NOPTS) {
-      usage_error("unknown flag %s", a);
+      tr_usage_error("unknown flag %s", a);
     }
     const char* v = NULL;
     if (options[k].has_arg) {
       v = inline_val != NULL ? inline_val : (i < argc ? argv[i++] : NULL);
       if (v == NULL) {
-        usage_error("%s needs a value", flag);
+        tr_usage_error("%s needs a value", flag);
       }
     } else if (inline_val != NULL) {
-      usage_error("%s takes no value", flag);
+      tr_usage_error("%s takes no value", flag);
     }
     set_option(j, options[k].id, flag, v);
   }
   return i;
 }
 
-/* torchrun's determine_local_world_size. */
-static int local_world_size(const char* v) {
-  if (strcmp(v, "gpu") == 0) {
-    int n = tr_gpu_count();
-    if (n == 0) {
-      usage_error("--nproc_per_node gpu: no GPU is visible (CUDA is not available)");
-    }
-    return n;
-  }
-  if (strcmp(v, "auto") == 0) {
-    int n = tr_gpu_count();
-    return n > 0 ? n : tr_cpu_count();
-  }
-  if (strcmp(v, "cpu") == 0) {
-    return tr_cpu_count();
-  }
-  if (!isdigit((unsigned char)v[0])) {
-    usage_error("--nproc_per_node %s: want a number, gpu, cpu or auto", v);
-  }
-  return parse_int("--nproc_per_node", v, 1, TR_MAX_LOCAL_RANKS);
-}
-
-static const char* find_python(void) {
-  const char* p = getenv("PYTHON_EXEC"); /* torchrun's override of sys.executable */
-  if (p != NULL && *p != '\0') {
-    return p;
-  }
-  const char* path = getenv("PATH");
-  char buf[4096];
-  snprintf(buf, sizeof buf, "%s", path != NULL ? path : "/usr/bin:/bin");
-  for (char *save = NULL, *d = strtok_r(buf, ":", &save); d != NULL;
-       d = strtok_r(NULL, ":", &save)) {
-    char exe[4200];
-    snprintf(exe, sizeof exe, "%s/python3", d);
-    if (access(exe, X_OK) == 0) {
-      return "python3";
-    }
-  }
-  return "python";
-}
-
-/* A target tuttirun hands to Python: a module, a .py file, or a file that
- * exists but cannot be executed itself. */
-static int is_python_target(const char* t) {
-  size_t l = strlen(t);
-  const char* dot = strrchr(t, '.');
-  if (dot != NULL &&
-      (strcmp(dot, ".py") == 0 || strcmp(dot, ".pyc") == 0 || strcmp(dot, ".pyz") == 0) && l > 3) {
-    return 1;
-  }
-  struct stat st;
-  return strchr(t, '/') != NULL && stat(t, &st) == 0 && S_ISREG(st.st_mode) && access(t, X_OK) != 0;
-}
-
 static void build_argv(struct tr_job* j, int argc, char** argv, int first) {
-  int python = !f.no_python && (f.module || f.run_path || is_python_target(argv[first]));
+  int python = !f.no_python && (f.module || f.run_path || tr_is_python_target(argv[first]));
   if (f.module && f.no_python) {
-    usage_error("--module and --no_python do not go together");
+    tr_usage_error("--module and --no_python do not go together");
   }
   char** v = calloc((size_t)(argc - first) + 4, sizeof *v);
   if (v == NULL) {
@@ -472,7 +323,7 @@ static void build_argv(struct tr_job* j, int argc, char** argv, int first) {
   }
   int n = 0;
   if (python) {
-    v[n++] = (char*)find_python();
+    v[n++] = (char*)tr_find_python();
     v[n++] = "-u";
     if (f.module) {
       v[n++] = "-m";
@@ -489,20 +340,20 @@ void tr_opts_parse(int argc, char** argv, struct tr_job* j) {
   apply_pet_env(j);
   int first = parse_argv(argc, argv, j);
   if (first >= argc) {
-    usage_error("no program to run");
+    tr_usage_error("no program to run");
   }
   if (f.nproc != NULL) {
-    j->nlocal = local_world_size(f.nproc);
+    j->nlocal = tr_local_world_size(f.nproc);
   }
   j->min_nodes = j->max_nodes = 1;
   if (f.nnodes != NULL) {
     char lo[32];
     const char* colon = strchr(f.nnodes, ':');
     snprintf(lo, sizeof lo, "%.*s", colon != NULL ? (int)(colon - f.nnodes) : 31, f.nnodes);
-    j->min_nodes = parse_int("--nnodes", lo, 1, 1 << 20);
-    j->max_nodes = colon != NULL ? parse_int("--nnodes", colon + 1, 1, 1 << 20) : j->min_nodes;
+    j->min_nodes = tr_parse_int("--nnodes", lo, 1, 1 << 20);
+    j->max_nodes = colon != NULL ? tr_parse_int("--nnodes", colon + 1, 1, 1 << 20) : j->min_nodes;
     if (j->min_nodes > j->max_nodes) {
-      usage_error("--nnodes %s: the minimum is above the maximum", f.nnodes);
+      tr_usage_error("--nnodes %s: the minimum is above the maximum", f.nnodes);
     }
   }
   if (f.standalone) { /* as torchrun: c10d on a free local port, a fresh run id */
@@ -510,47 +361,48 @@ void tr_opts_parse(int argc, char** argv, struct tr_job* j) {
     f.endpoint = "localhost:0";
     char id[64];
     tr_uuid4(id, sizeof id);
-    copy(j->run_id, sizeof j->run_id, "--rdzv_id", id);
+    tr_copy_arg(j->run_id, sizeof j->run_id, "--rdzv_id", id);
     j->run_id_given = 1;
   } else if (f.rdzv_id != NULL) {
-    copy(j->run_id, sizeof j->run_id, "--rdzv_id", f.rdzv_id);
+    tr_copy_arg(j->run_id, sizeof j->run_id, "--rdzv_id", f.rdzv_id);
     j->run_id_given = strcmp(f.rdzv_id, "none") != 0;
   }
   j->c10d = f.backend_c10d;
   if ((f.short_n || f.standalone) && j->max_nodes != 1) {
-    usage_error("%s is for one host, but --nnodes is %s", f.short_n ? "-n" : "--standalone",
-                f.nnodes);
+    tr_usage_error("%s is for one host, but --nnodes is %s", f.short_n ? "-n" : "--standalone",
+                   f.nnodes);
   }
   if (f.conf != NULL) {
     parse_conf(j, f.conf);
   }
   if (j->c10d) {
     if (f.endpoint == NULL || *f.endpoint == '\0') {
-      usage_error("--rdzv_backend c10d needs --rdzv_endpoint host[:port]");
+      tr_usage_error("--rdzv_backend c10d needs --rdzv_endpoint host[:port]");
     }
     j->rdzv_port = TR_DEFAULT_RDZV_PORT;
-    parse_endpoint("--rdzv_endpoint", f.endpoint, j->rdzv_host, sizeof j->rdzv_host, &j->rdzv_port);
+    tr_parse_endpoint("--rdzv_endpoint", f.endpoint, j->rdzv_host, sizeof j->rdzv_host,
+                      &j->rdzv_port);
     if (f.port_given) {
-      note("--master_port is for the static rendezvous; c10d picks the port of rank 0's store");
+      tr_note("--master_port is for the static rendezvous; c10d picks the port of rank 0's store");
     }
   } else {
     if (j->min_nodes != j->max_nodes) {
-      usage_error("--nnodes %s: a range of nodes needs --rdzv_backend c10d", f.nnodes);
+      tr_usage_error("--nnodes %s: a range of nodes needs --rdzv_backend c10d", f.nnodes);
     }
     if (f.endpoint != NULL && *f.endpoint != '\0') { /* torchrun: it stands for master addr:port */
       j->master_port = TR_DEFAULT_PORT;
-      parse_endpoint("--rdzv_endpoint", f.endpoint, j->master_addr, sizeof j->master_addr,
-                     &j->master_port);
+      tr_parse_endpoint("--rdzv_endpoint", f.endpoint, j->master_addr, sizeof j->master_addr,
+                        &j->master_port);
     }
     if (j->node_rank >= j->max_nodes) {
-      usage_error("--node_rank %d is not below --nnodes %d", j->node_rank, j->max_nodes);
+      tr_usage_error("--node_rank %d is not below --nnodes %d", j->node_rank, j->max_nodes);
     }
     if (j->master_port < 0 && j->max_nodes > 1) {
       j->master_port = TR_DEFAULT_PORT;
     }
   }
   if ((long)j->max_nodes * j->nlocal > (1L << 30)) {
-    usage_error("%d hosts x %d ranks is too many", j->max_nodes, j->nlocal);
+    tr_usage_error("%d hosts x %d ranks is too many", j->max_nodes, j->nlocal);
   }
   j->redirects = calloc((size_t)j->nlocal, 1);
   j->tees = calloc((size_t)j->nlocal, 1);
@@ -559,19 +411,19 @@ void tr_opts_parse(int argc, char** argv, struct tr_job* j) {
     exit(1);
   }
   if (f.redirects != NULL) {
-    parse_std("--redirects", f.redirects, j->redirects, j->nlocal);
+    tr_parse_std("--redirects", f.redirects, j->redirects, j->nlocal);
   }
   if (f.tee != NULL) {
-    parse_std("--tee", f.tee, j->tees, j->nlocal);
+    tr_parse_std("--tee", f.tee, j->tees, j->nlocal);
   }
   memset(j->on_console, 1, (size_t)j->nlocal);
   if (f.filter != NULL && *f.filter != '\0') {
     memset(j->on_console, 0, (size_t)j->nlocal);
     char buf[1024];
-    copy(buf, sizeof buf, "--local_ranks_filter", f.filter);
+    tr_copy_arg(buf, sizeof buf, "--local_ranks_filter", f.filter);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL;
          tok = strtok_r(NULL, ",", &save)) {
-      int r = parse_int("--local_ranks_filter", tok, 0, 1 << 30);
+      int r = tr_parse_int("--local_ranks_filter", tok, 0, 1 << 30);
       if (r < j->nlocal) {
         j->on_console[r] = 1;
       }
