@@ -431,3 +431,10 @@ void tr_opts_parse(int argc, char** argv, struct tr_job* j) {
   }
   build_argv(j, argc, argv, first);
 }
+
+void tr_opts_free(struct tr_job* j) {
+  free(j->argv);
+  free(j->redirects);
+  free(j->tees);
+  free(j->on_console);
+}

@@ -135,5 +135,7 @@ int main(int argc, char** argv) {
   }
   make_run_dir(&j);
   raise_fd_limit(j.nlocal);
-  return tr_agent_run(&j);
+  int status = tr_agent_run(&j);
+  tr_opts_free(&j);
+  return status;
 }

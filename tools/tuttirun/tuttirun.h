@@ -61,6 +61,7 @@ struct tr_world {
 /* opts.c: fills `j` from the command line (and torchrun's PET_* variables);
  * exits 2 with the usage on a mistake, 0 after --help. */
 void tr_opts_parse(int argc, char** argv, struct tr_job* j);
+void tr_opts_free(struct tr_job* j);
 extern const char tr_usage_text[];
 
 /* agent.c: rendezvous, attempts and restarts; returns tuttirun's status. */
