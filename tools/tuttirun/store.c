@@ -9,11 +9,13 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "store_impl.h"
@@ -262,13 +264,12 @@ void tr_store_handle(const struct pollfd* fds, size_t n) {
 void tr_store_serve(int timeout_ms) {
   struct pollfd fds[512];
   size_t n = tr_store_pollfds(fds, sizeof fds / sizeof fds[0]);
-  if (n == 0) {
-    if (timeout_ms > 0) {
-      usleep((useconds_t)timeout_ms * 1000);
-    }
-    return;
-  }
-  if (poll(fds, n, timeout_ms) > 0) {
+  struct timespec ts = {timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+  sigset_t none;
+  sigemptyset(&none);
+  /* tuttirun blocks its stop signals except while it waits: a SIGINT during
+   * a rendezvous must be seen (tr_stop_requested). */
+  if (ppoll(fds, n, &ts, &none) > 0) {
     tr_store_handle(fds, n);
   }
 }

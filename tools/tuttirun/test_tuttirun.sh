@@ -333,6 +333,17 @@ case_c10d() {
     fail "c10d all-reduce over two launchers:"
     cat "$TMP/a" "$TMP/b" | head -20
   }
+  # A node alone: the rendezvous gives up after join_timeout, or on SIGINT.
+  run_timed 1 5000 "join timeout" --nnodes 2 --rdzv_backend c10d --rdzv_endpoint \
+    "127.0.0.1:$port" --rdzv_conf join_timeout=1 "$CHILD" env "$MARK"
+  expect_grep "1 of 2 nodes came within 1 s" "$TMP/err" "join timeout report"
+  "$RUN" --nnodes 2 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$port" "$CHILD" env "$MARK" \
+    >"$TMP/out" 2>&1 &
+  pid=$!
+  sleep 0.5
+  kill -INT $pid
+  wait $pid
+  expect_rc 130 $? "SIGINT during the rendezvous"
 }
 
 case "$CASE" in
