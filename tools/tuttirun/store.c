@@ -262,8 +262,17 @@ void tr_store_handle(const struct pollfd* fds, size_t n) {
 }
 
 void tr_store_serve(int timeout_ms) {
-  struct pollfd fds[512];
-  size_t n = tr_store_pollfds(fds, sizeof fds / sizeof fds[0]);
+  static struct pollfd* fds;
+  static size_t cap;
+  size_t need = tr_store_nfds();
+  if (need > cap) {
+    struct pollfd* p = realloc(fds, 2 * need * sizeof *p);
+    if (p != NULL) {
+      fds = p;
+      cap = 2 * need;
+    }
+  }
+  size_t n = fds != NULL ? tr_store_pollfds(fds, cap) : 0;
   struct timespec ts = {timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
   sigset_t none;
   sigemptyset(&none);
