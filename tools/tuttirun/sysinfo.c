@@ -129,8 +129,9 @@ int tr_gpu_count(void) {
           idx = i;
         }
       }
-      if (strncmp(tok, "MIG-", 4) == 0 && idx < 0) {
-        idx = count < n ? count : -1; /* a MIG instance the driver's list does not name */
+      if (idx < 0 && (strncmp(tok, "MIG-", 4) == 0 || uuids[0][0] == '\0')) {
+        /* A MIG instance, or no UUIDs to check against (device nodes only). */
+        idx = count < n ? count : -1;
       }
     }
     if (idx < 0 || used[idx]) {
