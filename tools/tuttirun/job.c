@@ -1,6 +1,7 @@
-/* The supervisor: starts each local rank in a process group of its own,
- * forwards its output, and ends the whole job when one rank fails or when
- * tuttirun is asked to stop, leaving no process and no zombie behind. */
+/* The supervisor of one attempt: starts each local rank in a process group
+ * of its own, forwards its output, serves the stores between, and ends the
+ * attempt when one rank fails, when tuttirun is asked to stop or when the
+ * other nodes restart, leaving no process and no zombie behind. */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <dirent.h>
@@ -17,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "tuttirun.h"
 
 /* A rank's group id is its pid: killpg reaches whatever the rank started
@@ -31,28 +33,25 @@ struct rank {
 };
 
 static const struct tr_job* job;
+static const struct tr_world* world;
 static struct rank* ranks;
 static int nrunning;
 
 static volatile sig_atomic_t stop_sig;   /* last SIGINT / SIGTERM / SIGHUP */
 static volatile sig_atomic_t stop_count; /* how many of them so far */
 
+static int seen_stops;  /* stop signals handled so far (all attempts) */
 static int stopping;    /* SIGTERM sent to everything */
 static int killed;      /* SIGKILL sent to everything */
 static double kill_at;  /* when stopping turns into killing */
 static int exit_status; /* the first cause decides it */
+static enum tr_outcome outcome;
 
 static void on_signal(int sig) {
   if (sig != SIGCHLD) { /* SIGCHLD only has to wake ppoll */
     stop_sig = sig;
     stop_count = stop_count + 1;
   }
-}
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int is_running_rank(pid_t pid) {
@@ -154,7 +153,7 @@ static void begin_stop(void) {
     return;
   }
   stopping = 1;
-  kill_at = now() + job->grace_s;
+  kill_at = tr_now() + job->grace_s;
   signal_all(SIGTERM);
 }
 
@@ -177,8 +176,13 @@ static void on_rank_exit(struct rank* r, int status) {
     return; /* a consequence of our signals, or success */
   }
   drain(r); /* its last words come before our verdict */
-  int rank = job->node_rank * job->nlocal + (int)(r - ranks);
-  char others[80] = "";
+  int local = (int)(r - ranks), rank = world->base_rank + local;
+  char others[80] = "", efile[4200];
+  struct stat st;
+  tr_error_file(job, world->restart_count, local, efile, sizeof efile);
+  if (stat(efile, &st) == 0) {
+    tr_say("rank %d wrote its error to %s", rank, efile);
+  }
   if (nrunning > 0) {
     snprintf(others, sizeof others, "; stopping the %d other running rank%s", nrunning,
              nrunning == 1 ? "" : "s");
@@ -190,6 +194,7 @@ static void on_rank_exit(struct rank* r, int status) {
            strsignal(WTERMSIG(status)), WCOREDUMP(status) ? " (core dumped)" : "", others);
   }
   exit_status = code;
+  outcome = TR_FAILED;
   begin_stop();
 }
 
@@ -207,114 +212,16 @@ static void reap(void) {
   }
 }
 
-static void set_int_env(const char* name, int v) {
-  char buf[24];
-  snprintf(buf, sizeof buf, "%d", v);
-  setenv(name, buf, 1);
-}
-
-/* In the child: becomes the rank. tuttirun is single-threaded, so setenv
- * after fork is safe. */
-static void __attribute__((noreturn))
-child_exec(int local, int devnull, int out_w, int err_w, int ex_w, pid_t parent) {
-  setpgid(0, 0);
-  /* If tuttirun dies without cleaning up (SIGKILL), its ranks must not run on. */
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) {
-    _exit(1);
-  }
-  int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE};
-  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
-    signal(sigs[i], SIG_DFL); /* an ignored signal would stay ignored across exec */
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
-  /* Ranks are not in the foreground group: reading the terminal would stop them. */
-  dup2(devnull, 0);
-  dup2(out_w, 1);
-  dup2(err_w, 2);
-  set_int_env("RANK", job->node_rank * job->nlocal + local);
-  set_int_env("LOCAL_RANK", local);
-  set_int_env("WORLD_SIZE", job->nnodes * job->nlocal);
-  set_int_env("LOCAL_WORLD_SIZE", job->nlocal);
-  set_int_env("GROUP_RANK", job->node_rank);
-  set_int_env("GROUP_WORLD_SIZE", job->nnodes);
-  setenv("MASTER_ADDR", job->master_addr, 1);
-  set_int_env("MASTER_PORT", job->master_port);
-  setenv("NCCL_COMM_ID", job->comm_id, 1);
-  setenv("TUTTI_JOB_SECRET", job->secret, 1);
-  setenv("TUTTI_LAUNCHER", "tuttirun", 1);
-  execvp(job->argv[0], job->argv);
-  int e = errno;
-  ssize_t w = write(ex_w, &e, sizeof e);
-  (void)w;
-  _exit(127);
-}
-
-static int open_log(int rank, const char* what) {
-  if (job->log_dir == NULL) {
-    return -1;
-  }
-  char path[4096];
-  snprintf(path, sizeof path, "%s/rank_%d.%s", job->log_dir, rank, what);
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    tr_say("cannot write %s: %s (rank %d's %s goes to the terminal only)", path, strerror(errno),
-           rank, what);
-  }
-  return fd;
-}
-
 /* Starts local rank `local`. Returns 0, or the errno of a failed fork/exec. */
 static int spawn(int local, int devnull) {
   struct rank* r = &ranks[local];
-  int rank = job->node_rank * job->nlocal + local;
-  int out[2], err[2], ex[2];
-  /* O_CLOEXEC everywhere: a rank must not hold another rank's pipes open. */
-  if (pipe2(out, O_CLOEXEC) != 0) {
-    return errno;
-  }
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    int e = errno;
-    close(out[0]), close(out[1]);
-    return e;
-  }
-  if (pipe2(ex, O_CLOEXEC) != 0) {
-    int e = errno;
-    close(out[0]), close(out[1]), close(err[0]), close(err[1]);
-    return e;
-  }
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid == 0) {
-    child_exec(local, devnull, out[1], err[1], ex[1], parent);
-  }
-  int e = pid < 0 ? errno : 0;
-  close(out[1]), close(err[1]), close(ex[1]);
+  pid_t pid = -1;
+  int e = tr_spawn_rank(job, world, local, devnull, &pid, &r->out, &r->err);
   if (pid > 0) {
-    setpgid(pid, pid); /* also here, so that killpg works before the child ran */
     r->pid = pid;
     r->running = 1;
     nrunning++;
-    ssize_t n;
-    while ((n = read(ex[0], &e, sizeof e)) < 0 && errno == EINTR) {
-    }
-    if (n != (ssize_t)sizeof e) {
-      e = 0; /* end of file: exec succeeded and closed the pipe */
-    }
   }
-  close(ex[0]);
-  if (pid < 0) {
-    close(out[0]), close(err[0]);
-    return e;
-  }
-  fcntl(out[0], F_SETFL, O_NONBLOCK);
-  fcntl(err[0], F_SETFL, O_NONBLOCK);
-  r->out = (struct tr_stream){.fd = out[0], .rank = rank, .dest = 1, .log_fd = -1};
-  r->err = (struct tr_stream){.fd = err[0], .rank = rank, .dest = 2, .log_fd = -1};
-  r->out.log_fd = open_log(rank, "stdout");
-  r->err.log_fd = open_log(rank, "stderr");
   return e;
 }
 
@@ -325,12 +232,21 @@ static const char* signame(int sig) {
                           : "a signal";
 }
 
-static void handle_stop_signals(int* seen) {
-  if (stop_count == *seen) {
+int tr_stop_requested(void) {
+  return stop_count != seen_stops;
+}
+
+int tr_stop_signal(void) {
+  return stop_sig;
+}
+
+static void handle_stop_signals(void) {
+  if (stop_count == seen_stops) {
     return;
   }
   int sig = stop_sig;
-  *seen = stop_count;
+  seen_stops = stop_count;
+  outcome = TR_SIGNALLED; /* no restart after this, whatever else happened */
   if (!stopping) {
     exit_status = 128 + sig;
     tr_say("got %s; sending SIGTERM to the %d running rank%s (SIGKILL after %g s)", signame(sig),
@@ -356,12 +272,18 @@ static int poll_timeout_ms(double t) {
   return -1;
 }
 
+/* Waits for output, signals and store traffic; forwards and serves. */
 static void pump_all(int timeout_ms) {
   static struct pollfd* fds;
   static struct tr_stream** who;
-  if (fds == NULL) {
-    fds = calloc(2 * (size_t)job->nlocal, sizeof *fds);
-    who = calloc(2 * (size_t)job->nlocal, sizeof *who);
+  static size_t cap;
+  size_t need = 2 * (size_t)job->nlocal + tr_store_nfds();
+  if (need > cap) {
+    free(fds);
+    free(who);
+    cap = 2 * need + 16;
+    fds = calloc(cap, sizeof *fds);
+    who = calloc(cap, sizeof *who);
     if (fds == NULL || who == NULL) {
       tr_say("out of memory");
       exit(1);
@@ -377,15 +299,20 @@ static void pump_all(int timeout_ms) {
       }
     }
   }
+  nfds_t nstreams = n;
+  n += tr_store_pollfds(fds + n, cap - n);
   struct timespec ts = {timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
   sigset_t none;
   sigemptyset(&none);
   /* The only place our signals are unblocked: no race between a check and the wait. */
   int got = ppoll(fds, n, timeout_ms < 0 ? NULL : &ts, &none);
-  for (nfds_t i = 0; got > 0 && i < n; i++) {
+  for (nfds_t i = 0; got > 0 && i < nstreams; i++) {
     if (fds[i].revents != 0) {
       tr_stream_pump(who[i], job->prefix);
     }
+  }
+  if (got > 0) {
+    tr_store_handle(fds + nstreams, n - nstreams);
   }
 }
 
@@ -416,37 +343,55 @@ static void setup_signals(void) {
   signal(SIGPIPE, SIG_IGN);
 }
 
-int tr_job_run(const struct tr_job* j) {
+void tr_job_setup(const struct tr_job* j) {
   job = j;
   setup_signals();
   /* Orphans of the ranks come to us, to be reaped and, at the end, stopped. */
   prctl(PR_SET_CHILD_SUBREAPER, 1);
+}
+
+void tr_job_attempt(const struct tr_job* j, const struct tr_world* w, int (*poll)(void),
+                    struct tr_attempt* res) {
+  job = j;
+  world = w;
+  stopping = killed = exit_status = nrunning = 0;
+  outcome = TR_SUCCEEDED;
+  ntermed = 0;
   ranks = calloc((size_t)j->nlocal, sizeof *ranks);
   int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (ranks == NULL || devnull < 0) {
     tr_say("cannot start: %s", ranks == NULL ? "out of memory" : strerror(errno));
-    return 1;
+    exit(1);
   }
   for (int i = 0; i < j->nlocal; i++) {
     ranks[i].out.fd = ranks[i].err.fd = -1;
+    ranks[i].out.log_fd = ranks[i].err.log_fd = ranks[i].out.tee_fd = ranks[i].err.tee_fd = -1;
   }
-  for (int i = 0; i < j->nlocal; i++) {
+  for (int i = 0; i < j->nlocal && !tr_stop_requested(); i++) {
     int e = spawn(i, devnull);
     if (e != 0) {
-      tr_say("cannot start rank %d: %s: %s", j->node_rank * j->nlocal + i, j->argv[0], strerror(e));
+      tr_say("cannot start rank %d: %s: %s", w->base_rank + i, j->argv[0], strerror(e));
       exit_status = e == ENOENT ? 127 : 126;
+      outcome = TR_SIGNALLED; /* the same program would fail again: no restart */
       begin_stop();
       break;
     }
   }
   close(devnull);
-  int seen = 0;
-  double quiet_since = 0; /* when the last process of the job was gone */
+  double quiet_since = 0; /* when the last process of the attempt was gone */
   double give_up_at = 0;
+  double next_poll = tr_now() + j->monitor_interval;
   for (;;) {
     reap();
-    handle_stop_signals(&seen);
-    double t = now();
+    handle_stop_signals();
+    double t = tr_now();
+    if (poll != NULL && !stopping && t >= next_poll) {
+      next_poll = t + j->monitor_interval;
+      if (poll() != 0) {
+        outcome = TR_INTERRUPTED;
+        begin_stop();
+      }
+    }
     if (stopping && !killed && t < kill_at) {
       signal_orphans(SIGTERM); /* those orphaned since: a rank that ended left them */
     }
@@ -480,13 +425,19 @@ int tr_job_run(const struct tr_job* j) {
       tr_say("giving up on processes that outlive SIGKILL (uninterruptible sleep?)");
       break;
     }
-    pump_all(poll_timeout_ms(t));
+    int ms = poll_timeout_ms(t);
+    if (poll != NULL && !stopping) {
+      int until = (int)((next_poll - t) * 1e3) + 1;
+      ms = ms < 0 || ms > until ? until : ms;
+    }
+    pump_all(ms);
   }
   for (int i = 0; i < j->nlocal; i++) {
     tr_stream_close(&ranks[i].out, j->prefix);
     tr_stream_close(&ranks[i].err, j->prefix);
   }
   free(ranks);
-  free(termed);
-  return exit_status;
+  ranks = NULL;
+  res->outcome = outcome;
+  res->status = exit_status;
 }

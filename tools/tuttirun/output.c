@@ -54,6 +54,9 @@ void tr_say(const char* fmt, ...) {
 
 /* Forwards `n` bytes of whole lines (the last byte is '\n'), prefixing each. */
 static void forward_lines(const struct tr_stream* s, const char* p, size_t n, int prefix) {
+  if (s->dest == 0) { /* --redirects, or left out by --local_ranks_filter */
+    return;
+  }
   if (!prefix) {
     tr_write_all(s->dest, p, n);
     return;
@@ -99,6 +102,10 @@ void tr_stream_close(struct tr_stream* s, int prefix) {
     close(s->log_fd);
     s->log_fd = -1;
   }
+  if (s->tee_fd >= 0) {
+    close(s->tee_fd);
+    s->tee_fd = -1;
+  }
   free(s->buf);
   s->buf = NULL;
   s->len = s->cap = 0;
@@ -131,6 +138,9 @@ int tr_stream_pump(struct tr_stream* s, int prefix) {
     }
     if (s->log_fd >= 0) {
       tr_write_all(s->log_fd, s->buf + s->len, (size_t)n);
+    }
+    if (s->tee_fd >= 0) {
+      tr_write_all(s->tee_fd, s->buf + s->len, (size_t)n);
     }
     s->len += (size_t)n;
     char* last = memrchr(s->buf, '\n', s->len);

@@ -86,6 +86,34 @@ int main(int argc, char** argv) {
     fprintf(stderr, "to stderr from %d\n", rank);
     return 0;
   }
+  if (strcmp(mode, "torchenv") == 0) { /* the rest of torchrun's variables */
+    const char* names[] = {"GROUP_WORLD_SIZE",
+                           "ROLE_RANK",
+                           "ROLE_NAME",
+                           "ROLE_WORLD_SIZE",
+                           "TORCHELASTIC_RESTART_COUNT",
+                           "TORCHELASTIC_MAX_RESTARTS",
+                           "TORCHELASTIC_RUN_ID",
+                           "TORCHELASTIC_USE_AGENT_STORE",
+                           "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                           "OMP_NUM_THREADS",
+                           "TORCHELASTIC_ERROR_FILE"};
+    printf("torchenv RANK=%d", rank);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+      const char* v = getenv(names[i]);
+      printf(" %s=%s", names[i], v != NULL ? v : "(unset)");
+    }
+    printf("\n");
+    return 0;
+  }
+  if (strcmp(mode, "failfirst") == 0 && argc > 3) { /* failfirst RANK CODE: only before a restart */
+    int restart = env_int("TORCHELASTIC_RESTART_COUNT");
+    printf("rank %d attempt %d\n", rank, restart);
+    if (rank == atoi(argv[2]) && restart == 0) {
+      return atoi(argv[3]);
+    }
+    return 0;
+  }
   if (strcmp(mode, "fail") == 0 && argc > 3) { /* fail RANK CODE: others sleep */
     if (rank == atoi(argv[2])) {
       usleep(200 * 1000);
@@ -147,7 +175,7 @@ int main(int argc, char** argv) {
     return allreduce(argc > 2 ? atoi(argv[2]) : 100003);
   }
   fprintf(stderr,
-          "usage: test_child env|fail R C|signal R S|sleep|ignoreterm|spawn|stdin|"
-          "spam N|allreduce [count]|spawn [exit]\n");
+          "usage: test_child env|torchenv|fail R C|failfirst R C|signal R S|sleep|ignoreterm|"
+          "spawn|stdin|spam N|allreduce [count]|spawn [exit]\n");
   return 2;
 }

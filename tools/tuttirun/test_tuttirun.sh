@@ -1,6 +1,7 @@
 #!/bin/sh
 # End-to-end checks of tuttirun with test_child; one ctest test per case.
 # usage: test_tuttirun.sh TUTTIRUN TEST_CHILD CASE   (CASE: see the case list at the bottom)
+# (test_torchrun.sh holds the comparisons with torchrun itself.)
 set -u
 RUN=$1
 CHILD=$2
@@ -233,8 +234,121 @@ case_allreduce() {
   done
 }
 
+case_torchenv() {
+  # torchrun's other variables; the error file's folder goes away afterwards.
+  unset OMP_NUM_THREADS TORCH_NCCL_ASYNC_ERROR_HANDLING
+  run_timed 0 10000 "torchenv" --nproc-per-node=2 --role trainer --rdzv_id r9 \
+    --max_restarts 2 "$CHILD" torchenv
+  for r in 0 1; do
+    expect_grep "^\[rank$r\]: torchenv RANK=$r GROUP_WORLD_SIZE=1 ROLE_RANK=$r ROLE_NAME=trainer ROLE_WORLD_SIZE=2 TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=2 TORCHELASTIC_RUN_ID=r9 TORCHELASTIC_USE_AGENT_STORE=True TORCH_NCCL_ASYNC_ERROR_HANDLING=1 OMP_NUM_THREADS=1 TORCHELASTIC_ERROR_FILE=/tmp/torchelastic_[a-z0-9_]{8}/r9_[a-z0-9_]{8}/attempt_0/$r/error.json\$" "$TMP/out" "rank $r's torchrun variables"
+  done
+  dir=$(sed -n 's|.*ERROR_FILE=\(/tmp/torchelastic_[a-z0-9_]*\)/.*|\1|p' "$TMP/out" | head -1)
+  [ -n "$dir" ] && [ ! -e "$dir" ] || fail "the temporary folder $dir was left behind"
+  expect_grep "^tuttirun: setting OMP_NUM_THREADS=1" "$TMP/err" "OMP_NUM_THREADS note"
+  OMP_NUM_THREADS=7 TORCH_NCCL_ASYNC_ERROR_HANDLING=0 "$RUN" -n 2 "$CHILD" torchenv >"$TMP/out" 2>&1
+  expect_grep "TORCH_NCCL_ASYNC_ERROR_HANDLING=0 OMP_NUM_THREADS=7 " "$TMP/out" "inherited values"
+  # PET_* variables stand in for flags; nproc cpu/auto/gpu as torchrun counts them.
+  PET_NPROC_PER_NODE=3 "$RUN" "$CHILD" torchenv >"$TMP/out" 2>&1
+  [ "$(grep -c torchenv "$TMP/out")" -eq 3 ] || fail "PET_NPROC_PER_NODE=3"
+  cpus=$(getconf _NPROCESSORS_ONLN)
+  "$RUN" --nproc_per_node cpu "$CHILD" torchenv >"$TMP/out" 2>&1
+  [ "$(grep -c torchenv "$TMP/out")" -eq "$cpus" ] || fail "--nproc_per_node cpu: not $cpus ranks"
+  if ! ls /proc/driver/nvidia/gpus/* /dev/nvidia[0-9]* >/dev/null 2>&1; then
+    "$RUN" --nproc_per_node auto "$CHILD" torchenv >"$TMP/out" 2>&1
+    [ "$(grep -c torchenv "$TMP/out")" -eq "$cpus" ] || fail "--nproc_per_node auto without GPUs"
+    "$RUN" --nproc_per_node gpu "$CHILD" torchenv >"$TMP/out" 2>&1
+    expect_rc 2 $? "--nproc_per_node gpu without GPUs"
+    expect_grep "no GPU is visible" "$TMP/out" "gpu without GPUs"
+  fi
+}
+
+case_restart() {
+  run_timed 0 10000 "restart once" -n 3 --max_restarts 1 "$CHILD" failfirst 1 5
+  for r in 0 1 2; do
+    expect_grep "^\[rank$r\]: rank $r attempt 1\$" "$TMP/out" "rank $r restarted"
+  done
+  expect_grep "^tuttirun: restarting the workers \(restart 1 of 1\)" "$TMP/err" "restart note"
+  run_timed 5 10000 "no restart" -n 2 "$CHILD" failfirst 1 5
+  run_timed 3 10000 "restarts spent" -n 2 --max-restarts=2 "$CHILD" fail 1 3 "$MARK"
+  [ "$(grep -c 'exited with status 3' "$TMP/err")" -eq 3 ] || fail "3 attempts, 3 failures"
+  expect_grep "no restarts left" "$TMP/err" "restarts spent note"
+  expect_no_leftovers "after the restarts"
+  # The same through the c10d rendezvous (one node serving the store).
+  run_timed 0 10000 "restart, c10d" --standalone -n 2 --max_restarts 1 "$CHILD" failfirst 0 4
+  expect_grep "^\[rank1\]: rank 1 attempt 1\$" "$TMP/out" "c10d restart count"
+}
+
+case_python() {
+  command -v python3 >/dev/null 2>&1 || {
+    echo "no python3: skipping"
+    return
+  }
+  printf 'import os, sys\nprint("py", os.environ["RANK"], sys.argv[1:])\n' >"$TMP/w.py"
+  run_timed 0 10000 "script.py" -n 2 "$TMP/w.py" x --y
+  expect_grep "^\[rank1\]: py 1 \['x', '--y'\]\$" "$TMP/out" "python runs the .py target"
+  mkdir -p "$TMP/m"
+  printf 'import os\nprint("module", os.environ["LOCAL_RANK"])\n' >"$TMP/m/hello_tr.py"
+  PYTHONPATH=$TMP/m "$RUN" -n 1 -m hello_tr >"$TMP/out" 2>&1
+  expect_grep "^\[rank0\]: module 0\$" "$TMP/out" "-m module"
+  printf '#!/bin/sh\necho "direct $RANK"\n' >"$TMP/d.py"
+  chmod +x "$TMP/d.py"
+  "$RUN" -n 1 --no-python "$TMP/d.py" >"$TMP/out" 2>&1
+  expect_grep "^\[rank0\]: direct 0\$" "$TMP/out" "--no_python runs the target itself"
+  "$RUN" -n 1 --no_python -m x >"$TMP/out" 2>&1
+  expect_rc 2 $? "--no_python with -m"
+}
+
+case_streams() {
+  # --tee: files in torchrun's layout and the terminal; --redirects: files only;
+  # --local_ranks_filter: only those local ranks on the terminal.
+  run_timed 0 10000 "tee" -n 2 --log_dir "$TMP/l" --tee 3 --rdzv_id t1 "$CHILD" env
+  for r in 0 1; do
+    f=$(ls "$TMP"/l/t1_*/attempt_0/$r/stdout.log 2>/dev/null)
+    [ -n "$f" ] && grep -q "^env RANK=$r " "$f" || fail "no tee'd stdout.log for local rank $r"
+    expect_grep "^\[rank$r\]: env RANK=$r " "$TMP/out" "tee still prints rank $r"
+  done
+  run_timed 0 10000 "redirects" -n 2 --log_dir "$TMP/r" -r 0:1,1:2 "$CHILD" env
+  [ "$(grep -c '^\[rank0\]' "$TMP/out")" -eq 0 ] || fail "rank 0's stdout reached the terminal"
+  expect_grep "^\[rank1\]: env RANK=1 " "$TMP/out" "rank 1's stdout is not redirected"
+  expect_grep "^env RANK=0 " "$(ls "$TMP"/r/none_*/attempt_0/0/stdout.log)" "redirected stdout"
+  run_timed 0 10000 "filter" -n 3 --local-ranks-filter 0,2 "$CHILD" env
+  [ "$(grep -c '^\[rank[02]\]: env' "$TMP/out")" -eq 2 ] && ! grep -q '^\[rank1\]' "$TMP/out" ||
+    fail "--local_ranks_filter 0,2"
+}
+
+case_c10d() {
+  # Two tuttirun processes meet through the c10d rendezvous (one serves the
+  # store), agree on ranks, and tutti's own bootstrap (NCCL_COMM_ID, secret)
+  # joins their ranks in one all-reduce.
+  port=$((20000 + $$ % 20000))
+  "$RUN" --nnodes 2 --nproc_per_node 2 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$port" \
+    --rdzv_id c1 "$CHILD" allreduce 1000 >"$TMP/a" 2>&1 &
+  pid=$!
+  "$RUN" --nnodes 2 --nproc_per_node 1 --rdzv-backend=c10d --rdzv-endpoint="127.0.0.1:$port" \
+    --rdzv-id=c1 "$CHILD" allreduce 1000 >"$TMP/b" 2>&1
+  expect_rc 0 $? "c10d node B"
+  wait $pid
+  expect_rc 0 $? "c10d node A"
+  [ "$(cat "$TMP/a" "$TMP/b" | grep -c 'allreduce ok rank [0-2] of 3$')" -eq 3 ] || {
+    fail "c10d all-reduce over two launchers:"
+    cat "$TMP/a" "$TMP/b" | head -20
+  }
+  # A node alone: the rendezvous gives up after join_timeout, or on SIGINT.
+  run_timed 1 5000 "join timeout" --nnodes 2 --rdzv_backend c10d --rdzv_endpoint \
+    "127.0.0.1:$port" --rdzv_conf join_timeout=1 "$CHILD" env "$MARK"
+  expect_grep "1 of 2 nodes came within 1 s" "$TMP/err" "join timeout report"
+  "$RUN" --nnodes 2 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$port" "$CHILD" env "$MARK" \
+    >"$TMP/out" 2>&1 &
+  pid=$!
+  sleep 0.5
+  kill -INT $pid
+  wait $pid
+  expect_rc 130 $? "SIGINT during the rendezvous"
+}
+
 case "$CASE" in
-  env | prefix | fail | signal | sigint | escalate | leftovers | logdir | badflags | allreduce)
+  env | prefix | fail | signal | sigint | escalate | leftovers | logdir | badflags | allreduce | \
+    torchenv | restart | python | streams | c10d)
     "case_$CASE"
     ;;
   *)

@@ -1,233 +1,105 @@
-/* tuttirun's command line (torchrun's flags): turns it into a job (ranks,
- * rendezvous address, job secret) and hands that to the supervisor. */
+/* tuttirun, torchrun for tutti: the usage, and the steps from the command
+ * line to the agent (torchrun's defaults, OMP_NUM_THREADS, the log folders). */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tuttirun.h"
 
-#define TR_DEFAULT_PORT 29500 /* torchrun's */
-
-static const char usage_text[] =
-    "usage: tuttirun [options] [--] program [args...]\n"
+const char tr_usage_text[] =
+    "usage: tuttirun [options] [--] program|script.py|-m module [args...]\n"
     "\n"
-    "Starts `program` once per local rank with RANK, LOCAL_RANK, WORLD_SIZE,\n"
-    "LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, NCCL_COMM_ID and\n"
-    "TUTTI_JOB_SECRET set, and prints each rank's output as \"[rank<r>]: line\".\n"
-    "When a rank fails, the others are stopped and its status is tuttirun's.\n"
+    "torchrun for tutti: starts `program` once per local rank with torchrun's\n"
+    "environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...,\n"
+    "TORCHELASTIC_*), plus NCCL_COMM_ID and TUTTI_JOB_SECRET, serves the store\n"
+    "torch's init_process_group(\"env://\") connects to, and prints each rank's\n"
+    "output as \"[rank<r>]: line\". A .py target runs as `python -u script.py`.\n"
+    "When a rank fails the others are stopped; the group restarts up to\n"
+    "--max_restarts times, else the failed rank's status is tuttirun's.\n"
     "\n"
-    "  -n N, --nproc_per_node N  ranks on this host (default 1); -n means one host\n"
-    "  --nnodes M                hosts in the job (default 1)\n"
-    "  --node_rank K             this host's index, 0 to M-1 (default 0)\n"
-    "  --master_addr A           host of rank 0 (default 127.0.0.1)\n"
-    "  --master_port P           port there (default: a free one on one host,\n"
-    "                            29500 on several); NCCL_COMM_ID is A:P+1\n"
-    "  --standalone              one host, free port (as torchrun)\n"
+    "torchrun's flags (each also as --flag-name, --flag=value, or PET_FLAG):\n"
+    "  --nproc_per_node N|gpu|cpu|auto  ranks on this host (default 1)\n"
+    "  -n N                      ranks, on one host\n"
+    "  --nnodes N|MIN:MAX        hosts (default 1; a range needs c10d)\n"
+    "  --node_rank K             this host's index (static rendezvous)\n"
+    "  --master_addr A           static: host of node 0 (default 127.0.0.1)\n"
+    "  --master_port P           static: its port (default: a free one on one\n"
+    "                            host, 29500 on several); NCCL_COMM_ID is A:P+1\n"
+    "  --rdzv_backend static|c10d  static: ranks from --node_rank; c10d: the\n"
+    "                            hosts meet at --rdzv_endpoint and agree on ranks\n"
+    "  --rdzv_endpoint H[:P]     c10d: where the hosts meet (port 29400)\n"
+    "  --rdzv_id ID              the job's id (TORCHELASTIC_RUN_ID)\n"
+    "  --rdzv_conf K=V,...       join_timeout (600), last_call_timeout (30),\n"
+    "                            read_timeout (60), is_host\n"
+    "  --standalone              one host: c10d on a free port, fresh id\n"
+    "  --max_restarts N          restarts of the worker group (default 0)\n"
+    "  --monitor_interval S      how often c10d hosts look at each other (0.1)\n"
+    "  --role NAME               ROLE_NAME (default \"default\")\n"
+    "  -m, --module              run `python -u -m module`\n"
+    "  --no_python               run the target as a program\n"
+    "  --run_path                run the script with python (as -u script)\n"
+    "  --log_dir DIR             DIR/rank_<r>.stdout|stderr, and torchrun's\n"
+    "                            DIR/<run_id>_*/attempt_<k>/<local_rank>/ files\n"
+    "  -r, --redirects 0-3|i:v,.. streams to files only (1 out, 2 err, 3 both)\n"
+    "  -t, --tee 0-3|i:v,..      streams to files and to the terminal\n"
+    "  --local_ranks_filter L,.. only these local ranks on the terminal\n"
+    "  --local_addr A            this host's address (MASTER_ADDR under c10d)\n"
+    "  --start_method, --logs_specs, --event_log_handler, --numa_binding,\n"
+    "  --signals_to_handle       accepted; see docs/tuttirun.md\n"
+    "tuttirun's own:\n"
     "  --job_secret S            job secret; all hosts must agree (or export\n"
     "                            TUTTI_JOB_SECRET alike on every host)\n"
-    "  --rdzv_id ID              several hosts: derive the job secret from ID\n"
-    "  --log_dir DIR             also write DIR/rank_<r>.stdout and .stderr\n"
     "  --no_prefix               print the ranks' lines without \"[rank<r>]: \"\n"
     "  --grace_period S          seconds from SIGTERM to SIGKILL (default 5)\n"
     "  -h, --help                this text\n"
     "\n"
-    "Long flags also take '-' for '_' (--nproc-per-node) and --flag=value.\n"
+    "Python: $PYTHON_EXEC, else python3 on PATH.\n"
     "Exit status: 0; the failed rank's exit code, or 128+signal; 130 / 143\n"
-    "after SIGINT / SIGTERM; 127 program not found; 2 bad usage.\n";
+    "after SIGINT / SIGTERM; 127 program not found; 2 bad usage; 1 otherwise.\n";
 
-enum opt_id {
-  O_NPROC,
-  O_NNODES,
-  O_NODE_RANK,
-  O_ADDR,
-  O_PORT,
-  O_STANDALONE,
-  O_SECRET,
-  O_RDZV_ID,
-  O_LOG_DIR,
-  O_NO_PREFIX,
-  O_GRACE,
-  O_HELP
-};
-
-static const struct {
-  const char* name;
-  enum opt_id id;
-  int has_arg;
-} options[] = {
-    {"nproc_per_node", O_NPROC, 1}, {"nnodes", O_NNODES, 1},      {"node_rank", O_NODE_RANK, 1},
-    {"master_addr", O_ADDR, 1},     {"master_port", O_PORT, 1},   {"standalone", O_STANDALONE, 0},
-    {"job_secret", O_SECRET, 1},    {"rdzv_id", O_RDZV_ID, 1},    {"log_dir", O_LOG_DIR, 1},
-    {"no_prefix", O_NO_PREFIX, 0},  {"grace_period", O_GRACE, 1}, {"help", O_HELP, 0},
-};
-
-static void __attribute__((noreturn, format(printf, 1, 2))) usage_error(const char* fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "tuttirun: %s\n\n%s", msg, usage_text);
-  exit(2);
-}
-
-static int parse_int(const char* flag, const char* s, int lo, int hi) {
-  char* end = NULL;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (*s == '\0' || *end != '\0' || errno != 0 || v < lo || v > hi) {
-    usage_error("%s wants a whole number from %d to %d, not \"%s\"", flag, lo, hi, s);
-  }
-  return (int)v;
-}
-
-/* --nnodes N, or torchrun's elastic form MIN:MAX when MIN == MAX. */
-static int parse_nnodes(const char* s) {
-  const char* colon = strchr(s, ':');
-  if (colon == NULL) {
-    return parse_int("--nnodes", s, 1, 1 << 20);
-  }
-  char lo[32];
-  snprintf(lo, sizeof lo, "%.*s", (int)(colon - s), s);
-  int a = parse_int("--nnodes", lo, 1, 1 << 20);
-  if (parse_int("--nnodes", colon + 1, 1, 1 << 20) != a) {
-    usage_error("--nnodes %s: elastic node ranges are not supported, give one number", s);
-  }
-  return a;
-}
-
-/* Binds `port` on `ai`'s address; returns the fd (held so that the pair
- * probe cannot find the same port twice) or -1. */
-static int bind_port(const struct addrinfo* ai, int port, int* got) {
-  int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return -1;
-  }
-  struct sockaddr_storage ss;
-  memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
-  in_port_t* p = ai->ai_family == AF_INET6 ? &((struct sockaddr_in6*)&ss)->sin6_port
-                                           : &((struct sockaddr_in*)&ss)->sin_port;
-  *p = htons((uint16_t)port);
-  socklen_t len = ai->ai_addrlen;
-  if (bind(fd, (struct sockaddr*)&ss, len) != 0 || getsockname(fd, (struct sockaddr*)&ss, &len)) {
-    close(fd);
-    return -1;
-  }
-  *got = ntohs(*p);
-  return fd;
-}
-
-/* A port P with P and P+1 both free on `addr`: MASTER_PORT stays free for
- * the program's own use (PyTorch's TCPStore binds it) and the tutti
- * bootstrap root binds P+1. */
-static int free_port_pair(const char* addr) {
-  struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
-  int rc = getaddrinfo(addr, NULL, &hints, &res);
-  if (rc != 0) {
-    fprintf(stderr, "tuttirun: cannot resolve --master_addr %s: %s\n", addr, gai_strerror(rc));
-    exit(1);
-  }
-  int port = -1;
-  for (int attempt = 0; attempt < 64 && port < 0; attempt++) {
-    int p, q;
-    int a = bind_port(res, 0, &p);
-    if (a < 0) {
-      fprintf(stderr, "tuttirun: cannot bind a port on --master_addr %s: %s\n", addr,
-              strerror(errno));
-      exit(1);
-    }
-    int b = p < 65535 ? bind_port(res, p + 1, &q) : -1;
-    if (b >= 0) {
-      port = p;
-      close(b);
-    }
-    close(a);
-  }
-  freeaddrinfo(res);
-  if (port < 0) {
-    fprintf(stderr, "tuttirun: found no two free neighbouring ports on %s\n", addr);
-    exit(1);
-  }
-  return port;
-}
-
-static void random_secret(char* out, size_t len) {
-  unsigned char b[16];
-  size_t got = 0;
-  while (got < sizeof b) {
-    ssize_t n = getrandom(b + got, sizeof b - got, 0);
-    if (n < 0 && errno != EINTR) {
-      fprintf(stderr, "tuttirun: getrandom failed: %s\n", strerror(errno));
-      exit(1);
-    }
-    got += n > 0 ? (size_t)n : 0;
-  }
-  for (size_t i = 0; i < sizeof b && 2 * i + 2 < len; i++) {
-    snprintf(out + 2 * i, 3, "%02x", b[i]);
-  }
-}
-
-/* Every host of a job must compute the same secret, without talking to
- * each other: see docs/launching.md for the order. */
-static void choose_secret(struct tr_job* j, const char* flag_secret, const char* rdzv_id) {
-  const char* env = getenv("TUTTI_JOB_SECRET");
-  const char* given = flag_secret != NULL ? flag_secret : env;
-  if (given != NULL && strlen(given) >= sizeof j->secret) {
-    usage_error("the job secret is longer than %d characters", (int)sizeof j->secret - 1);
-  }
-  if (flag_secret != NULL) {
-    snprintf(j->secret, sizeof j->secret, "%s", flag_secret);
-  } else if (env != NULL && *env != '\0') {
-    snprintf(j->secret, sizeof j->secret, "%s", env);
-  } else if (j->nnodes == 1) {
-    random_secret(j->secret, sizeof j->secret);
-  } else if (rdzv_id != NULL) {
-    snprintf(j->secret, sizeof j->secret, "tuttirun-rdzv:%s", rdzv_id);
-  } else {
-    snprintf(j->secret, sizeof j->secret, "tuttirun:%s", j->comm_id);
-    fprintf(stderr,
-            "tuttirun: warning: the job secret is derived from %s, which anyone can guess; "
-            "pass the same --job_secret (or TUTTI_JOB_SECRET) on every host\n",
-            j->comm_id);
-  }
-}
-
-static void mkdir_p(const char* dir) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s", dir);
-  for (char* p = path + 1;; p++) {
-    if (*p == '/' || *p == '\0') {
-      char c = *p;
-      *p = '\0';
-      if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "tuttirun: cannot create --log_dir %s: %s\n", path, strerror(errno));
-        exit(1);
-      }
-      *p = c;
-      if (c == '\0') {
-        return;
-      }
-    }
-  }
-}
-
-/* Two descriptors per rank stay open here, two more for --log_dir. */
+/* Two descriptors per rank stay open here, four more with log files. */
 static void raise_fd_limit(int nlocal) {
   struct rlimit rl;
-  rlim_t need = (rlim_t)nlocal * 4 + 64;
+  rlim_t need = (rlim_t)nlocal * 6 + 256;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
     rl.rlim_cur = rl.rlim_max < need ? rl.rlim_max : need;
     setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+/* torchrun's log layout: <log_dir or a temp dir>/<run_id>_xxxxxxxx. */
+static void make_run_dir(struct tr_job* j) {
+  char base[4096];
+  if (j->log_dir != NULL) {
+    if (tr_mkdir_p(j->log_dir) != 0) {
+      tr_say("cannot create --log_dir %s: %s", j->log_dir, strerror(errno));
+      exit(1);
+    }
+    snprintf(base, sizeof base, "%s", j->log_dir);
+  } else {
+    const char* tmp = getenv("TMPDIR");
+    if (tr_mkdtemp(tmp != NULL && *tmp != '\0' ? tmp : "/tmp", "torchelastic_", base,
+                   sizeof base) != 0) {
+      tr_say("cannot create a temporary folder: %s", strerror(errno));
+      exit(1);
+    }
+    /* Kept when the ranks' streams go there (torchrun keeps it always). */
+    int kept = 0;
+    for (int i = 0; i < j->nlocal; i++) {
+      kept |= j->redirects[i] | j->tees[i];
+    }
+    j->run_dir_temp = !kept;
+  }
+  char prefix[300];
+  snprintf(prefix, sizeof prefix, "%s_", j->run_id);
+  if (tr_mkdtemp(base, prefix, j->run_dir, sizeof j->run_dir) != 0) {
+    tr_say("cannot create a folder in %s: %s", base, strerror(errno));
+    exit(1);
   }
 }
 
@@ -235,129 +107,35 @@ int main(int argc, char** argv) {
   /* A closed 0/1/2 would make a pipe land there and be handed on by mistake. */
   for (int fd = open("/dev/null", O_RDWR); fd >= 0 && fd <= 2; fd = open("/dev/null", O_RDWR)) {
   }
-  struct tr_job j = {.nlocal = 1, .nnodes = 1, .prefix = 1, .grace_s = 5, .master_port = -1};
+  struct tr_job j = {.nlocal = 1,
+                     .prefix = 1,
+                     .grace_s = 5,
+                     .master_port = -1,
+                     .join_timeout = 600,
+                     .last_call_timeout = 30,
+                     .read_timeout = 60,
+                     .is_host = -1,
+                     .monitor_interval = 0.1};
   snprintf(j.master_addr, sizeof j.master_addr, "127.0.0.1");
-  const char *flag_secret = NULL, *rdzv_id = NULL;
-  int short_n = 0, standalone = 0;
-  int i = 1;
-  while (i < argc && argv[i][0] == '-') {
-    const char* a = argv[i++];
-    if (strcmp(a, "--") == 0) {
-      break;
+  snprintf(j.run_id, sizeof j.run_id, "none");
+  snprintf(j.role, sizeof j.role, "default");
+  tr_opts_parse(argc, argv, &j);
+  if (j.secret[0] == '\0') {
+    const char* env = getenv("TUTTI_JOB_SECRET");
+    if (env != NULL && strlen(env) >= sizeof j.secret) {
+      tr_say("TUTTI_JOB_SECRET is longer than %d characters", (int)sizeof j.secret - 1);
+      return 2;
     }
-    if (strcmp(a, "-h") == 0) {
-      a = "--help";
-    }
-    if (strncmp(a, "-n", 2) == 0) {
-      const char* v = a[2] != '\0' ? a + 2 : (i < argc ? argv[i++] : NULL);
-      if (v == NULL) {
-        usage_error("-n needs a number of ranks");
-      }
-      j.nlocal = parse_int("-n", v, 1, TR_MAX_LOCAL_RANKS);
-      short_n = 1;
-      continue;
-    }
-    if (a[1] != '-') {
-      usage_error("unknown flag %s", a);
-    }
-    char name[64];
-    size_t nlen = strcspn(a + 2, "=");
-    snprintf(name, sizeof name, "%.*s", (int)nlen, a + 2);
-    for (char* p = name; *p != '\0'; p++) {
-      *p = *p == '-' ? '_' : *p;
-    }
-    char flag[70]; /* for messages: "--nproc_per_node", whatever the spelling */
-    snprintf(flag, sizeof flag, "--%s", name);
-    const char* inline_val = a[2 + nlen] == '=' ? a + 3 + nlen : NULL;
-    size_t k = 0;
-    while (k < sizeof options / sizeof options[0] && strcmp(options[k].name, name) != 0) {
-      k++;
-    }
-    if (k == sizeof options / sizeof options[0]) {
-      usage_error("unknown flag %s", a);
-    }
-    const char* v = NULL;
-    if (options[k].has_arg) {
-      v = inline_val != NULL ? inline_val : (i < argc ? argv[i++] : NULL);
-      if (v == NULL) {
-        usage_error("%s needs a value", flag);
-      }
-    } else if (inline_val != NULL) {
-      usage_error("%s takes no value", flag);
-    }
-    switch (options[k].id) {
-      case O_NPROC:
-        j.nlocal = parse_int(flag, v, 1, TR_MAX_LOCAL_RANKS);
-        break;
-      case O_NNODES:
-        j.nnodes = parse_nnodes(v);
-        break;
-      case O_NODE_RANK:
-        j.node_rank = parse_int(flag, v, 0, 1 << 20);
-        break;
-      case O_ADDR: {
-        size_t l = strlen(v); /* "[v6]" -> "v6": brackets belong to host:port text only */
-        int br = l >= 2 && v[0] == '[' && v[l - 1] == ']';
-        if (l == 0 || l - (size_t)(2 * br) >= sizeof j.master_addr) {
-          usage_error("--master_addr \"%s\" is empty or too long", v);
-        }
-        snprintf(j.master_addr, sizeof j.master_addr, "%.*s", (int)(l - (size_t)(2 * br)), v + br);
-        break;
-      }
-      case O_PORT:
-        j.master_port = parse_int(flag, v, 1, 65534);
-        break;
-      case O_STANDALONE:
-        standalone = 1;
-        break;
-      case O_SECRET:
-        flag_secret = v;
-        break;
-      case O_RDZV_ID:
-        rdzv_id = v;
-        break;
-      case O_LOG_DIR:
-        j.log_dir = v;
-        break;
-      case O_NO_PREFIX:
-        j.prefix = 0;
-        break;
-      case O_GRACE: {
-        char* end = NULL;
-        j.grace_s = strtod(v, &end);
-        if (*v == '\0' || *end != '\0' || !(j.grace_s >= 0 && j.grace_s <= 86400)) {
-          usage_error("--grace_period wants seconds from 0 to 86400, not \"%s\"", v);
-        }
-        break;
-      }
-      case O_HELP:
-        fputs(usage_text, stdout);
-        return 0;
-    }
+    snprintf(j.secret, sizeof j.secret, "%s", env != NULL ? env : "");
   }
-  if (i >= argc) {
-    usage_error("no program to run");
+  if (getenv("OMP_NUM_THREADS") == NULL && j.nlocal > 1) {
+    /* torchrun's default, inherited by every rank. */
+    tr_say("setting OMP_NUM_THREADS=1 for each rank (as torchrun); set it to tune");
+    setenv("OMP_NUM_THREADS", "1", 1);
   }
-  j.argv = argv + i;
-  if ((short_n || standalone) && j.nnodes != 1) {
-    usage_error("%s is for one host, but --nnodes is %d", short_n ? "-n" : "--standalone",
-                j.nnodes);
-  }
-  if (j.node_rank >= j.nnodes) {
-    usage_error("--node_rank %d is not below --nnodes %d", j.node_rank, j.nnodes);
-  }
-  if ((long)j.nnodes * j.nlocal > (1L << 30)) {
-    usage_error("%d hosts x %d ranks is too many", j.nnodes, j.nlocal);
-  }
-  if (j.master_port < 0) {
-    j.master_port = j.nnodes == 1 ? free_port_pair(j.master_addr) : TR_DEFAULT_PORT;
-  }
-  int v6 = strchr(j.master_addr, ':') != NULL;
-  snprintf(j.comm_id, sizeof j.comm_id, v6 ? "[%s]:%d" : "%s:%d", j.master_addr, j.master_port + 1);
-  choose_secret(&j, flag_secret, rdzv_id);
-  if (j.log_dir != NULL) {
-    mkdir_p(j.log_dir);
-  }
+  make_run_dir(&j);
   raise_fd_limit(j.nlocal);
-  return tr_job_run(&j);
+  int status = tr_agent_run(&j);
+  tr_opts_free(&j);
+  return status;
 }
