@@ -25,7 +25,7 @@ if grep -Eq 'RPATH|RUNPATH' "$out"; then fail "libtutti.so.0 carries a search pa
 # Each program: RUNPATH exactly $ORIGIN/../LIBDIR, nothing absolute.
 n=0
 for prog in "$bin"/*; do
-  head -c 4 "$prog" | grep -q ELF || continue
+  [ "$(od -An -tx1 -N4 "$prog" | tr -d ' \n')" = 7f454c46 ] || continue # ELF
   paths=$(readelf -d "$prog" | sed -n 's/.*(\(RPATH\|RUNPATH\)).*\[\(.*\)\]/\2/p')
   [ "$paths" = "\$ORIGIN/../$libdir" ] ||
     fail "$(basename "$prog"): search path '$paths', expected '\$ORIGIN/../$libdir'"

@@ -30,7 +30,7 @@ cmake --build "$work/consumer" >/dev/null
 if command -v pkg-config >/dev/null 2>&1; then
   export PKG_CONFIG_PATH="$lib/pkgconfig"
   # Outside the system's libdirs tutti.pc adds an rpath to its libdir.
-  pkg-config --libs tutti | grep -q -- "-Wl,-rpath," || { echo "FAIL: tutti.pc has no rpath"; exit 1; }
+  grep -q -- "-Wl,-rpath," <<<"$(pkg-config --libs tutti)" || { echo "FAIL: tutti.pc has no rpath"; exit 1; }
   cc "$src/tests/install/consumer/main.c" $(pkg-config --cflags --libs tutti) -o "$work/pc"
   cc "$src/tests/install/consumer/ranks.c" $(pkg-config --cflags --libs tutti) -o "$work/pc_ranks"
   "$work/pc"
