@@ -117,8 +117,9 @@ endif()
 set(TUTTI_DEB_ABOUT "tutti speaks the NCCL 2.28 C API and ABI, so programs written for NCCL
 run on it unmodified. Every collective of that API (AllReduce, Broadcast,
 Reduce, AllGather, ReduceScatter, AlltoAll, Gather, Scatter, Send, Recv)
-works ${TUTTI_DEB_BUFFERS}, between threads,
-processes and hosts, with errors that name the rank and the reason.")
+works ${TUTTI_DEB_BUFFERS},
+between threads, processes and hosts, with errors that name the rank and
+the reason.")
 
 # libtutti0: libtutti.so.0. The shlibs file lets packages built against it
 # depend on it (any version from this one on: the ABI is NCCL 2.28's); the
