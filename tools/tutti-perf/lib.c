@@ -56,20 +56,19 @@ static void* try_open(const char* path, char* why, size_t why_len) {
   return h;
 }
 
-/* The default: the libtutti this binary was built or installed with, so a
+/* The default: the libtutti this binary was built or installed with (the
+ * build tree's, two folders up; an installed tree's, in its libdir), so a
  * bare `tutti-perf` measures the tree it came from rather than whichever
- * copy the loader happens to find first. */
+ * copy the loader happens to find first. No build path is compiled in: a
+ * packaged binary looks nowhere but beside itself. */
 static void* open_default(char* why, size_t why_len) {
   char dir[PATH_MAX];
-  char cand[3][PATH_MAX + 64];
+  char cand[2][PATH_MAX + 64];
   int ncand = 0;
   if (exe_dir(dir, sizeof dir) == 0) {
     snprintf(cand[ncand++], sizeof cand[0], "%s/../../libtutti.so.0", dir);
     snprintf(cand[ncand++], sizeof cand[0], "%s/../%s/libtutti.so.0", dir, PERF_INSTALL_LIBDIR);
   }
-#ifdef PERF_BUILD_LIBDIR
-  snprintf(cand[ncand++], sizeof cand[0], "%s/libtutti.so.0", PERF_BUILD_LIBDIR);
-#endif
   for (int i = 0; i < ncand; i++) {
     if (access(cand[i], R_OK) == 0) {
       void* h = try_open(cand[i], why, why_len);
