@@ -48,10 +48,8 @@ install(SCRIPT ${CMAKE_BINARY_DIR}/install-tutti-pc.cmake COMPONENT dev)
 # programs; libtutti-nccl2 the library under NCCL's soname, in a directory of
 # its own. The CUDA runtime is linked into the library statically and the
 # driver is loaded only when a GPU is used: no package depends on CUDA.
-option(TUTTI_PACKAGE_NCCL "Also make the Debian package libtutti-nccl2 (libnccl.so.2 in ${CMAKE_INSTALL_LIBDIR}/tutti)" ON)
-set(TUTTI_DEB_MAINTAINER "tutti maintainers <maintainers@users.noreply.a-seed-9484be79.example>"
+set(TUTTI_DEB_MAINTAINER "tutti developers <tutti-dev@example.org>"
   CACHE STRING "The Maintainer field of the Debian packages")
-set(TUTTI_DEB_RELEASE 1 CACHE STRING "The Debian revision of the packages (version ${PROJECT_VERSION}-<this>)")
 if(NOT CMAKE_INSTALL_LIBDIR MATCHES "^lib/")
   message(STATUS "tutti: Debian packages install the library into /usr/${CMAKE_INSTALL_LIBDIR}; "
     "configure with -DCMAKE_INSTALL_PREFIX=/usr for the multiarch libdir")
