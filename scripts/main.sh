@@ -8,7 +8,6 @@ cd "$(dirname "$0")/.."
 dir=${BUILD_DIR:-build}
 mkdir -p "$dir"
 log="$dir/build.log"
-start=$(date +%s)
 cuda=0
 if command -v nvcc >/dev/null 2>&1; then
   case "${CMAKE_ARGS:-}" in *TUTTI_CUDA=OFF*) ;; *) cuda=1 ;; esac
@@ -16,7 +15,7 @@ fi
 if [ "$cuda" = 1 ]; then
   echo "building tutti in $dir/ with the GPU executor (nvcc $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))."
   echo "  A first build takes about 2.5 minutes on 2 cores, most of it nvcc compiling the"
-  echo "  device code (about 30 s on 16 cores); later builds redo only what changed."
+  echo "  device code; later builds redo only what changed."
   echo "  CMAKE_ARGS=-DTUTTI_CUDA=OFF builds the CPU-only library in about 20 s."
 else
   why="no nvcc on PATH"
@@ -24,25 +23,38 @@ else
   echo "building tutti in $dir/, CPU only ($why): about 20 s on 2 cores the first time."
 fi
 # One line per tenth of the build and one when the device code starts, so
-# that a slow step is never silent.
-if ! bash scripts/build.sh 2>&1 | tee "$log" | awk -v start="$start" '
-  function elapsed() { return systime() - start }
-  /Building CUDA object/ && !cuda {
-    cuda = 1
-    printf "  [%3ds] compiling the device code (CUDA): the long part of a first build\n", elapsed()
-    fflush()
-  }
-  match($0, /^\[ *[0-9]+%\]/) {
-    pct = substr($0, RSTART + 1, RLENGTH - 3) + 0
-    if (pct >= next_pct) {
-      printf "  [%3ds] %3d%%\n", elapsed(), pct
-      fflush()
-      while (next_pct <= pct) next_pct += 10
-    }
-  }'; then
+# that a slow step is never silent (read line by line: awk would read the
+# pipe in blocks and print late).
+progress() {
+  local cuda=0 next=0 line pct
+  local ncu
+  ncu=$(find src/device -name '*.cu' | wc -l)
+  while IFS= read -r line; do
+    printf '%s\n' "$line" >>"$log"
+    if [[ $line == *"Building CUDA object CMakeFiles/tutti_objects.dir/src/device/"* ]]; then
+      [ "$cuda" = 0 ] &&
+        printf '  [%3ds] compiling the device code (CUDA), %d files: the long part of a first build\n' \
+          "$SECONDS" "$ncu"
+      cuda=$((cuda + 1))
+      line=${line##*tutti_objects.dir/src/device/}
+      printf '  [%3ds]   device code %d/%d: %s\n' "$SECONDS" "$cuda" "$ncu" "${line%.o}"
+      continue
+    fi
+    if [[ $line =~ ^\[\ *([0-9]+)%\] ]]; then
+      pct=$((10#${BASH_REMATCH[1]}))
+      if [ "$pct" -ge "$next" ]; then
+        printf '  [%3ds] %3d%%\n' "$SECONDS" "$pct"
+        while [ "$next" -le "$pct" ]; do next=$((next + 10)); done
+      fi
+    fi
+  done
+}
+SECONDS=0
+: >"$log"
+if ! bash scripts/build.sh 2>&1 | progress; then
   echo "the build failed; the last lines of $log:" >&2
   tail -n 30 "$log" >&2
   exit 1
 fi
-echo "built in $(($(date +%s) - start)) s; running a 4-rank allreduce benchmark (every size verified):"
+echo "built in $SECONDS s; running a 4-rank allreduce benchmark (every size verified):"
 exec "$dir"/tools/tutti-perf/tutti-perf allreduce -t 4 -b 16 -e 64M -f 4 -c 1 "$@"
