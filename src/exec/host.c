@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "exec/agree.h"
 #include "exec/exec.h"
@@ -15,12 +14,6 @@
 #include "util/check.h"
 #include "util/proc.h"
 #include "util/socket.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static ncclResult_t lane_ticket(struct tutti_lane_state* l, struct tutti_conn* c) {
   for (int i = 0; i < l->nheld; i++) {
@@ -279,7 +272,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
       continue;
     }
     /* Long idle: look at aborts, dead peers and the timeout a few times a second. */
-    double t = now_s();
+    double t = tutti_socket_now();
     if (moved_since_check) {
       last_move = t;
       moved_since_check = 0;

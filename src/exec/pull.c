@@ -14,12 +14,12 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "exec/agree.h"
 #include "exec/step.h"
 #include "util/check.h"
+#include "util/socket.h"
 
 /* Threads of one process read each other's buffers after a handshake
  * through the shared segment, which each rank maps at its own address:
@@ -253,12 +253,6 @@ ncclResult_t tutti_step_pull(struct tutti_op* op, struct tutti_lane_state* l,
                                        : pull(op, l, st, done, moved, step_done);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Marks one offer withdrawn; a reader moving a piece of it holds the claim
  * (its pid) for that piece only, so this waits at most one piece, unless
  * the reader is gone or stopped (then TUTTI_TIMEOUT bounds it). */
@@ -274,7 +268,7 @@ static void withdraw_offer(const struct tutti_exec_rank* er, uint32_t* claim, in
     if (kill((pid_t)c, 0) != 0 && errno == ESRCH) {
       return; /* the reader's process is gone: it moves nothing more */
     }
-    const double t = now_s();
+    const double t = tutti_socket_now();
     if (t0 == 0) {
       t0 = t;
     } else if (t - t0 > er->timeout_s) {
