@@ -9,6 +9,8 @@
 #          (NCCL_HOSTID) and, for tutti, as one host
 #   threads the same allreduces with the two ranks as threads of one process
 #          (tutti-perf -t 2) on the GPU, this build against OLD, alternating
+#   det    allreduce and reduce-scatter with and without TUTTI_DETERMINISTIC,
+#          alternating, as one host and as two
 # Usage: bench/gpu_streams.sh PHASE... with BIN=dir holding test_gpu,
 # libtutti.so.0 and tutti-perf (else build-gpu/ is built), OLD=lib,
 # NCCL=libnccl.so.2 (else PyTorch's), OUT=dir for logs.
@@ -50,12 +52,13 @@ suite() {
   done
 }
 
-# perf_pair LABEL LIB HOSTS SIZES: tutti-perf allreduce, two processes on GPU 0.
+# perf_pair LABEL LIB HOSTS: tutti-perf $COLL (allreduce), two processes on
+# GPU 0, with $PERF_ENV (NAME=VALUE ...) in their environment.
 perf_pair() {
   local label=$1 lib=$2 hosts=$3 port=$((20000 + RANDOM % 20000))
   for r in 0 1; do
-    env RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:$port \
-      ${hosts:+NCCL_HOSTID=perf-host-$r TUTTI_HOSTID=perf-host-$r} "$BIN/tutti-perf" allreduce -b "${MIN:-8}" -e "${MAX:-64M}" \
+    env RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:$port ${PERF_ENV:-} \
+      ${hosts:+NCCL_HOSTID=perf-host-$r TUTTI_HOSTID=perf-host-$r} "$BIN/tutti-perf" "${COLL:-allreduce}" -b "${MIN:-8}" -e "${MAX:-64M}" \
       -f 4 -n "${ITERS:-50}" -w 10 -c 1 --lib "$lib" --label "$label" --device gpu \
       >"$out/perf_${label}_$r.log" 2>&1 &
   done
@@ -72,6 +75,21 @@ perf() {
     [ -n "${OLD:-}" ] && perf_pair old-hosts "$OLD" 1
     [ -n "$nccl" ] && perf_pair nccl-hosts "$nccl" 1
   done | tee "$out/perf.txt"
+  mps_stop
+}
+
+# Deterministic reductions against the default mode, alternating, as one
+# host (the device paths) and as two hosts (the proxy's schedules).
+det() {
+  mps_start
+  for rep in 1 2 3; do
+    for c in allreduce reducescatter; do
+      COLL=$c perf_pair "$c-default" "$BIN/libtutti.so.0" ""
+      COLL=$c PERF_ENV=TUTTI_DETERMINISTIC=1 perf_pair "$c-det" "$BIN/libtutti.so.0" ""
+      COLL=$c perf_pair "$c-default-hosts" "$BIN/libtutti.so.0" 1
+      COLL=$c PERF_ENV=TUTTI_DETERMINISTIC=1 perf_pair "$c-det-hosts" "$BIN/libtutti.so.0" 1
+    done
+  done | tee "$out/det.txt"
   mps_stop
 }
 
@@ -94,6 +112,7 @@ for phase in "$@"; do
     suite) suite ;;
     torch) LIB=$BIN/libtutti.so.0 OUT=$out/torch bash scripts/torch-fsdp.sh || fail=1 ;;
     perf) perf ;;
+    det) det ;;
     threads) threads ;;
     *) echo "unknown phase $phase" && exit 2 ;;
   esac

@@ -79,6 +79,10 @@ enum tutti_step_kind {
 #define TUTTI_STEP_PEER_INPUT \
   0x2 /* PULL*: the peer exposes its user input (scaled as it is read, as SEND steps do) */
 #define TUTTI_STEP_OWN 0x4 /* BOARD_GATHER: this rank's own slot too (out of place) */
+/* RECV_REDUCE_COPY: dst = src OP in, the accumulator (src, never user input)
+ * on the left: folds in rank order keep one operand order on every rank,
+ * which max and min (+0 against -0, which NaN) and NaN payloads can see. */
+#define TUTTI_STEP_ACC_LEFT 0x8
 
 struct tutti_step {
   uint8_t kind;
@@ -147,6 +151,9 @@ struct tutti_coll_args {
   /* The buffers are device memory: tune chooses among the device
    * executor's algorithms (the schedule's steps are the same). */
   int device;
+  /* TUTTI_DETERMINISTIC: reductions fold every element in rank order,
+   * whatever the algorithm (algo/ordered.c; docs/design.md). */
+  int deterministic;
 };
 
 /* One algorithm: a name and a builder for each collective it implements
@@ -180,6 +187,12 @@ const char* tutti_coll_name(enum tutti_coll coll);
 ncclResult_t tutti_schedule_build(enum tutti_algo_id id, const struct tutti_coll_args* a,
                                   struct tutti_schedule* s);
 void tutti_schedule_free(struct tutti_schedule* s);
+
+/* Deterministic mode: the pipelines whose partial sums travel (the ring's,
+ * the tree's, the hierarchy's) would fold in their own order, so for
+ * reductions they build the owners' folds in rank order instead, moving as
+ * many bytes (algo/ordered.c). 1 when `id` does so for `a`. */
+int tutti_algo_ordered(const struct tutti_coll_args* a, enum tutti_algo_id id);
 
 /* Builder helpers (algo/schedule.c). */
 ncclResult_t tutti_sched_lane(struct tutti_schedule* s);

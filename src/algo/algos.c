@@ -94,6 +94,13 @@ const struct tutti_algo* tutti_algo_get(enum tutti_algo_id id) {
   return (id >= 0 && id < TUTTI_ALGO_COUNT) ? algos[id] : NULL;
 }
 
+int tutti_algo_ordered(const struct tutti_coll_args* a, enum tutti_algo_id id) {
+  return a->deterministic &&
+         (a->coll == TUTTI_COLL_ALLREDUCE || a->coll == TUTTI_COLL_REDUCE ||
+          a->coll == TUTTI_COLL_REDUCESCATTER) &&
+         (id == TUTTI_ALGO_RING || id == TUTTI_ALGO_TREE || id == TUTTI_ALGO_HIER);
+}
+
 ncclResult_t tutti_schedule_build(enum tutti_algo_id id, const struct tutti_coll_args* a,
                                   struct tutti_schedule* s) {
   s->nlanes = 0;
@@ -101,6 +108,18 @@ ncclResult_t tutti_schedule_build(enum tutti_algo_id id, const struct tutti_coll
   s->scratch_bytes = 0;
   s->board_gens = 0;
   s->algo = id;
+  if (tutti_algo_ordered(a, id)) {
+    switch (a->coll) {
+      case TUTTI_COLL_ALLREDUCE:
+        return tutti_build_allreduce_ordered(a, s);
+      case TUTTI_COLL_REDUCE:
+        return tutti_build_reduce_ordered(a, s);
+      case TUTTI_COLL_REDUCESCATTER:
+        return tutti_build_reducescatter_direct(a, s);
+      default:
+        break;
+    }
+  }
   const struct tutti_algo* algo = tutti_algo_get(id);
   if (algo == NULL || algo->build[a->coll] == NULL) {
     return ncclInvalidUsage;

@@ -37,8 +37,8 @@ ncclResult_t tutti_build_accumulate(struct tutti_schedule* s, const struct tutti
     } else if (p == r) {
       NCCLCHECK(tutti_add(s, TUTTI_STEP_REDUCE, fl, own_buf, own_off, dst, dst_off, bytes, -1, -1));
     } else {
-      NCCLCHECK(
-          tutti_add(s, TUTTI_STEP_RECV_REDUCE_COPY, fl, dst, dst_off, dst, dst_off, bytes, -1, p));
+      NCCLCHECK(tutti_add(s, TUTTI_STEP_RECV_REDUCE_COPY, fl | TUTTI_STEP_ACC_LEFT, dst, dst_off,
+                          dst, dst_off, bytes, -1, p));
     }
   }
   return ncclSuccess;

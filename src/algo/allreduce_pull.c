@@ -42,12 +42,46 @@ TUTTI_BUILDER(allreduce_pull) {
   return ncclSuccess;
 }
 
+/* Deterministic mode: rank order, ((x0 OP x1) OP x2) ..., the accumulator
+ * on the left (PULL_REDUCE: dst = src OP peer). In place the own block is
+ * copied aside (scaled) first: x0's copy would overwrite it. */
+static ncclResult_t accumulate_pull_ordered(struct tutti_schedule* s,
+                                            const struct tutti_coll_args* a, enum tutti_buf own_buf,
+                                            size_t own_off, enum tutti_buf dst, size_t dst_off,
+                                            size_t bytes) {
+  const int n = a->nranks, r = a->rank;
+  if (a->in_place && r > 0) {
+    s->scratch_bytes = bytes > s->scratch_bytes ? bytes : s->scratch_bytes;
+    NCCLCHECK(ADD_COPY(s, 0, own_buf, own_off, TUTTI_BUF_SCRATCH, 0, bytes));
+    own_buf = TUTTI_BUF_SCRATCH;
+    own_off = 0;
+  }
+  for (int p = 0; p < n; p++) {
+    const int fl = p == n - 1 ? TUTTI_STEP_FINAL : 0;
+    if (p == 0 && r == 0) {
+      continue; /* the accumulator starts as the own block, read by the next step */
+    } else if (p == 0) {
+      NCCLCHECK(ADD_PULL(s, fl, 1, dst, dst_off, bytes, 0));
+    } else if (p == r) {
+      NCCLCHECK(tutti_add(s, TUTTI_STEP_REDUCE, fl, own_buf, own_off, dst, dst_off, bytes, -1, -1));
+    } else {
+      const int first = p == 1 && r == 0;
+      NCCLCHECK(ADD_PULL_REDUCE(s, fl, first ? own_buf : dst, first ? own_off : dst_off, dst,
+                                dst_off, bytes, p));
+    }
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t tutti_build_accumulate_pull(struct tutti_schedule* s, const struct tutti_coll_args* a,
                                          enum tutti_buf own_buf, size_t own_off, enum tutti_buf dst,
                                          size_t dst_off, size_t bytes) {
   const int n = a->nranks, r = a->rank;
   if (n == 1) {
     return ADD_COPY(s, TUTTI_STEP_FINAL, own_buf, own_off, dst, dst_off, bytes);
+  }
+  if (a->deterministic) {
+    return accumulate_pull_ordered(s, a, own_buf, own_off, dst, dst_off, bytes);
   }
   for (int k = 1; k < n; k++) {
     const int fl = k == n - 1 ? TUTTI_STEP_FINAL : 0;

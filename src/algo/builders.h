@@ -30,13 +30,16 @@ TUTTI_BUILDER(allreduce_pull);
 TUTTI_BUILDER(allreduce_board);
 TUTTI_BUILDER(allgather_board);
 TUTTI_BUILDER(broadcast_board);
+TUTTI_BUILDER(allreduce_ordered);
+TUTTI_BUILDER(reduce_ordered);
 TUTTI_BUILDER(send);
 TUTTI_BUILDER(recv);
 
 /* Appends, to the current lane, steps that leave in `dst` the reduction of
- * every rank's block in rank order 0, 1, ..., nranks-1 (the same order on
- * every rank, so that every rank gets the same bits). Peer p's block arrives
- * from p; this rank's own block is read from (own_buf, own_off). */
+ * every rank's block in rank order, ((x0 OP x1) OP x2) OP ..., the
+ * accumulator always the left operand (the same bits on every rank, max and
+ * min's signed zeros and NaNs included). Peer p's block arrives from p; this
+ * rank's own block is read from (own_buf, own_off), which is not dst. */
 ncclResult_t tutti_build_accumulate(struct tutti_schedule* s, const struct tutti_coll_args* a,
                                     enum tutti_buf own_buf, size_t own_off, enum tutti_buf dst,
                                     size_t dst_off, size_t bytes);

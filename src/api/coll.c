@@ -238,6 +238,7 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   a.board_bytes = c->device ? 0 : comm->board_bytes;
   a.inter_algo = tutti_tune_inter(&a);
   a.device = c->device;
+  a.deterministic = comm->deterministic;
   /* Operations come back from the pool with their last schedule: a loop of
    * identical calls chooses and builds it once (both depend on `a` alone). */
   if (!op->sched_valid || memcmp(&op->args, &a, sizeof a) != 0) {

@@ -38,6 +38,7 @@ struct ncclComm {
   int max_local;
   int can_pull;       /* coll_args.can_pull: 0, 1 (another process's memory), 2 (one process) */
   size_t board_bytes; /* coll_args.board_bytes: the host's board, when every rank is on it */
+  int deterministic;  /* coll_args.deterministic: TUTTI_DETERMINISTIC, agreed at init */
   struct tutti_transport_comm tc;
   struct tutti_exec_rank er;
   struct tutti_dev_comm* dev; /* device buffers; NULL when they cannot run, and why: */

@@ -11,6 +11,7 @@
 #include "bootstrap/bootstrap.h"
 #include "tune/tune.h"
 #include "transport/cma.h"
+#include "util/param.h"
 #include "topo/topo.h"
 #include "util/check.h"
 #include "util/cuda.h"
@@ -72,11 +73,32 @@ void tutti_comm_free(struct ncclComm* comm) {
 
 /* One rank's view of its connections, all-gathered at init. */
 struct conn_caps {
-  size_t slot_bytes;  /* its smallest slot (0: no connection) */
-  size_t queue_bytes; /* its smallest queue */
-  size_t can_read;    /* it can read every peer's host buffers (single copy) */
-  size_t board_bytes; /* the slot size of the host's board it maps, 0 none */
+  size_t slot_bytes;    /* its smallest slot (0: no connection) */
+  size_t queue_bytes;   /* its smallest queue */
+  size_t can_read;      /* it can read every peer's host buffers (single copy) */
+  size_t board_bytes;   /* the slot size of the host's board it maps, 0 none */
+  size_t deterministic; /* its TUTTI_DETERMINISTIC: must be every rank's */
 };
+
+static TUTTI_PARAM_RANGE(deterministic, "TUTTI_DETERMINISTIC", 0, 0, 1);
+
+/* Ranks that fold in different orders would run different schedules: a
+ * mismatch fails creation on every rank, naming the first that differs. */
+static ncclResult_t agree_deterministic(struct ncclComm* comm, const struct conn_caps* all) {
+  comm->deterministic = (int)all[0].deterministic;
+  for (int r = 1; r < comm->nranks; r++) {
+    if (all[r].deterministic != all[0].deterministic) {
+      return tutti_error(ncclInvalidArgument,
+                         "rank %d has TUTTI_DETERMINISTIC=%d but rank 0 has %d: set it alike on "
+                         "every rank (it changes how reductions are scheduled)",
+                         r, (int)all[r].deterministic, (int)all[0].deterministic);
+    }
+  }
+  if (comm->deterministic && comm->rank == 0) {
+    INFO(TUTTI_INIT, "deterministic reductions: every element folded in rank order");
+  }
+  return ncclSuccess;
+}
 
 /* What this rank's connections allow, agreed with every rank: the piece
  * and queue sizes (the smallest anywhere), single copy, the board. */
@@ -85,7 +107,8 @@ static ncclResult_t agree_caps(struct ncclComm* comm) {
   struct tutti_exec_rank* er = &comm->er;
   const int n = comm->nranks;
   struct conn_caps mine = {0, 0, comm->nhosts == 1,
-                           comm->nhosts == 1 && tc->board.base != NULL ? tc->board.slot_bytes : 0};
+                           comm->nhosts == 1 && tc->board.base != NULL ? tc->board.slot_bytes : 0,
+                           (size_t)tutti_param_deterministic()};
   for (int r = 0; r < n; r++) {
     struct tutti_conn* cs[2] = {tc->send[r], tc->recv[r]};
     /* Single copy: the offer's slot is its completion flag (send_idle), and
@@ -125,6 +148,9 @@ static ncclResult_t agree_caps(struct ncclComm* comm) {
     }
     comm->can_pull = comm->can_pull && all[r].can_read != 0;
     comm->board_bytes = all[r].board_bytes == comm->board_bytes ? comm->board_bytes : 0;
+  }
+  if (res == ncclSuccess) {
+    res = agree_deterministic(comm, all);
   }
   free(all);
   if (comm->board_bytes > 0) {

@@ -132,7 +132,11 @@ static void conn_piece(const struct tutti_op* op, const struct tutti_step* st, s
       tutti_reduce(out, in, src, n, ro, src_flags(st) & ~TUTTI_RED_FINAL);
       break;
     case TUTTI_STEP_RECV_REDUCE_COPY:
-      tutti_reduce(dst, in, src, n, ro, src_flags(st));
+      if (st->flags & TUTTI_STEP_ACC_LEFT) { /* src is the accumulator, never user input */
+        tutti_reduce(dst, src, in, n, ro, src_flags(st) & ~TUTTI_RED_SCALE_B);
+      } else {
+        tutti_reduce(dst, in, src, n, ro, src_flags(st));
+      }
       break;
     case TUTTI_STEP_RECV_REDUCE_COPY_SEND:
       if (to_output) {

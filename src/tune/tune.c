@@ -150,10 +150,11 @@ void tutti_tune_plan(const struct tutti_coll_args* a, struct tutti_plan* plan) {
    * (tutti_tune_device). */
   if (!a->device && tutti_log_wants(TUTTI_LOG_INFO, TUTTI_TUNING) &&
       tutti_tune_first_sight(tutti_tune_shape(a, TUTTI_PATH_SCHEDULE))) {
-    INFO(TUTTI_TUNING, "%s of %zu bytes, %d ranks on %d host%s%s, host buffers: %s (%s)",
+    INFO(TUTTI_TUNING, "%s of %zu bytes, %d ranks on %d host%s%s, host buffers: %s%s (%s)",
          tutti_coll_name(a->coll), a->count * a->elem_size, a->nranks, a->nhosts,
          a->nhosts == 1 ? "" : "s", a->in_place ? ", in place" : "",
-         tutti_algo_get(plan->algo)->name, why);
+         tutti_algo_get(plan->algo)->name, tutti_algo_ordered(a, plan->algo) ? ", ordered" : "",
+         why);
   }
 }
 

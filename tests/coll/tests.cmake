@@ -68,3 +68,39 @@ foreach(m procs threads)
   set_tests_properties(coll.withdraw.${m} PROPERTIES TIMEOUT 120
     ENVIRONMENT "TUTTI_TIMEOUT=1;TUTTI_TUNE=all:1-inf:@pull")
 endforeach()
+
+# Deterministic reductions (TUTTI_DETERMINISTIC=1): every placement and
+# forced algorithm against the fold in rank order, bit for bit, on inputs
+# that make the order visible; and the default mode's ring unchanged.
+add_executable(test_ordered ${CMAKE_CURRENT_LIST_DIR}/test_ordered.c
+                            ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+target_include_directories(test_ordered PRIVATE ${CMAKE_SOURCE_DIR}/src
+  ${CMAKE_SOURCE_DIR}/tests/common)
+target_link_libraries(test_ordered PRIVATE tutti_static m)
+# name | mode | ranks | expected order | environment (& between variables)
+set(TUTTI_ORDERED_CASES
+  "threads|threads|1,2,3,4|ordered|"
+  "threads.Ring.chunk|threads|3,4|ordered|NCCL_ALGO=Ring&NCCL_BUFFSIZE=65536"
+  "threads.Pull|threads|2,3|ordered|TUTTI_TUNE=all:1-inf:@pull"
+  "procs|procs|2,3,4|ordered|"
+  "procs.Ring|procs|2,3,4|ordered|NCCL_ALGO=Ring"
+  "procs.Direct|procs|3,4|ordered|NCCL_ALGO=Direct"
+  "procs.Pull|procs|3,4|ordered|TUTTI_TUNE=all:1-inf:@pull"
+  "procs.Board|procs|3,4|ordered|NCCL_ALGO=Board,Direct"
+  "hosts|hosts|2,3|ordered|"
+  "hosts.Tree|hosts|4|ordered|NCCL_ALGO=Tree"
+  "pairs.Hier|pairs|4|ordered|NCCL_ALGO=Hier"
+  "default_ring.threads|threads|2,3,4|ring|NCCL_ALGO=Ring"
+  "default_ring.procs|procs|3|ring|NCCL_ALGO=Ring&NCCL_BUFFSIZE=65536")
+foreach(c ${TUTTI_ORDERED_CASES})
+  string(REPLACE "|" ";" f "${c}")
+  list(GET f 0 name)
+  list(GET f 1 mode)
+  list(GET f 2 ranks)
+  list(GET f 3 expect)
+  list(GET f 4 extra)
+  string(REPLACE "&" ";" extra "${extra}")
+  set(env "TUTTI_TIMEOUT=60" ${extra})
+  add_test(NAME coll.ordered.${name} COMMAND test_ordered ${mode} ${ranks} ${expect})
+  set_tests_properties(coll.ordered.${name} PROPERTIES TIMEOUT 600 ENVIRONMENT "${env}")
+endforeach()

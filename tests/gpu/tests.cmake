@@ -13,6 +13,16 @@ if(TUTTI_HAVE_CUDA)
   set_tests_properties(gpu.suite PROPERTIES TIMEOUT 3600 SKIP_RETURN_CODE 77
     ENVIRONMENT "TUTTI_TIMEOUT=60;NCCL_NVLS_ENABLE=0")
 
+  # Deterministic reductions through every device path, against the rank-order fold.
+  add_executable(test_gpu_ordered ${CMAKE_CURRENT_LIST_DIR}/test_gpu_ordered.c
+    ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+  target_include_directories(test_gpu_ordered PRIVATE ${CMAKE_SOURCE_DIR}/src
+    ${CMAKE_SOURCE_DIR}/tests/common ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_libraries(test_gpu_ordered PRIVATE tutti_static CUDA::cudart_static m)
+  add_test(NAME gpu.ordered COMMAND test_gpu_ordered all)
+  set_tests_properties(gpu.ordered PROPERTIES TIMEOUT 1800 SKIP_RETURN_CODE 77
+    ENVIRONMENT "TUTTI_TIMEOUT=60;NCCL_NVLS_ENABLE=0")
+
   # The device region's layout, checked on the host (no GPU needed).
   add_executable(test_dev_layout ${CMAKE_CURRENT_LIST_DIR}/test_layout.cu
     ${CMAKE_SOURCE_DIR}/tests/common/harness.c)

@@ -216,6 +216,8 @@ __device__ __forceinline__ void td_move_piece(const td_block& b, const td_shared
   char* pdst = pt.dst ? pt.dst + pc : NULL;
   td_pass p;
   const int eop = td_step_operands(st.kind, op, pt.scale, pt.final, in, out, psrc, pdst, len, &p);
+  /* RECV_REDUCE_COPY folding in rank order: the accumulator (src) on the left. */
+  const int acc_left = (st.flags & TUTTI_STEP_ACC_LEFT) != 0;
   if (op.ll && !pt.local) {
     td_llpass lp;
     lp.in = (const uint4*)in;
@@ -226,8 +228,14 @@ __device__ __forceinline__ void td_move_piece(const td_block& b, const td_shared
     lp.out = (uint4*)out;
     lp.len = len;
     lp.dc = b.dc;
+    lp.swap = acc_left;
     td_ll_typed(&op, scalar, eop, &lp);
   } else if (eop != TD_COPY || p.a != p.w1) { /* an in-place copy has nothing to do */
+    if (acc_left) {
+      const char* t = p.a;
+      p.a = p.b;
+      p.b = t;
+    }
     td_pass_typed(&op, scalar, eop, &p);
   }
 }

@@ -150,7 +150,7 @@ __device__ __forceinline__ int td_combine(const td_mapped& w, const td_op& op, u
         return 0;
       }
     } else if (P == TD_P_LL) {
-      td_llpass lp = {(const uint4*)box, (uint32_t)s, 0, NULL, dst, NULL, len, dc};
+      td_llpass lp = {(const uint4*)box, (uint32_t)s, 0, NULL, dst, NULL, len, dc, 0};
       td_ll_typed(&op, scalar, TD_COPY, &lp);
     } else {
       td_pass p = {box, NULL, dst, NULL, len, tid, nth};
@@ -185,7 +185,7 @@ __device__ __forceinline__ void td_push(const td_mapped& w, const td_op& op, uin
     if (P == TD_P_LL128) {
       td_ll128_push_typed(&op, scalar, eop == TD_SCALE, src, (uint64_t*)box, len, s);
     } else if (P == TD_P_LL) {
-      td_llpass lp = {NULL, 0, (uint32_t)s, src, NULL, (uint4*)box, len, dc};
+      td_llpass lp = {NULL, 0, (uint32_t)s, src, NULL, (uint4*)box, len, dc, 0};
       td_ll_typed(&op, scalar, eop, &lp);
     } else {
       td_pass p = {src, NULL, box, NULL, len, tid, nth};

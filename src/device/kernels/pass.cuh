@@ -212,6 +212,7 @@ struct td_llpass {
   uint4* out;      /* LL lines to write in the peer's memory, or NULL */
   size_t len;
   td_devcomm* dc;
+  int swap; /* binary: src OP lines (the accumulator on the left), not lines OP src */
 };
 
 __device__ __forceinline__ uint64_t td_ll_read(const uint4* line, uint32_t flag, td_devcomm* dc) {
@@ -257,7 +258,8 @@ __device__ __forceinline__ void td_st8(char* p, uint64_t v, size_t nb) {
   }
 }
 
-/* One LL piece: x = the lines (or src); v = x OP src, or x transformed;
+/* One LL piece: x = the lines (or src); v = x OP src (src OP x when swap),
+ * or x transformed;
  * v goes to dst and/or the peer's lines. */
 template <class R>
 __device__ __noinline__ void td_ll_pass(const td_op* op, uint64_t scalar, int e,
@@ -271,7 +273,8 @@ __device__ __noinline__ void td_ll_pass(const td_op* op, uint64_t scalar, int e,
     uint64_t x = p.in ? td_ll_read(p.in + l, p.in_flag, p.dc) : td_ld8(p.src + l * 8, nb);
     uint64_t v = x;
     if (e != TD_COPY) {
-      v = td_vop<R, uint64_t>(r, e, x, binary ? td_ld8(p.src + l * 8, nb) : x);
+      const uint64_t y = binary ? td_ld8(p.src + l * 8, nb) : x;
+      v = p.swap ? td_vop<R, uint64_t>(r, e, y, x) : td_vop<R, uint64_t>(r, e, x, y);
     }
     if (p.dst != NULL) {
       td_st8(p.dst + l * 8, v, nb);

@@ -1,0 +1,97 @@
+/* Deterministic reductions (TUTTI_DETERMINISTIC=1): what Ring, Tree and Hier
+ * build for allreduce and reduce in that mode (algos.c), so that every
+ * element is folded in rank order whichever algorithm runs. Block p of the
+ * data (the ring's split) goes straight to rank p, which folds the N
+ * contributions in rank order (tutti_build_accumulate): each rank sends and
+ * receives (N-1)/N of the data, as in a ring's reduce-scatter. Then the
+ * reduced blocks go around the ring (allreduce) or to the root (reduce). */
+#include "algo/builders.h"
+#include "algo/pattern.h"
+#include "algo/steps.h"
+
+/* Lanes sending block p of the input to every peer p, then the lane that
+ * folds this rank's block into (dst, dst_off), left current. In place the
+ * own block is copied aside (scaled) first: the fold overwrites it before
+ * its turn comes. */
+static ncclResult_t scatter_fold(const struct tutti_coll_args* a, struct tutti_schedule* s,
+                                 enum tutti_buf dst, size_t dst_off) {
+  const int n = a->nranks, r = a->rank;
+  const size_t es = a->elem_size;
+  for (int p = 0; p < n; p++) {
+    if (p != r) {
+      NCCLCHECK(tutti_sched_lane(s));
+      NCCLCHECK(ADD_SEND(s, 0, TUTTI_BUF_SEND, tutti_block_off(a->count, n, p) * es,
+                         tutti_block_len(a->count, n, p) * es, p));
+    }
+  }
+  const size_t mo = tutti_block_off(a->count, n, r) * es, ml = tutti_block_len(a->count, n, r) * es;
+  NCCLCHECK(tutti_sched_lane(s));
+  enum tutti_buf own = TUTTI_BUF_SEND;
+  size_t own_off = mo;
+  if (a->in_place && dst != TUTTI_BUF_SCRATCH) {
+    s->scratch_bytes = ml;
+    NCCLCHECK(ADD_COPY(s, 0, TUTTI_BUF_SEND, mo, TUTTI_BUF_SCRATCH, 0, ml));
+    own = TUTTI_BUF_SCRATCH;
+    own_off = 0;
+  }
+  return tutti_build_accumulate(s, a, own, own_off, dst, dst_off, ml);
+}
+
+TUTTI_BUILDER(allreduce_ordered) {
+  const int n = a->nranks, r = a->rank;
+  const size_t es = a->elem_size;
+  if (n == 1) {
+    NCCLCHECK(tutti_sched_lane(s));
+    return ADD_COPY(s, TUTTI_STEP_FINAL, TUTTI_BUF_SEND, 0, TUTTI_BUF_RECV, 0, a->count * es);
+  }
+  NCCLCHECK(scatter_fold(a, s, TUTTI_BUF_RECV, tutti_block_off(a->count, n, r) * es));
+  /* All-gather around the ring on the same lane, once the block is folded:
+   * at step j rank r forwards block r-j. Its sends to `next` follow the
+   * lane that sent `next` its input block (tickets are taken in lane order). */
+  const int next = tutti_ring_next(r, n), prev = tutti_ring_prev(r, n);
+  const size_t chunk = tutti_chunk_elems(a->chunk_bytes, es);
+  const size_t rounds = tutti_rounds(tutti_block_len(a->count, n, 0), chunk);
+  for (size_t k = 0; k < rounds; k++) {
+#define SLICE(b, o, l)                                                                       \
+  tutti_round_slice(tutti_block_off(a->count, n, (b)), tutti_block_len(a->count, n, (b)), k, \
+                    chunk, &(o), &(l))
+    size_t o, l;
+    SLICE(r, o, l);
+    NCCLCHECK(ADD_SEND(s, 0, TUTTI_BUF_RECV, o * es, l * es, next));
+    for (int j = 1; j < n - 1; j++) {
+      SLICE(tutti_mod(r, -j, n), o, l);
+      NCCLCHECK(tutti_add(s, TUTTI_STEP_RECV_COPY_SEND, 0, TUTTI_BUF_NONE, 0, TUTTI_BUF_RECV,
+                          o * es, l * es, next, prev));
+    }
+    SLICE(tutti_mod(r, 1, n), o, l);
+    NCCLCHECK(ADD_RECV(s, 0, TUTTI_BUF_RECV, o * es, l * es, prev));
+#undef SLICE
+  }
+  return ncclSuccess;
+}
+
+TUTTI_BUILDER(reduce_ordered) {
+  const int n = a->nranks, r = a->rank, root = a->root;
+  const size_t es = a->elem_size;
+  if (n == 1) {
+    NCCLCHECK(tutti_sched_lane(s));
+    return ADD_COPY(s, TUTTI_STEP_FINAL, TUTTI_BUF_SEND, 0, TUTTI_BUF_RECV, 0, a->count * es);
+  }
+  if (r != root) {
+    /* The folded block waits in scratch, then goes to the root. */
+    const size_t ml = tutti_block_len(a->count, n, r) * es;
+    NCCLCHECK(scatter_fold(a, s, TUTTI_BUF_SCRATCH, 0));
+    s->scratch_bytes = ml;
+    return ADD_SEND(s, 0, TUTTI_BUF_SCRATCH, 0, ml, root);
+  }
+  NCCLCHECK(scatter_fold(a, s, TUTTI_BUF_RECV, tutti_block_off(a->count, n, r) * es));
+  /* Each peer's folded block, after that peer's input block went out. */
+  for (int p = 0; p < n; p++) {
+    if (p != r) {
+      NCCLCHECK(tutti_sched_lane(s));
+      NCCLCHECK(ADD_RECV(s, 0, TUTTI_BUF_RECV, tutti_block_off(a->count, n, p) * es,
+                         tutti_block_len(a->count, n, p) * es, p));
+    }
+  }
+  return ncclSuccess;
+}
