@@ -79,10 +79,14 @@ enum tutti_step_kind {
 #define TUTTI_STEP_PEER_INPUT \
   0x2 /* PULL*: the peer exposes its user input (scaled as it is read, as SEND steps do) */
 #define TUTTI_STEP_OWN 0x4 /* BOARD_GATHER: this rank's own slot too (out of place) */
-/* RECV_REDUCE_COPY: dst = src OP in, the accumulator (src, never user input)
- * on the left: folds in rank order keep one operand order on every rank,
- * which max and min (+0 against -0, which NaN) and NaN payloads can see. */
+/* RECV_REDUCE_COPY: dst = src OP in, the accumulator (src) on the left:
+ * folds in rank order keep one operand order on every rank, which max and
+ * min see (+0 against -0, which NaN wins). A sum's operands commute, so a
+ * PreMulSum whose src is user input (scaled as read) keeps in OP src'. */
 #define TUTTI_STEP_ACC_LEFT 0x8
+/* The step's output is read again soon (a fold in rounds): plain stores,
+ * never streaming ones that would evict it from the cache. */
+#define TUTTI_STEP_KEEP 0x10
 
 struct tutti_step {
   uint8_t kind;

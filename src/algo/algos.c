@@ -115,7 +115,7 @@ ncclResult_t tutti_schedule_build(enum tutti_algo_id id, const struct tutti_coll
       case TUTTI_COLL_REDUCE:
         return tutti_build_reduce_ordered(a, s);
       case TUTTI_COLL_REDUCESCATTER:
-        return tutti_build_reducescatter_direct(a, s);
+        return tutti_build_reducescatter_ordered(a, s);
       default:
         break;
     }

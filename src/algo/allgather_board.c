@@ -6,9 +6,9 @@
  * N - 1 (process_vm_readv, ~1.3x a memcpy's time) and copies its own, and
  * the piece a reader copies was just written, still in the shared cache.
  * Tune's choice from 16 MB, and at every size when ranks outnumber cores
- * (bench/RESULTS.md, "Large messages, 512 KB–256 MB"). Rounds follow each other on every rank: round
- * k + 2 reuses the slots of round k, posted only after every rank finished
- * reading them (exec/board.c says why). */
+ * (bench/RESULTS.md, "Large messages, 512 KB–256 MB"). Rounds follow each other on every rank:
+ * round k + 2 reuses the slots of round k, posted only after every rank finished reading them
+ * (exec/board.c says why). */
 #include "algo/builders.h"
 #include "algo/steps.h"
 

@@ -27,19 +27,55 @@ TUTTI_BUILDER(allreduce_direct) {
 ncclResult_t tutti_build_accumulate(struct tutti_schedule* s, const struct tutti_coll_args* a,
                                     enum tutti_buf own_buf, size_t own_off, enum tutti_buf dst,
                                     size_t dst_off, size_t bytes) {
+  return tutti_build_fold(s, a, own_buf, own_off, dst, dst_off, bytes, 0);
+}
+
+/* One round: [off, off + len) of the block, every contribution folded in. */
+static ncclResult_t fold_round(struct tutti_schedule* s, const struct tutti_coll_args* a,
+                               enum tutti_buf own_buf, size_t own_off, enum tutti_buf dst,
+                               size_t dst_off, size_t len, int keep) {
   const int n = a->nranks, r = a->rank;
-  for (int p = 0; p < n; p++) {
-    int fl = (p == n - 1) ? TUTTI_STEP_FINAL : 0;
-    if (p == 0 && p == r) {
-      NCCLCHECK(ADD_COPY(s, fl, own_buf, own_off, dst, dst_off, bytes));
-    } else if (p == 0) {
-      NCCLCHECK(ADD_RECV(s, fl, dst, dst_off, bytes, p));
-    } else if (p == r) {
-      NCCLCHECK(tutti_add(s, TUTTI_STEP_REDUCE, fl, own_buf, own_off, dst, dst_off, bytes, -1, -1));
+  if (n == 1) {
+    return ADD_COPY(s, TUTTI_STEP_FINAL, own_buf, own_off, dst, dst_off, len);
+  }
+  /* x0 OP x1 in one step where this rank holds one of them: rank 0 folds
+   * rank 1's block into its own (the accumulator, on the left), rank 1 its
+   * own into rank 0's (the received block, on the left). */
+  const int fl1 = (n == 2 ? TUTTI_STEP_FINAL : 0) | (n == 2 ? 0 : keep);
+  if (r == 0) {
+    NCCLCHECK(tutti_add(s, TUTTI_STEP_RECV_REDUCE_COPY, fl1 | TUTTI_STEP_ACC_LEFT, own_buf, own_off,
+                        dst, dst_off, len, -1, 1));
+  } else if (r == 1) {
+    NCCLCHECK(
+        tutti_add(s, TUTTI_STEP_RECV_REDUCE_COPY, fl1, own_buf, own_off, dst, dst_off, len, -1, 0));
+  } else {
+    NCCLCHECK(ADD_RECV(s, keep, dst, dst_off, len, 0));
+    NCCLCHECK(tutti_add(s, TUTTI_STEP_RECV_REDUCE_COPY, fl1 | TUTTI_STEP_ACC_LEFT, dst, dst_off,
+                        dst, dst_off, len, -1, 1));
+  }
+  for (int p = 2; p < n; p++) {
+    const int fl = p == n - 1 ? TUTTI_STEP_FINAL : keep;
+    if (p == r) {
+      NCCLCHECK(tutti_add(s, TUTTI_STEP_REDUCE, fl, own_buf, own_off, dst, dst_off, len, -1, -1));
     } else {
       NCCLCHECK(tutti_add(s, TUTTI_STEP_RECV_REDUCE_COPY, fl | TUTTI_STEP_ACC_LEFT, dst, dst_off,
-                          dst, dst_off, bytes, -1, p));
+                          dst, dst_off, len, -1, p));
     }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t tutti_build_fold(struct tutti_schedule* s, const struct tutti_coll_args* a,
+                              enum tutti_buf own_buf, size_t own_off, enum tutti_buf dst,
+                              size_t dst_off, size_t bytes, size_t round_bytes) {
+  if (round_bytes == 0 || round_bytes >= bytes) {
+    return fold_round(s, a, own_buf, own_off, dst, dst_off, bytes, 0);
+  }
+  /* Rounds whose partial result stays in the cache from step to step. */
+  round_bytes -= round_bytes % a->elem_size;
+  for (size_t o = 0; o < bytes; o += round_bytes) {
+    const size_t len = bytes - o < round_bytes ? bytes - o : round_bytes;
+    NCCLCHECK(fold_round(s, a, own_buf, own_off + o, dst, dst_off + o, len, TUTTI_STEP_KEEP));
   }
   return ncclSuccess;
 }

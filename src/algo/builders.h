@@ -32,6 +32,7 @@ TUTTI_BUILDER(allgather_board);
 TUTTI_BUILDER(broadcast_board);
 TUTTI_BUILDER(allreduce_ordered);
 TUTTI_BUILDER(reduce_ordered);
+TUTTI_BUILDER(reducescatter_ordered);
 TUTTI_BUILDER(send);
 TUTTI_BUILDER(recv);
 
@@ -43,6 +44,12 @@ TUTTI_BUILDER(recv);
 ncclResult_t tutti_build_accumulate(struct tutti_schedule* s, const struct tutti_coll_args* a,
                                     enum tutti_buf own_buf, size_t own_off, enum tutti_buf dst,
                                     size_t dst_off, size_t bytes);
+/* The same in rounds of `round_bytes` (0: one round): each round folds every
+ * contribution to its part before the next, so the partial result stays in
+ * the cache; the order per element is the same. */
+ncclResult_t tutti_build_fold(struct tutti_schedule* s, const struct tutti_coll_args* a,
+                              enum tutti_buf own_buf, size_t own_off, enum tutti_buf dst,
+                              size_t dst_off, size_t bytes, size_t round_bytes);
 
 /* Appends, to the current lane, steps that leave in (dst, dst_off) this
  * rank's block of the reduction, reading every peer's block of its input

@@ -4,10 +4,25 @@
  * data (the ring's split) goes straight to rank p, which folds the N
  * contributions in rank order (tutti_build_accumulate): each rank sends and
  * receives (N-1)/N of the data, as in a ring's reduce-scatter. Then the
- * reduced blocks go around the ring (allreduce) or to the root (reduce). */
+ * reduced blocks go around the ring (allreduce) or to the root (reduce); a
+ * reduce-scatter stops at the fold. */
 #include "algo/builders.h"
 #include "algo/pattern.h"
 #include "algo/steps.h"
+
+/* Block p of the input, in bytes: a reduce-scatter's shard p, else the
+ * ring's split of the vector. */
+static size_t block_off(const struct tutti_coll_args* a, int p) {
+  return a->coll == TUTTI_COLL_REDUCESCATTER
+             ? (size_t)p * a->count * a->elem_size
+             : tutti_block_off(a->count, a->nranks, p) * a->elem_size;
+}
+
+static size_t block_len(const struct tutti_coll_args* a, int p) {
+  return a->coll == TUTTI_COLL_REDUCESCATTER
+             ? a->count * a->elem_size
+             : tutti_block_len(a->count, a->nranks, p) * a->elem_size;
+}
 
 /* Lanes sending block p of the input to every peer p, then the lane that
  * folds this rank's block into (dst, dst_off), left current. In place the
@@ -16,15 +31,13 @@
 static ncclResult_t scatter_fold(const struct tutti_coll_args* a, struct tutti_schedule* s,
                                  enum tutti_buf dst, size_t dst_off) {
   const int n = a->nranks, r = a->rank;
-  const size_t es = a->elem_size;
   for (int p = 0; p < n; p++) {
     if (p != r) {
       NCCLCHECK(tutti_sched_lane(s));
-      NCCLCHECK(ADD_SEND(s, 0, TUTTI_BUF_SEND, tutti_block_off(a->count, n, p) * es,
-                         tutti_block_len(a->count, n, p) * es, p));
+      NCCLCHECK(ADD_SEND(s, 0, TUTTI_BUF_SEND, block_off(a, p), block_len(a, p), p));
     }
   }
-  const size_t mo = tutti_block_off(a->count, n, r) * es, ml = tutti_block_len(a->count, n, r) * es;
+  const size_t mo = block_off(a, r), ml = block_len(a, r);
   NCCLCHECK(tutti_sched_lane(s));
   enum tutti_buf own = TUTTI_BUF_SEND;
   size_t own_off = mo;
@@ -34,7 +47,16 @@ static ncclResult_t scatter_fold(const struct tutti_coll_args* a, struct tutti_s
     own = TUTTI_BUF_SCRATCH;
     own_off = 0;
   }
-  return tutti_build_accumulate(s, a, own, own_off, dst, dst_off, ml);
+  return tutti_build_fold(s, a, own, own_off, dst, dst_off, ml, a->chunk_bytes);
+}
+
+TUTTI_BUILDER(reducescatter_ordered) {
+  if (a->nranks == 1) {
+    NCCLCHECK(tutti_sched_lane(s));
+    return ADD_COPY(s, TUTTI_STEP_FINAL, TUTTI_BUF_SEND, 0, TUTTI_BUF_RECV, 0,
+                    a->count * a->elem_size);
+  }
+  return scatter_fold(a, s, TUTTI_BUF_RECV, 0);
 }
 
 TUTTI_BUILDER(allreduce_ordered) {
@@ -44,7 +66,7 @@ TUTTI_BUILDER(allreduce_ordered) {
     NCCLCHECK(tutti_sched_lane(s));
     return ADD_COPY(s, TUTTI_STEP_FINAL, TUTTI_BUF_SEND, 0, TUTTI_BUF_RECV, 0, a->count * es);
   }
-  NCCLCHECK(scatter_fold(a, s, TUTTI_BUF_RECV, tutti_block_off(a->count, n, r) * es));
+  NCCLCHECK(scatter_fold(a, s, TUTTI_BUF_RECV, block_off(a, r)));
   /* All-gather around the ring on the same lane, once the block is folded:
    * at step j rank r forwards block r-j. Its sends to `next` follow the
    * lane that sent `next` its input block (tickets are taken in lane order). */
@@ -79,18 +101,17 @@ TUTTI_BUILDER(reduce_ordered) {
   }
   if (r != root) {
     /* The folded block waits in scratch, then goes to the root. */
-    const size_t ml = tutti_block_len(a->count, n, r) * es;
+    const size_t ml = block_len(a, r);
     NCCLCHECK(scatter_fold(a, s, TUTTI_BUF_SCRATCH, 0));
     s->scratch_bytes = ml;
     return ADD_SEND(s, 0, TUTTI_BUF_SCRATCH, 0, ml, root);
   }
-  NCCLCHECK(scatter_fold(a, s, TUTTI_BUF_RECV, tutti_block_off(a->count, n, r) * es));
+  NCCLCHECK(scatter_fold(a, s, TUTTI_BUF_RECV, block_off(a, r)));
   /* Each peer's folded block, after that peer's input block went out. */
   for (int p = 0; p < n; p++) {
     if (p != r) {
       NCCLCHECK(tutti_sched_lane(s));
-      NCCLCHECK(ADD_RECV(s, 0, TUTTI_BUF_RECV, tutti_block_off(a->count, n, p) * es,
-                         tutti_block_len(a->count, n, p) * es, p));
+      NCCLCHECK(ADD_RECV(s, 0, TUTTI_BUF_RECV, block_off(a, p), block_len(a, p), p));
     }
   }
   return ncclSuccess;

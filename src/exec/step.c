@@ -103,7 +103,7 @@ static int stream_output(const struct tutti_op* op, const struct tutti_step* st)
   }
   const size_t min = op->er->stream_min_bytes;
   return st->dst_buf == TUTTI_BUF_RECV && op->bufs[TUTTI_BUF_RECV] != op->bufs[TUTTI_BUF_SEND] &&
-         min > 0 && out >= min;
+         min > 0 && out >= min && !(st->flags & TUTTI_STEP_KEEP);
 }
 
 /* One piece of a step that touches connections; `in` / `out` are the slots. */
@@ -132,7 +132,8 @@ static void conn_piece(const struct tutti_op* op, const struct tutti_step* st, s
       tutti_reduce(out, in, src, n, ro, src_flags(st) & ~TUTTI_RED_FINAL);
       break;
     case TUTTI_STEP_RECV_REDUCE_COPY:
-      if (st->flags & TUTTI_STEP_ACC_LEFT) { /* src is the accumulator, never user input */
+      if ((st->flags & TUTTI_STEP_ACC_LEFT) &&
+          !(ro->kind == TUTTI_RED_PREMULSUM && st->src_buf == TUTTI_BUF_SEND)) {
         tutti_reduce(dst, src, in, n, ro, src_flags(st) & ~TUTTI_RED_SCALE_B);
       } else {
         tutti_reduce(dst, in, src, n, ro, src_flags(st));

@@ -213,8 +213,9 @@ static void set_option(struct tr_job* j, enum opt_id id, const char* flag, const
     case O_NUMA:
       tr_note("--numa_binding %s: tuttirun does not bind ranks to NUMA nodes", v);
       break;
-    case O_SIGNALS:
-      break; /* SIGINT, SIGTERM and SIGHUP stop the job; see the usage */
+    case O_SIGNALS: /* SIGINT, SIGTERM and SIGHUP stop the job (usage); workers see the list */
+      tr_copy_arg(j->signals, sizeof j->signals, flag, v);
+      break;
     case O_NO_PREFIX:
       j->prefix = 0;
       break;

@@ -43,6 +43,9 @@ static void set_env(const struct tr_job* j, const struct tr_world* w, int local)
   setenv("TORCHELASTIC_RUN_ID", j->run_id, 1);
   /* tuttirun serves the store at MASTER_ADDR:MASTER_PORT, as torchrun's agent. */
   setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+  /* torchrun 2.x tells its workers which signals its agent handles. */
+  setenv("TORCHELASTIC_SIGNALS_TO_HANDLE",
+         j->signals[0] ? j->signals : "SIGTERM,SIGINT,SIGHUP,SIGQUIT", 1);
   setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1", 0);
   tr_error_file(j, w->restart_count, local, path, sizeof path);
   setenv("TORCHELASTIC_ERROR_FILE", path, 1);

@@ -83,7 +83,10 @@ def normalise(path, torchrun, version, port_picked):
       TORCH_NCCL_ASYNC_ERROR_HANDLING;
     - torch < 2.4 does not share the c10d agent's store with the workers
       (TORCHELASTIC_USE_AGENT_STORE=False); 2.4+ does (True), and so does
-      tuttirun, which serves that store."""
+      tuttirun, which serves that store;
+    - older torchruns (1.13) do not tell workers TORCHELASTIC_SIGNALS_TO_HANDLE;
+      2.11's does (SIGTERM,SIGINT,SIGHUP,SIGQUIT by default), and so does
+      tuttirun: where torchrun sets none, its default stands in."""
     out, ports = [], set()
     for line in open(path):
         if not line.startswith("ENV "):
@@ -101,6 +104,8 @@ def normalise(path, torchrun, version, port_picked):
             kv["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = kv.pop("NCCL_ASYNC_ERROR_HANDLING")
         if torchrun and version < (2, 4) and "c10d" in sys.argv[3]:
             kv["TORCHELASTIC_USE_AGENT_STORE"] = "True"
+        if torchrun and "TORCHELASTIC_SIGNALS_TO_HANDLE" not in kv:
+            kv["TORCHELASTIC_SIGNALS_TO_HANDLE"] = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
         out.append(" ".join(f"{k}={kv[k]}" for k in sorted(kv)) + " argv=" + tail)
     if len(ports) > 1:
         print(f"{path}: the ranks saw different MASTER_PORTs {sorted(ports)}")

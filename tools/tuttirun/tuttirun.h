@@ -29,6 +29,7 @@ struct tr_job {
   char run_id[256];
   int run_id_given; /* --rdzv_id (or --standalone's) rather than torchrun's "none" */
   char role[64];
+  char signals[128]; /* --signals_to_handle, as workers see it (TORCHELASTIC_SIGNALS_TO_HANDLE) */
   char local_addr[256]; /* --local_addr, or "" */
   double join_timeout, last_call_timeout, read_timeout;
   int is_host;               /* rdzv_conf is_host: 1, 0, or -1 (decide by address) */

@@ -216,8 +216,9 @@ __device__ __forceinline__ void td_move_piece(const td_block& b, const td_shared
   char* pdst = pt.dst ? pt.dst + pc : NULL;
   td_pass p;
   const int eop = td_step_operands(st.kind, op, pt.scale, pt.final, in, out, psrc, pdst, len, &p);
-  /* RECV_REDUCE_COPY folding in rank order: the accumulator (src) on the left. */
-  const int acc_left = (st.flags & TUTTI_STEP_ACC_LEFT) != 0;
+  /* RECV_REDUCE_COPY folding in rank order: the accumulator (src) on the
+   * left, unless src is scaled as read (a PreMulSum sum, whose operands commute). */
+  const int acc_left = (st.flags & TUTTI_STEP_ACC_LEFT) != 0 && eop != TD_SUMSCALE;
   if (op.ll && !pt.local) {
     td_llpass lp;
     lp.in = (const uint4*)in;
