@@ -50,6 +50,12 @@ ncclResult_t tutti_build_accumulate(struct tutti_schedule* s, const struct tutti
 ncclResult_t tutti_build_fold(struct tutti_schedule* s, const struct tutti_coll_args* a,
                               enum tutti_buf own_buf, size_t own_off, enum tutti_buf dst,
                               size_t dst_off, size_t bytes, size_t round_bytes);
+/* One round of that fold, over `len` bytes; `keep` (TUTTI_STEP_KEEP or 0)
+ * marks the steps whose output is read again; send_peer >= 0: the result
+ * also goes to that peer, from the last step. */
+ncclResult_t tutti_build_fold_round(struct tutti_schedule* s, const struct tutti_coll_args* a,
+                                    enum tutti_buf own_buf, size_t own_off, enum tutti_buf dst,
+                                    size_t dst_off, size_t len, int keep, int send_peer);
 
 /* Appends, to the current lane, steps that leave in (dst, dst_off) this
  * rank's block of the reduction, reading every peer's block of its input

@@ -59,27 +59,46 @@ TUTTI_BUILDER(reducescatter_ordered) {
   return scatter_fold(a, s, TUTTI_BUF_RECV, 0);
 }
 
+/* Allreduce in one lane, round by round as the ring: each round sends this
+ * round's slice of block p to every peer p, folds the own block's slice
+ * (the last step also sends it on to `next`), then forwards the other
+ * blocks' slices around the ring. A round's sends to one peer are at most
+ * two half-queue slices (the input slice, and the all-gather's to `next`),
+ * each sent only after the peer read the previous round's: sends lead
+ * receives by at most one step, as in the ring (docs/design.md, "Rounds"). */
 TUTTI_BUILDER(allreduce_ordered) {
   const int n = a->nranks, r = a->rank;
   const size_t es = a->elem_size;
+  NCCLCHECK(tutti_sched_lane(s));
   if (n == 1) {
-    NCCLCHECK(tutti_sched_lane(s));
     return ADD_COPY(s, TUTTI_STEP_FINAL, TUTTI_BUF_SEND, 0, TUTTI_BUF_RECV, 0, a->count * es);
   }
-  NCCLCHECK(scatter_fold(a, s, TUTTI_BUF_RECV, block_off(a, r)));
-  /* All-gather around the ring on the same lane, once the block is folded:
-   * at step j rank r forwards block r-j. Its sends to `next` follow the
-   * lane that sent `next` its input block (tickets are taken in lane order). */
   const int next = tutti_ring_next(r, n), prev = tutti_ring_prev(r, n);
   const size_t chunk = tutti_chunk_elems(a->chunk_bytes, es);
   const size_t rounds = tutti_rounds(tutti_block_len(a->count, n, 0), chunk);
+  /* In place, ranks from 2 on receive rank 0's slice over their own before
+   * its turn: the own slice is copied aside (scaled) first. */
+  const int aside = a->in_place && r >= 2;
+  if (aside) {
+    s->scratch_bytes = (chunk ? chunk : tutti_block_len(a->count, n, 0)) * es;
+  }
   for (size_t k = 0; k < rounds; k++) {
 #define SLICE(b, o, l)                                                                       \
   tutti_round_slice(tutti_block_off(a->count, n, (b)), tutti_block_len(a->count, n, (b)), k, \
                     chunk, &(o), &(l))
     size_t o, l;
+    for (int j = 1; j < n; j++) {
+      const int p = tutti_mod(r, j, n);
+      SLICE(p, o, l);
+      NCCLCHECK(ADD_SEND(s, 0, TUTTI_BUF_SEND, o * es, l * es, p));
+    }
     SLICE(r, o, l);
-    NCCLCHECK(ADD_SEND(s, 0, TUTTI_BUF_RECV, o * es, l * es, next));
+    if (aside) {
+      NCCLCHECK(ADD_COPY(s, 0, TUTTI_BUF_SEND, o * es, TUTTI_BUF_SCRATCH, 0, l * es));
+    }
+    NCCLCHECK(tutti_build_fold_round(s, a, aside ? TUTTI_BUF_SCRATCH : TUTTI_BUF_SEND,
+                                     aside ? 0 : o * es, TUTTI_BUF_RECV, o * es, l * es,
+                                     TUTTI_STEP_KEEP, next));
     for (int j = 1; j < n - 1; j++) {
       SLICE(tutti_mod(r, -j, n), o, l);
       NCCLCHECK(tutti_add(s, TUTTI_STEP_RECV_COPY_SEND, 0, TUTTI_BUF_NONE, 0, TUTTI_BUF_RECV,

@@ -106,6 +106,18 @@ static int stream_output(const struct tutti_op* op, const struct tutti_step* st)
          min > 0 && out >= min && !(st->flags & TUTTI_STEP_KEEP);
 }
 
+/* RECV_REDUCE_COPY(_SEND) with the accumulator (src) on the left, unless src
+ * is user input scaled as read: a PreMulSum sum, whose operands commute. */
+static inline int acc_left(const struct tutti_step* st, const struct tutti_redop* ro) {
+  return (st->flags & TUTTI_STEP_ACC_LEFT) &&
+         !(ro->kind == TUTTI_RED_PREMULSUM && st->src_buf == TUTTI_BUF_SEND);
+}
+
+/* Its flags: the received operand (now on the right) is never scaled. */
+static inline int rrc_flags(const struct tutti_step* st, const struct tutti_redop* ro) {
+  return acc_left(st, ro) ? src_flags(st) & ~TUTTI_RED_SCALE_B : src_flags(st);
+}
+
 /* One piece of a step that touches connections; `in` / `out` are the slots. */
 static void conn_piece(const struct tutti_op* op, const struct tutti_step* st, size_t off,
                        size_t len, const void* in, void* out) {
@@ -132,19 +144,23 @@ static void conn_piece(const struct tutti_op* op, const struct tutti_step* st, s
       tutti_reduce(out, in, src, n, ro, src_flags(st) & ~TUTTI_RED_FINAL);
       break;
     case TUTTI_STEP_RECV_REDUCE_COPY:
-      if ((st->flags & TUTTI_STEP_ACC_LEFT) &&
-          !(ro->kind == TUTTI_RED_PREMULSUM && st->src_buf == TUTTI_BUF_SEND)) {
-        tutti_reduce(dst, src, in, n, ro, src_flags(st) & ~TUTTI_RED_SCALE_B);
+      if (acc_left(st, ro)) {
+        tutti_reduce(dst, src, in, n, ro, rrc_flags(st, ro));
       } else {
         tutti_reduce(dst, in, src, n, ro, src_flags(st));
       }
       break;
     case TUTTI_STEP_RECV_REDUCE_COPY_SEND:
+      if (acc_left(st, ro)) {
+        const void* t = in;
+        in = src;
+        src = t;
+      }
       if (to_output) {
-        tutti_reduce(out, in, src, n, ro, src_flags(st));
+        tutti_reduce(out, in, src, n, ro, rrc_flags(st, ro));
         tutti_copy_stream(dst, out, len);
       } else {
-        tutti_reduce(dst, in, src, n, ro, src_flags(st));
+        tutti_reduce(dst, in, src, n, ro, rrc_flags(st, ro));
         memcpy(out, dst, len);
       }
       break;
