@@ -53,8 +53,8 @@ static int op_channels(const struct tutti_dev_comm* dc, const struct tutti_coll_
     cap = cap > all ? all : cap;
     /* A rank's sends to itself go through its loopback queues. */
     cap = a->root == a->rank && cap > TD_LOOP_CHANNELS ? TD_LOOP_CHANNELS : cap;
-  } else if (algo != TUTTI_ALGO_RING) {
-    cap = all;
+  } else if (algo != TUTTI_ALGO_RING || tutti_algo_ordered(a, algo)) {
+    cap = all; /* deterministic mode's "Ring" talks to every peer (algo/ordered.c) */
   }
   c = c > cap ? cap : c;
   return c < 1 ? 1 : (int)c;
@@ -65,7 +65,7 @@ static size_t lanes_bound(const struct tutti_coll_args* a, enum tutti_algo_id al
   if (a->coll == TUTTI_COLL_SEND || a->coll == TUTTI_COLL_RECV) {
     return 1;
   }
-  return algo == TUTTI_ALGO_RING ? 2 : 2 * (size_t)a->nranks;
+  return algo == TUTTI_ALGO_RING && !tutti_algo_ordered(a, algo) ? 2 : 2 * (size_t)a->nranks;
 }
 
 struct td_counts {
