@@ -82,7 +82,7 @@ perf() {
 # host (the device paths) and as two hosts (the proxy's schedules).
 det() {
   mps_start
-  for rep in 1 2 3; do
+  for rep in $(seq "${REPS:-3}"); do
     for c in allreduce reducescatter; do
       COLL=$c perf_pair "$c-default" "$BIN/libtutti.so.0" ""
       COLL=$c PERF_ENV=TUTTI_DETERMINISTIC=1 perf_pair "$c-det" "$BIN/libtutti.so.0" ""
