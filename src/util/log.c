@@ -293,15 +293,20 @@ static int wanted(enum tutti_log_level level, unsigned long subsys) {
   return !((level == TUTTI_LOG_INFO || level == TUTTI_LOG_TRACE) && (subsys & log_mask) == 0);
 }
 
-void tutti_log(enum tutti_log_level level, unsigned long subsys, const char* file, int line,
-               const char* fmt, ...) {
+void tutti_logv(enum tutti_log_level level, unsigned long subsys, const char* file, int line,
+                const char* fmt, va_list ap) {
   tutti_log_init();
   if (wanted(level, subsys)) {
-    va_list ap;
-    va_start(ap, fmt);
     emit(level, file, line, fmt, ap);
-    va_end(ap);
   }
+}
+
+void tutti_log(enum tutti_log_level level, unsigned long subsys, const char* file, int line,
+               const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tutti_logv(level, subsys, file, line, fmt, ap);
+  va_end(ap);
 }
 
 int tutti_log_wants(enum tutti_log_level level, unsigned long subsys) {

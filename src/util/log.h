@@ -13,6 +13,7 @@
 #ifndef TUTTI_UTIL_LOG_H
 #define TUTTI_UTIL_LOG_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 enum tutti_log_level {
@@ -51,6 +52,10 @@ extern int tutti_log_level_v; /* -1 until the environment has been read */
 void tutti_log_init(void);
 void tutti_log(enum tutti_log_level level, unsigned long subsys, const char* file, int line,
                const char* fmt, ...) __attribute__((format(printf, 5, 6)));
+/* tutti_log with the arguments as a va_list: for callers that relay other
+ * code's messages (a network plugin's logger, net/callbacks.c). */
+void tutti_logv(enum tutti_log_level level, unsigned long subsys, const char* file, int line,
+                const char* fmt, va_list ap) __attribute__((format(printf, 5, 0)));
 
 #define TUTTI_LOG_ENABLED(lvl) \
   ((tutti_log_level_v < 0 ? (tutti_log_init(), 0) : 0), tutti_log_level_v >= (int)(lvl))
