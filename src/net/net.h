@@ -83,7 +83,8 @@ struct tutti_net_ops {
   ncclResult_t (*close_send)(struct tutti_net* n, void* send_comm);
   ncclResult_t (*close_recv)(struct tutti_net* n, void* recv_comm);
   ncclResult_t (*close_listen)(struct tutti_net* n, void* listen_comm);
-  /* Ends what tutti_net_open began (once per open). */
+  /* Ends what tutti_net_open began (once per open); does not free n
+   * (tutti_net_close does both: every struct tutti_net is malloc'ed). */
   void (*finalize)(struct tutti_net* n);
 };
 
@@ -93,25 +94,29 @@ struct tutti_net {
   char path[512];    /* the library it came from ("" when built in) */
   int abi;           /* the ncclNetPlugin_vN found (6 ... 12); 0: built in */
   const void* table; /* the plugin's own table (net/abi.h) */
-  void* ctx;         /* the context init gave (v11+; older: the loader's own) */
+  void* ctx;         /* the context init gave (v11+; NULL before) */
   uint64_t comm_id;  /* the communicator it was opened for */
 };
 
 /* The plugin this process uses, loaded once: NCCL_NET_PLUGIN (a comma list
- * of names, each tried as libnccl-net-<name>.so and as given, a path or a
- * file name; "none": no plugin) or, when unset, libnccl-net.so if the
- * loader finds one; the newest ABI it exports (v12 ... v6). NCCL_NET names
- * which network to use ("Socket": tutti's own transport, no plugin). Then
+ * of names, each tried as given, a path or a file name, then, unless it is
+ * a path or lib*.so, as libnccl-net-<name>.so; "none": no plugin) or, when
+ * unset, libnccl-net.so if the dynamic loader finds one; the newest ABI it
+ * exports (v12 ... v6). NCCL_NET names which network to use ("Socket":
+ * tutti's own transport, no plugin). Then
  * opens it for one communicator (init, per communicator from v11 on, once
  * per process before). *out is NULL when no plugin is to be used (or none
  * loads or has a device: said at INFO, and at WARN when one was named);
- * an error only when one was named and its init fails. Thread-safe. */
+ * an error only when one was named and its init fails. Thread-safe.
+ * Plugins may set variables in init (aws-ofi-nccl sets NCCL_PROTO): code
+ * that reads such a variable once must read it after this call. */
 ncclResult_t tutti_net_open(uint64_t comm_id, struct tutti_net** out);
 /* Finalizes and frees what tutti_net_open gave (NULL: nothing). */
 void tutti_net_close(struct tutti_net* n);
 
 /* The plugin found at load, for tutti-check and logs: its path, name and
- * ABI version, or NULL when none loads (tries to load it). */
+ * ABI version (not opened: ops and ctx are NULL), or NULL when none loads
+ * (tries to load it). */
 const struct tutti_net* tutti_net_loaded(void);
 
 #endif
