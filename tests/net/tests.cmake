@@ -1,0 +1,112 @@
+# Network plugins for unit.net_load.*: the mock plugin once per ABI version
+# (libnccl-net-mock6.so ... libnccl-net-mock12.so), the mock again as a
+# default libnccl-net.so in a folder of its own, a library with no table
+# tutti can use; then the scenarios of tests/unit/test_net_load.c, each in
+# its own process since a process loads its plugin once.
+set(TUTTI_NET_TEST_SRC ${CMAKE_CURRENT_LIST_DIR})
+set(TUTTI_NET_PLUGINS ${CMAKE_CURRENT_BINARY_DIR}/net_plugins)
+set(TUTTI_NET_DEFAULT ${CMAKE_CURRENT_BINARY_DIR}/net_default)
+set(TUTTI_NET_EMPTY ${CMAKE_CURRENT_BINARY_DIR}/net_empty)
+set(TUTTI_NET_LOGS ${CMAKE_CURRENT_BINARY_DIR}/net_logs)
+file(MAKE_DIRECTORY ${TUTTI_NET_EMPTY} ${TUTTI_NET_LOGS})
+
+# The program exports mock_net_stats, where the mock counts what it saw.
+target_sources(test_net_load PRIVATE ${TUTTI_NET_TEST_SRC}/net_traffic.c)
+target_include_directories(test_net_load PRIVATE ${TUTTI_NET_TEST_SRC})
+set_target_properties(test_net_load PROPERTIES ENABLE_EXPORTS ON)
+
+function(tutti_net_plugin target output dir)
+  add_library(${target} SHARED ${ARGN})
+  target_compile_options(${target} PRIVATE -fvisibility=hidden)
+  target_include_directories(${target} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/include
+                                               ${TUTTI_NET_TEST_SRC})
+  target_link_libraries(${target} PRIVATE dl pthread)
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME ${output} LIBRARY_OUTPUT_DIRECTORY ${dir})
+  add_dependencies(test_net_load ${target})
+endfunction()
+
+foreach(abi 6 7 8 9 10 11 12)
+  tutti_net_plugin(tutti_mock_net_v${abi} nccl-net-mock${abi} ${TUTTI_NET_PLUGINS}
+                   ${TUTTI_NET_TEST_SRC}/mock_plugin.c ${TUTTI_NET_TEST_SRC}/mock_core.c)
+  target_compile_definitions(tutti_mock_net_v${abi} PRIVATE MOCK_ABI=${abi})
+endforeach()
+tutti_net_plugin(tutti_mock_net_default nccl-net ${TUTTI_NET_DEFAULT}
+                 ${TUTTI_NET_TEST_SRC}/mock_plugin.c ${TUTTI_NET_TEST_SRC}/mock_core.c)
+target_compile_definitions(tutti_mock_net_default PRIVATE MOCK_ABI=9)
+tutti_net_plugin(tutti_mock_net_nosym nccl-net-nosym ${TUTTI_NET_PLUGINS}
+                 ${TUTTI_NET_TEST_SRC}/nosym_plugin.c)
+# v9 and v12 in one library.
+tutti_net_plugin(tutti_mock_net_multi nccl-net-multi ${TUTTI_NET_PLUGINS}
+                 ${TUTTI_NET_TEST_SRC}/mock_plugin.c ${TUTTI_NET_TEST_SRC}/mock_multi.c
+                 ${TUTTI_NET_TEST_SRC}/mock_core.c)
+target_compile_definitions(tutti_mock_net_multi PRIVATE MOCK_ABI=12)
+# "first" as a file of that very name (v7) and as libnccl-net-first.so (v8):
+# the name as given is tried first.
+tutti_net_plugin(tutti_mock_net_first_given first ${TUTTI_NET_PLUGINS}
+                 ${TUTTI_NET_TEST_SRC}/mock_plugin.c ${TUTTI_NET_TEST_SRC}/mock_core.c)
+target_compile_definitions(tutti_mock_net_first_given PRIVATE MOCK_ABI=7)
+set_target_properties(tutti_mock_net_first_given PROPERTIES PREFIX "" SUFFIX "")
+tutti_net_plugin(tutti_mock_net_first_prefixed nccl-net-first ${TUTTI_NET_PLUGINS}
+                 ${TUTTI_NET_TEST_SRC}/mock_plugin.c ${TUTTI_NET_TEST_SRC}/mock_core.c)
+target_compile_definitions(tutti_mock_net_first_prefixed PRIVATE MOCK_ABI=8)
+
+# unit.net_load.<name>: test_net_load with ARGS in the environment ENV
+# (NCCL_NET_PLUGIN, LD_LIBRARY_PATH, MOCK_* ...), no NCCL_NET unless given.
+function(tutti_net_test name)
+  cmake_parse_arguments(T "" "" "ARGS;ENV" ${ARGN})
+  add_test(NAME unit.net_load.${name} COMMAND test_net_load ${T_ARGS})
+  set_tests_properties(unit.net_load.${name} PROPERTIES TIMEOUT 60
+                       ENVIRONMENT "NCCL_NET=;NCCL_PROTO=;TUTTI_TIMEOUT=20;${T_ENV}")
+endfunction()
+
+set(plugins "LD_LIBRARY_PATH=${TUTTI_NET_PLUGINS}")
+foreach(abi 6 7 8 9 10 11 12)
+  tutti_net_test(v${abi} ARGS abi ${abi} ENV "NCCL_NET_PLUGIN=mock${abi};${plugins}")
+endforeach()
+foreach(abi 7 12)
+  tutti_net_test(v${abi}.offload ARGS abi ${abi}
+                 ENV "NCCL_NET_PLUGIN=mock${abi};${plugins};MOCK_OFFLOAD=1")
+endforeach()
+foreach(abi 6 12)
+  tutti_net_test(v${abi}.dup ARGS abi ${abi} ENV "NCCL_NET_PLUGIN=mock${abi};${plugins};MOCK_DUP=1")
+endforeach()
+foreach(abi 9 12)
+  tutti_net_test(v${abi}.vdev ARGS abi ${abi} ENV "NCCL_NET_PLUGIN=mock${abi};${plugins};MOCK_NDEV=3")
+endforeach()
+
+# NCCL_NET_PLUGIN's forms.
+tutti_net_test(path ARGS loads 8 ${TUTTI_NET_PLUGINS}/libnccl-net-mock8.so
+               ENV "NCCL_NET_PLUGIN=${TUTTI_NET_PLUGINS}/libnccl-net-mock8.so;LD_LIBRARY_PATH=${TUTTI_NET_EMPTY}")
+tutti_net_test(list ARGS loads 10 ${TUTTI_NET_PLUGINS}/libnccl-net-mock10.so
+               ENV "NCCL_NET_PLUGIN=nosuchplugin, mock10;${plugins}")
+tutti_net_test(unsupported ARGS loads 11 ${TUTTI_NET_PLUGINS}/libnccl-net-mock11.so
+               ENV "NCCL_NET_PLUGIN=nosym,mock11;${plugins}")
+tutti_net_test(newest ARGS loads 12 ${TUTTI_NET_PLUGINS}/libnccl-net-multi.so
+               ENV "NCCL_NET_PLUGIN=multi;${plugins}")
+tutti_net_test(as_given ARGS loads 7 ${TUTTI_NET_PLUGINS}/first
+               ENV "NCCL_NET_PLUGIN=first;${plugins}")
+tutti_net_test(lib_name ARGS loads 8 ${TUTTI_NET_PLUGINS}/libnccl-net-first.so
+               ENV "NCCL_NET_PLUGIN=libnccl-net-first.so;${plugins}")
+tutti_net_test(nosym ARGS none ENV "NCCL_NET_PLUGIN=nosym;${plugins}")
+tutti_net_test(none ARGS none ENV "NCCL_NET_PLUGIN=NoNe;LD_LIBRARY_PATH=${TUTTI_NET_DEFAULT}")
+tutti_net_test(default ARGS loads 9 ${TUTTI_NET_DEFAULT}/libnccl-net.so
+               ENV "NCCL_NET_PLUGIN=;LD_LIBRARY_PATH=${TUTTI_NET_DEFAULT}")
+tutti_net_test(unset ARGS unset ENV "NCCL_NET_PLUGIN=;LD_LIBRARY_PATH=${TUTTI_NET_EMPTY}")
+tutti_net_test(missing ARGS missing
+               ENV "NCCL_NET_PLUGIN=nosuchplugin;${plugins};NCCL_DEBUG=WARN;NCCL_DEBUG_FILE=${TUTTI_NET_LOGS}/missing.%p.log")
+
+# NCCL_NET, and what plugins do in init.
+tutti_net_test(netname ARGS netname ENV "NCCL_NET_PLUGIN=mock12;${plugins}")
+tutti_net_test(ndev0 ARGS ndev0
+               ENV "NCCL_NET_PLUGIN=mock11;${plugins};MOCK_NDEV=0;NCCL_DEBUG=INFO;NCCL_DEBUG_SUBSYS=NET;NCCL_DEBUG_FILE=${TUTTI_NET_LOGS}/ndev0.%p.log")
+foreach(abi 9 12)
+  tutti_net_test(init_fail.v${abi} ARGS init_fail ${abi}
+                 ENV "NCCL_NET_PLUGIN=mock${abi};${plugins};MOCK_INIT_FAIL=1;NCCL_DEBUG=WARN;NCCL_DEBUG_FILE=${TUTTI_NET_LOGS}/init_fail${abi}.%p.log")
+endforeach()
+tutti_net_test(init_fail.default ARGS fallback
+               ENV "NCCL_NET_PLUGIN=;LD_LIBRARY_PATH=${TUTTI_NET_DEFAULT};MOCK_INIT_FAIL=1")
+tutti_net_test(proto ARGS proto ENV "NCCL_NET_PLUGIN=mock12;${plugins};MOCK_SETENV_PROTO=1")
+tutti_net_test(log_info ARGS log_info
+               ENV "NCCL_NET_PLUGIN=mock12;${plugins};NCCL_DEBUG=INFO;NCCL_DEBUG_SUBSYS=NET;NCCL_DEBUG_FILE=${TUTTI_NET_LOGS}/info.%p.log")
+tutti_net_test(log_off ARGS log_off
+               ENV "NCCL_NET_PLUGIN=mock12;${plugins};NCCL_DEBUG=;NCCL_DEBUG_FILE=${TUTTI_NET_LOGS}/off.%p.log")
