@@ -35,11 +35,12 @@ struct mock_net_stats {
   void* listen_ctx; /* v11+: the contexts listen, connect, finalize got */
   void* connect_ctx;
   void* finalize_ctx;
-  int bad_ctx;        /* a context init never made (or already finalized) */
-  int traffic_class;  /* v10+: from connect's config (v10) or init's (v11+) */
-  int dev_handle_arg; /* v7+: connect/accept got 0 NULL, 1 a pointer to NULL, 2 a handle */
-  int profiler_ok;    /* v10+: the profiler callback set *event NULL and succeeded */
-  int connects;       /* connect calls, NULL answers included */
+  int bad_ctx;         /* a context init never made (or already finalized) */
+  int traffic_class;   /* v10+: from connect's config (v10) or init's (v11+) */
+  int dev_handles;     /* v7+: connect / accept calls that got a device-handle pointer ... */
+  int bad_dev_handles; /* ... and those where it was NULL or did not point to NULL */
+  int profiler_ok;     /* v10+: the profiler callback set *event NULL and succeeded */
+  int connects;        /* connect calls, NULL answers included */
   int accepts;
   int isends; /* isend / irecv calls that reached the plugin */
   int irecvs;

@@ -148,7 +148,7 @@ void net_round_trip(struct tutti_net* n, const struct net_pair* ab, const struct
 
 void net_grouped(struct tutti_net* n, const struct net_pair* p) {
   enum { A = 100, B = 5000, C = 1 };
-  static unsigned char src[A + B + C], dst[3][B];
+  static unsigned char src[A + B + C], dst[3][B + 8];
   for (size_t i = 0; i < sizeof src; i++) {
     src[i] = (unsigned char)(i * 29 + 3);
   }
@@ -157,7 +157,7 @@ void net_grouped(struct tutti_net* n, const struct net_pair* p) {
   CHECK_NCCL(n->ops->reg_mr(n, p->send, src, sizeof src, TUTTI_NET_PTR_HOST, &smh));
   CHECK_NCCL(n->ops->reg_mr(n, p->recv, dst, sizeof dst, TUTTI_NET_PTR_HOST, &rmh));
   void* data[3] = {dst[0], dst[1], dst[2]};
-  size_t sizes[3] = {B, B, B};
+  size_t sizes[3] = {A + 1, B + 2, C + 3}; /* each its own: a mixed-up size fails a send */
   int tags[3] = {7, 8, 9};
   void* mh[3] = {rmh, rmh, rmh};
   CHECK_NCCL(n->ops->irecv(n, p->recv, 3, data, sizes, tags, mh, &rreq));

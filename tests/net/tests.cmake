@@ -33,6 +33,12 @@ endforeach()
 tutti_net_plugin(tutti_mock_net_default nccl-net ${TUTTI_NET_DEFAULT}
                  ${TUTTI_NET_TEST_SRC}/mock_plugin.c ${TUTTI_NET_TEST_SRC}/mock_core.c)
 target_compile_definitions(tutti_mock_net_default PRIVATE MOCK_ABI=9)
+# What NCCL_NET_PLUGIN=none (or NoNe) would load if it were taken for a name.
+foreach(none none NoNe)
+  tutti_net_plugin(tutti_mock_net_${none} nccl-net-${none} ${TUTTI_NET_DEFAULT}
+                   ${TUTTI_NET_TEST_SRC}/mock_plugin.c ${TUTTI_NET_TEST_SRC}/mock_core.c)
+  target_compile_definitions(tutti_mock_net_${none} PRIVATE MOCK_ABI=6)
+endforeach()
 tutti_net_plugin(tutti_mock_net_nosym nccl-net-nosym ${TUTTI_NET_PLUGINS}
                  ${TUTTI_NET_TEST_SRC}/nosym_plugin.c)
 # v9 and v12 in one library.
@@ -88,7 +94,9 @@ tutti_net_test(as_given ARGS loads 7 ${TUTTI_NET_PLUGINS}/first
 tutti_net_test(lib_name ARGS loads 8 ${TUTTI_NET_PLUGINS}/libnccl-net-first.so
                ENV "NCCL_NET_PLUGIN=libnccl-net-first.so;${plugins}")
 tutti_net_test(nosym ARGS none ENV "NCCL_NET_PLUGIN=nosym;${plugins}")
-tutti_net_test(none ARGS none ENV "NCCL_NET_PLUGIN=NoNe;LD_LIBRARY_PATH=${TUTTI_NET_DEFAULT}")
+foreach(none none NoNe)
+  tutti_net_test(${none} ARGS none ENV "NCCL_NET_PLUGIN=${none};LD_LIBRARY_PATH=${TUTTI_NET_DEFAULT}")
+endforeach()
 tutti_net_test(default ARGS loads 9 ${TUTTI_NET_DEFAULT}/libnccl-net.so
                ENV "NCCL_NET_PLUGIN=;LD_LIBRARY_PATH=${TUTTI_NET_DEFAULT}")
 tutti_net_test(unset ARGS unset ENV "NCCL_NET_PLUGIN=;LD_LIBRARY_PATH=${TUTTI_NET_EMPTY}")

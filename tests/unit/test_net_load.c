@@ -247,10 +247,10 @@ static void scenario_abi(int abi) {
     CHECK(mock_net_stats.traffic_class == TUTTI_NET_ABI_TRAFFIC_CLASS_UNDEF,
           "the config carries no traffic class: %d", mock_net_stats.traffic_class);
   }
-  if (abi >= 7) {
-    CHECK(mock_net_stats.dev_handle_arg == 1, "a pointer to a NULL device handle: %d",
-          mock_net_stats.dev_handle_arg);
-  }
+  CHECK(abi >= 7 ? mock_net_stats.dev_handles >= 4 && mock_net_stats.bad_dev_handles == 0
+                 : mock_net_stats.dev_handles == 0,
+        "v%d: connect and accept got pointers to NULL device handles (%d, %d bad)", abi,
+        mock_net_stats.dev_handles, mock_net_stats.bad_dev_handles);
   net_pair_open(n, ndev - 1, &ba);
   size_t sizes[TUTTI_NET_MAX_REQUESTS];
   const size_t kinds[4] = {0, 1, 4097, 1 << 20};
