@@ -72,7 +72,7 @@ static void check_props(struct tutti_net* n, int abi, int ndev, struct tutti_net
     struct tutti_net_props* p = &props[d];
     memset(p, 0x5a, sizeof *p); /* what the adapter leaves unset shows */
     CHECK_NCCL(n->ops->props(n, d, p));
-    char name[8];
+    char name[16];
     snprintf(name, sizeof name, "mock%d", d);
     CHECK(strcmp(p->name, name) == 0, "device %d: name \"%.64s\"", d, p->name);
     CHECK(strcmp(p->pci_path, d == 0 ? MOCK_PCI_0 : "") == 0, "device %d: pci_path \"%.256s\"", d,
