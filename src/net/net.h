@@ -105,9 +105,10 @@ struct tutti_net {
  * exports (v12 ... v6). NCCL_NET names which network to use ("Socket":
  * tutti's own transport, no plugin). Then
  * opens it for one communicator (init, per communicator from v11 on, once
- * per process before). *out is NULL when no plugin is to be used (or none
- * loads or has a device: said at INFO, and at WARN when one was named);
- * an error only when one was named and its init fails. Thread-safe.
+ * per process before). *out is NULL when no plugin is to be used (none
+ * loads, NCCL_NET names another network, or it has no device: said at
+ * INFO, at WARN when a named plugin does not load); an error only when a
+ * named plugin's init fails. Thread-safe.
  * Plugins may set variables in init (aws-ofi-nccl sets NCCL_PROTO): code
  * that reads such a variable once must read it after this call. */
 ncclResult_t tutti_net_open(uint64_t comm_id, struct tutti_net** out);

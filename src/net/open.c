@@ -54,11 +54,19 @@ static int net_allows(const struct tutti_net_plugin* p) {
   if (p != NULL && strcasecmp(want, p->name) == 0) {
     return 1;
   }
-  if (!__atomic_exchange_n(&warned_net, 1, __ATOMIC_RELAXED)) {
+  if (__atomic_exchange_n(&warned_net, 1, __ATOMIC_RELAXED)) {
+    /* said once */
+  } else if (p != NULL) {
     WARN(
-        "NCCL_NET=%s names no network tutti has (the plugin's is \"%s\"; tutti's own is "
-        "Socket): tutti uses its own transport. Set NCCL_NET_PLUGIN to the plugin for %s",
-        want, p != NULL ? p->name : "none: no plugin is loaded", want);
+        "NCCL_NET=%s is neither the network of plugin %s (\"%s\") nor tutti's own (Socket): "
+        "tutti uses its own transport. Unset NCCL_NET, or point NCCL_NET_PLUGIN at a plugin "
+        "for %s",
+        want, p->path, p->name, want);
+  } else {
+    WARN(
+        "NCCL_NET=%s names a network, but no network plugin is loaded (NCCL_NET_PLUGIN): tutti "
+        "uses its own transport (Socket)",
+        want);
   }
   return 0;
 }
