@@ -30,7 +30,7 @@ struct tcp_state {
 };
 
 static int tcp_can_connect(const struct tutti_transport_comm* tc, int peer) {
-  if (peer == tc->rank) {
+  if (peer == tc->rank || tc->net_joined) {
     return 0;
   }
   return tc->peers[peer].host_hash != tc->peers[tc->rank].host_hash ||
@@ -102,6 +102,9 @@ static ncclResult_t start(struct tutti_transport_comm* tc, struct tcp_state* st,
 
 static ncclResult_t tcp_setup(struct tutti_transport_comm* tc) {
   const int n = tc->nranks;
+  if (tc->net_joined) {
+    return ncclSuccess; /* a network plugin carries these pairs (net.c), on every rank */
+  }
   int need = 0;
   for (int r = 0; r < n; r++) {
     need |= tcp_can_connect(tc, r);

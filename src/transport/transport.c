@@ -6,6 +6,7 @@
 
 static const struct tutti_transport* const transports[] = {
     &tutti_transport_shm,
+    &tutti_transport_net, /* a network plugin, when every rank loaded the same one */
     &tutti_transport_tcp,
 };
 

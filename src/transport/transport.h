@@ -247,6 +247,9 @@ struct tutti_transport_comm {
   struct tutti_board board;           /* filled by shm when it joins this host's ranks */
   void* priv[4];                      /* per-transport state */
   volatile int* abort_flag;           /* set by ncclCommAbort: teardown flushes nothing */
+  /* Set (alike on every rank) when the network transport joined the pairs
+   * the TCP transport would otherwise take. */
+  int net_joined;
 };
 
 struct tutti_transport {
@@ -261,6 +264,7 @@ struct tutti_transport {
 };
 
 extern const struct tutti_transport tutti_transport_shm;
+extern const struct tutti_transport tutti_transport_net;
 extern const struct tutti_transport tutti_transport_tcp;
 
 /* Runs every transport's setup in preference order; fails naming the first

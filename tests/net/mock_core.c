@@ -46,7 +46,8 @@ struct chan {
   int shead, scount;
   struct req* recvq[RECV_REQS];
   int rhead, rcount;
-  int open; /* comms still open on it */
+  int open;   /* comms still open on it */
+  int closed; /* one end closed: the other's requests fail, as a peer's reset would */
 };
 
 struct comm {
@@ -178,6 +179,19 @@ ncclResult_t mock_close(void* comm) {
     return ncclInternalError;
   }
   pthread_mutex_lock(&mu);
+  /* A closed end's queued requests vanish with it; the other end's fail. */
+  struct chan* ch = c->ch;
+  for (; ch->scount > 0; ch->scount--, ch->shead = (ch->shead + 1) % SEND_REQS) {
+    if (ch->sendq[ch->shead]->comm != c) {
+      ch->sendq[ch->shead]->done = ch->sendq[ch->shead]->failed = 1;
+    }
+  }
+  for (; ch->rcount > 0; ch->rcount--, ch->rhead = (ch->rhead + 1) % RECV_REQS) {
+    if (ch->recvq[ch->rhead]->comm != c) {
+      ch->recvq[ch->rhead]->done = ch->recvq[ch->rhead]->failed = 1;
+    }
+  }
+  ch->closed = 1;
   if (--c->ch->open == 0) {
     free(c->ch);
   }
@@ -248,7 +262,7 @@ static struct req* new_req(struct comm* c) {
  * the oldest receive with its tag; a send larger than that buffer (or with
  * no buffer of its tag) fails both. */
 static void progress(struct chan* ch) {
-  while (ch->rcount > 0 && ch->scount > 0) {
+  while (!ch->closed && ch->rcount > 0 && ch->scount > 0) {
     struct req* r = ch->recvq[ch->rhead];
     struct req* s = ch->sendq[ch->shead];
     int slot = -1;
@@ -301,7 +315,11 @@ ncclResult_t mock_isend(void* send_comm, void* data, size_t size, int tag, void*
       q->data[0] = data;
       q->size[0] = size;
       q->tag[0] = tag;
-      c->ch->sendq[(c->ch->shead + c->ch->scount++) % SEND_REQS] = q;
+      if (c->ch->closed) {
+        q->done = q->failed = 1;
+      } else {
+        c->ch->sendq[(c->ch->shead + c->ch->scount++) % SEND_REQS] = q;
+      }
       progress(c->ch);
       *request = q;
     }
@@ -338,7 +356,11 @@ ncclResult_t mock_irecv(void* recv_comm, int n, void** data, const size_t* sizes
       q->size[i] = sizes[i];
       q->tag[i] = tags[i];
     }
-    c->ch->recvq[(c->ch->rhead + c->ch->rcount++) % RECV_REQS] = q;
+    if (c->ch->closed) {
+      q->done = q->failed = 1;
+    } else {
+      c->ch->recvq[(c->ch->rhead + c->ch->rcount++) % RECV_REQS] = q;
+    }
     progress(c->ch);
     *request = q;
   }

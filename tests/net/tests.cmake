@@ -118,3 +118,18 @@ tutti_net_test(log_info ARGS log_info
                ENV "NCCL_NET_PLUGIN=mock12;${plugins};NCCL_DEBUG=INFO;NCCL_DEBUG_SUBSYS=NET;NCCL_DEBUG_FILE=${TUTTI_NET_LOGS}/info.%p.log")
 tutti_net_test(log_off ARGS log_off
                ENV "NCCL_NET_PLUGIN=mock12;${plugins};NCCL_DEBUG=;NCCL_DEBUG_FILE=${TUTTI_NET_LOGS}/off.%p.log")
+
+# The network transport end to end: every collective x datatype x op x count
+# (test_netns_job's matrix), three ranks as threads whose every pair crosses
+# the in-process mock network (NCCL_SHM_DISABLE=1), over one ABI of each
+# family (int sizes, size_t sizes, a context per communicator, v12; the
+# other versions' adapters are unit.net_load's); and the deterministic
+# reductions' fold over it.
+foreach(abi 6 9 11 12)
+  add_test(NAME net.matrix.v${abi} COMMAND test_netns_job threads 3)
+  set_tests_properties(net.matrix.v${abi} PROPERTIES TIMEOUT 300 ENVIRONMENT
+    "NCCL_SHM_DISABLE=1;NCCL_NET=;NCCL_NET_PLUGIN=${TUTTI_NET_PLUGINS}/libnccl-net-mock${abi}.so;TUTTI_TIMEOUT=30")
+endforeach()
+add_test(NAME net.ordered.v11 COMMAND test_ordered threads 3 ordered)
+set_tests_properties(net.ordered.v11 PROPERTIES TIMEOUT 300 ENVIRONMENT
+  "NCCL_SHM_DISABLE=1;NCCL_NET=;NCCL_NET_PLUGIN=${TUTTI_NET_PLUGINS}/libnccl-net-mock11.so;TUTTI_DETERMINISTIC=1;TUTTI_TIMEOUT=30")

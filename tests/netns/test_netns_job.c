@@ -13,7 +13,12 @@
  *                           a send/recv ring) of random sizes, drawn alike
  *                           on every rank from SEED; ignores SIGTERM
  *   test_netns_job bw B N   N timed allreduces of B bytes of floats (after
- *                           2 warm-up ones); rank 0 prints the bus bandwidth */
+ *                           2 warm-up ones); rank 0 prints the bus bandwidth
+ *   test_netns_job threads N  the matrix with N ranks as threads of this
+ *                           process (no tuttirun): with NCCL_SHM_DISABLE=1
+ *                           every pair crosses the network transport, such
+ *                           as an in-process network plugin */
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,7 +46,7 @@ enum {
 static const char* const cname[C_NCOLL] = {"AllReduce", "Reduce",   "ReduceScatter", "Broadcast",
                                            "AllGather", "AlltoAll", "Gather",        "Scatter"};
 static const size_t counts[] = {0, 1, 7, 1031, 20011};
-static long passed, failed;
+static __thread long passed, failed; /* per rank: ranks may be threads */
 
 static int reduces(int c) {
   return c == C_ALLREDUCE || c == C_REDUCE || c == C_REDUCESCATTER;
@@ -296,15 +301,60 @@ static int bandwidth(ncclComm_t comm, int n, int r, size_t bytes, int iters) {
   return res != ncclSuccess;
 }
 
+struct thread_rank {
+  int r, n;
+  ncclUniqueId id;
+  int rc;
+};
+
+static void* thread_main(void* p) {
+  struct thread_rank* t = p;
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, t->n, t->id, t->r) != ncclSuccess) {
+    fprintf(stderr, "rank %d: init failed: %s\n", t->r, ncclGetLastError(NULL));
+    t->rc = 1;
+    return NULL;
+  }
+  t->rc = matrix(comm, t->n, t->r);
+  ncclCommDestroy(comm);
+  return NULL;
+}
+
+static int threads(int n) {
+  setenv("NCCL_BUFFSIZE", "65536", 0);
+  struct thread_rank* t = calloc((size_t)n, sizeof *t);
+  pthread_t* th = calloc((size_t)n, sizeof *th);
+  ncclUniqueId id;
+  if (t == NULL || th == NULL || ncclGetUniqueId(&id) != ncclSuccess) {
+    fprintf(stderr, "cannot start %d ranks: %s\n", n, ncclGetLastError(NULL));
+    return 1;
+  }
+  for (int r = 0; r < n; r++) {
+    t[r] = (struct thread_rank){r, n, id, 0};
+    pthread_create(&th[r], NULL, thread_main, &t[r]);
+  }
+  int rc = 0;
+  for (int r = 0; r < n; r++) {
+    pthread_join(th[r], NULL);
+    rc |= t[r].rc;
+  }
+  free(t);
+  free(th);
+  return rc;
+}
+
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "matrix";
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (strcmp(mode, "threads") == 0) {
+    return threads(argc > 2 ? atoi(argv[2]) : 3);
+  }
   const char* rs = getenv("RANK");
   const char* ns = getenv("WORLD_SIZE");
   if (rs == NULL || ns == NULL || getenv("NCCL_COMM_ID") == NULL) {
     fprintf(stderr, "%s: run under tuttirun (RANK, WORLD_SIZE, NCCL_COMM_ID)\n", argv[0]);
     return 2;
   }
-  setvbuf(stdout, NULL, _IOLBF, 0);
   if (strcmp(mode, "matrix") == 0) {
     setenv("NCCL_BUFFSIZE", "65536", 0); /* small queues: counts far exceed them */
   }
