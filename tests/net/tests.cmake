@@ -5,3 +5,14 @@ target_include_directories(net_bw PRIVATE ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(net_bw PRIVATE tutti_static)
 add_test(NAME net.bw_smoke COMMAND net_bw -b 1K -e 1M -f 32 -m 4)
 set_tests_properties(net.bw_smoke PROPERTIES TIMEOUT 120 ENVIRONMENT "NCCL_SOCKET_IFNAME=lo")
+
+# libnccl-net-tutti.so through dlopen and NCCL's tables, and what it exports.
+find_program(TUTTI_NM nm)
+add_executable(test_net_plugin ${CMAKE_CURRENT_LIST_DIR}/test_net_plugin.c
+                               ${CMAKE_SOURCE_DIR}/tests/common/harness.c)
+target_include_directories(test_net_plugin PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src
+                                                   ${CMAKE_SOURCE_DIR}/tests/common)
+target_link_libraries(test_net_plugin PRIVATE dl)
+add_dependencies(test_net_plugin nccl_net_tutti)
+add_test(NAME net.plugin COMMAND test_net_plugin $<TARGET_FILE:nccl_net_tutti> ${TUTTI_NM})
+set_tests_properties(net.plugin PROPERTIES TIMEOUT 120)
