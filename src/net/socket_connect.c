@@ -50,9 +50,11 @@ static ncclResult_t start(const struct tutti_sock_handle* h, struct tutti_sock_c
   st->deadline = tutti_socket_now() + tutti_timeout_s();
   uint64_t conn = 0;
   if (getrandom(&conn, sizeof conn, 0) != (ssize_t)sizeof conn) {
+    ncclResult_t res =
+        tutti_error(ncclSystemError, "socket network: getrandom failed connecting to %s: %s",
+                    st->peer, strerror(errno));
     free(st);
-    return tutti_error(ncclSystemError, "socket network: getrandom failed connecting to %s: %s",
-                       st->peer, strerror(errno));
+    return res;
   }
   st->hello = (struct tutti_sock_hello){.magic = htole64(TUTTI_SOCK_MAGIC),
                                         .nonce = h->nonce,
