@@ -27,6 +27,7 @@
 static struct tutti_net* net;
 static void *scomm, *rcomm; /* to and from the other process */
 static int tcp_fd;          /* the plain socket to the other process */
+static int tcp_back;        /* a second one, for round trips one way each as comms are */
 static int inflight = 8;
 
 static double now(void) {
@@ -173,7 +174,7 @@ static double run(int tcp, int kind, int me, char* sbuf, char* rbuf, size_t size
       for (int turn = 0; turn < 2; turn++) {
         const int sending = (turn == 0) == (me == 0);
         if (tcp) {
-          tcp_all(tcp_fd, sending, sending ? sbuf : rbuf, size);
+          tcp_all(tcp == 2 && turn == 1 ? tcp_back : tcp_fd, sending, sending ? sbuf : rbuf, size);
         } else {
           net_one(sbuf, rbuf, size, sending, !sending);
         }
@@ -199,18 +200,19 @@ static void setup(int me, int up, int down) {
     }
   }
   net->ops->close_listen(net, l);
-  /* The plain socket: the leader listens on loopback, port by pipe. */
+  /* The plain sockets: the leader listens on loopback, port by pipe. */
   int one = 1;
   if (me == 0) {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof a;
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    if (bind(lfd, (struct sockaddr*)&a, len) != 0 || listen(lfd, 1) != 0 ||
+    if (bind(lfd, (struct sockaddr*)&a, len) != 0 || listen(lfd, 2) != 0 ||
         getsockname(lfd, (struct sockaddr*)&a, &len) != 0 ||
         write(up, &a, sizeof a) != (ssize_t)sizeof a) {
       die("plain listen");
     }
     tcp_fd = accept(lfd, NULL, NULL);
+    tcp_back = accept(lfd, NULL, NULL);
     close(lfd);
   } else {
     struct sockaddr_in a;
@@ -218,11 +220,14 @@ static void setup(int me, int up, int down) {
       die("plain address");
     }
     tcp_fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (connect(tcp_fd, (struct sockaddr*)&a, sizeof a) != 0) {
+    tcp_back = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(tcp_fd, (struct sockaddr*)&a, sizeof a) != 0 ||
+        connect(tcp_back, (struct sockaddr*)&a, sizeof a) != 0) {
       die("plain connect");
     }
   }
   setsockopt(tcp_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(tcp_back, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
 int main(int argc, char** argv) {
@@ -265,15 +270,16 @@ int main(int argc, char** argv) {
   if (!me) {
     printf(
         "# tutti socket network vs one plain TCP socket, 2 processes over loopback, %d in "
-        "flight\n# %10s %9s %9s %9s %9s %9s %9s\n",
-        inflight, "bytes", "uni GB/s", "tcp", "bidir", "tcp", "rtt us", "tcp");
+        "flight;\n# bidir: GB/s each way; tcp2: round trips over a plain socket each way, as "
+        "comms go\n# %10s %9s %9s %9s %9s %9s %9s %9s\n",
+        inflight, "bytes", "uni GB/s", "tcp", "bidir", "tcp", "rtt us", "tcp", "tcp2");
   }
   for (size_t size = min;; size = size * (size_t)factor > max && size < max ? max : size * factor) {
     int count = (int)(mb * (1 << 20) / size);
     count = count < 16 ? 16 : count > 20000 ? 20000 : count;
-    double r[NKINDS][2];
+    double r[NKINDS][3];
     for (int kind = 0; kind < NKINDS; kind++) {
-      for (int tcp = 0; tcp < 2; tcp++) {
+      for (int tcp = 0; tcp < (kind == RTT ? 3 : 2); tcp++) {
         int n = kind == RTT ? (count > 2000 ? 2000 : count) : count;
         if (kind == RTT && size > RTT_MAX) {
           r[kind][tcp] = 0;
@@ -288,7 +294,7 @@ int main(int argc, char** argv) {
       printf("  %10zu %9.2f %9.2f %9.2f %9.2f", size, r[UNI][0], r[UNI][1], r[BIDIR][0],
              r[BIDIR][1]);
       if (size <= RTT_MAX) {
-        printf(" %9.1f %9.1f", r[RTT][0], r[RTT][1]);
+        printf(" %9.1f %9.1f %9.1f", r[RTT][0], r[RTT][1], r[RTT][2]);
       }
       printf("\n");
       fflush(stdout);
@@ -300,6 +306,7 @@ int main(int argc, char** argv) {
   net->ops->close_send(net, scomm);
   net->ops->close_recv(net, rcomm);
   close(tcp_fd);
+  close(tcp_back);
   net->ops->finalize(net);
   free(sbuf);
   free(rbuf);

@@ -57,7 +57,7 @@ struct tutti_sock_hdr {
  * copying them (bench/net_bw.c). Larger ones are striped. */
 #define TUTTI_SOCK_INLINE_MAX (64u << 10)
 /* The smallest chunk of a striped message. */
-#define TUTTI_SOCK_CHUNK_MIN (64u << 10)
+#define TUTTI_SOCK_CHUNK_MIN (256u << 10)
 
 /* A striped message of `size` bytes over `nsocks` data sockets: chunks of
  * this size (the last one shorter), at most one per socket, on consecutive

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +17,12 @@
 #include "net/socket_comm.h"
 #include "util/check.h"
 
-/* Idle passes over the queues before sleeping: a message that follows
- * within a few microseconds finds its worker awake. */
-#define SPIN 2000
+/* An idle worker spins, then yields the core, then sleeps: a chunk that
+ * comes within SPIN_S finds it awake at no cost to others, one within
+ * YIELD_S at the cost of cores nobody else wants; later ones pay a
+ * wake-up (tens of microseconds on some hosts). */
+#define SPIN_S 20e-6
+#define YIELD_S 200e-6
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -107,17 +111,22 @@ static void* worker_main(void* arg) {
   struct tutti_sock_comm* c = w->comm;
   struct pollfd pfd[TUTTI_SOCK_MAX_SOCKS + 1];
   uint32_t seen[TUTTI_SOCK_MAX_SOCKS];
-  int idle = 0;
+  double busy = tutti_socket_now(); /* when bytes last moved */
   while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
     const int failed = __atomic_load_n(&c->failed, __ATOMIC_ACQUIRE) != 0;
     int np = 0;
     /* After a failure the buffers may be gone: no chunk is touched again. */
     if (!failed && pass(w, pfd, &np, seen)) {
-      idle = 0;
+      busy = tutti_socket_now();
       continue;
     }
-    if (!failed && np == 0 && idle++ < SPIN) {
+    const double idle = failed ? YIELD_S : tutti_socket_now() - busy;
+    if (idle < SPIN_S) {
       cpu_relax();
+      continue;
+    }
+    if (idle < YIELD_S) {
+      sched_yield();
       continue;
     }
     __atomic_store_n(&w->sleeping, 1, __ATOMIC_SEQ_CST);
@@ -134,7 +143,7 @@ static void* worker_main(void* arg) {
       (void)n;
     }
     __atomic_store_n(&w->sleeping, 0, __ATOMIC_RELAXED);
-    idle = 0;
+    busy = tutti_socket_now();
   }
   return NULL;
 }
