@@ -16,3 +16,11 @@ target_link_libraries(test_net_plugin PRIVATE dl)
 add_dependencies(test_net_plugin nccl_net_tutti)
 add_test(NAME net.plugin COMMAND test_net_plugin $<TARGET_FILE:nccl_net_tutti> ${TUTTI_NM})
 set_tests_properties(net.plugin PROPERTIES TIMEOUT 120)
+
+# Two hosts as network namespaces: a stopped receiver is no failure, a cut
+# one is reported by both ends within about 3 heartbeats.
+add_executable(net_peer ${CMAKE_CURRENT_LIST_DIR}/net_peer.c)
+target_include_directories(net_peer PRIVATE ${CMAKE_SOURCE_DIR}/src)
+target_link_libraries(net_peer PRIVATE tutti_static)
+add_test(NAME net.cut COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cut.sh $<TARGET_FILE:net_peer>)
+set_tests_properties(net.cut PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 LABELS netns)
