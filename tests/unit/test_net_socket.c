@@ -226,6 +226,7 @@ static void test_several(void) {
 int main(void) {
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
   CHECK_NCCL(tutti_net_socket_open(7, &net));
+  np_settle();
   const int fds0 = np_count("fd"), tasks0 = np_count("task");
   test_props();
   void *s1 = NULL, *r1 = NULL, *s2 = NULL, *r2 = NULL;

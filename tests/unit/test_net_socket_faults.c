@@ -242,6 +242,7 @@ int main(void) {
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
   signal(SIGPIPE, SIG_IGN);
   CHECK_NCCL(tutti_net_socket_open(0, &net));
+  np_settle();
   const int fds0 = np_count("fd"), tasks0 = np_count("task");
   test_strangers();
   test_peer_death(0);
