@@ -1,8 +1,10 @@
 /* A socket comm's life: made from the sockets of one connection, checked
  * for a far host that stopped answering, freed with its workers joined and
  * its sockets closed whatever is still pending. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,17 +17,26 @@
 
 /* The same names as NCCL's socket transport and tutti's host transport
  * (transport/tcp.c, with its own defaults there); here: data sockets per
- * connection = threads per comm x sockets per thread, at most 64. The
- * defaults are those that moved the most between two processes over
- * loopback (docs/tuning.md). */
-static TUTTI_PARAM(nthreads, "NCCL_SOCKET_NTHREADS", 4);
+ * connection = threads per comm x sockets per thread, at most 64. Threads
+ * by default: half the cores this process may use, at most 8 (what moved
+ * the most between two processes over loopback on 16 cores), and none
+ * below 4 cores, where threads beside the polling callers only compete
+ * with them: every message then moves on the control socket
+ * (docs/tuning.md). */
+static TUTTI_PARAM(nthreads, "NCCL_SOCKET_NTHREADS", -1);
 static TUTTI_PARAM(nsocks_per_thread, "NCCL_NSOCKS_PERTHREAD", 1);
 
 #define CHECK_EVERY_S 0.25 /* how often pending requests look at the heartbeat */
+#define AUTO_MAX_THREADS 8
 
 static int threads_wanted(void) {
   const int64_t t = tutti_param_nthreads();
-  return t < 1 ? 1 : t > TUTTI_SOCK_MAX_THREADS ? TUTTI_SOCK_MAX_THREADS : (int)t;
+  if (t < 0) {
+    cpu_set_t set;
+    const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    return cores < 4 ? 0 : cores / 2 > AUTO_MAX_THREADS ? AUTO_MAX_THREADS : cores / 2;
+  }
+  return t > TUTTI_SOCK_MAX_THREADS ? TUTTI_SOCK_MAX_THREADS : (int)t;
 }
 
 int tutti_sock_nsocks(void) {
@@ -45,7 +56,10 @@ ncclResult_t tutti_sock_comm_new(int send, int ctrl, const int* data, int nsocks
   c->ctrl = ctrl;
   c->nsocks = nsocks;
   memcpy(c->data, data, sizeof(int) * (size_t)nsocks);
-  c->nthreads = threads_wanted() < nsocks ? threads_wanted() : nsocks;
+  /* The connecting side chose the sockets: a receiver that wants no
+   * threads still needs one to serve them. */
+  const int want = threads_wanted() < 1 ? 1 : threads_wanted();
+  c->nthreads = want < nsocks ? want : nsocks;
   for (int t = 0; t < TUTTI_SOCK_MAX_THREADS; t++) {
     c->workers[t].efd = -1;
   }

@@ -140,7 +140,7 @@ static const char* place(struct tutti_sock_listen* l, const struct pending* p) {
   if (h->nonce != l->nonce) {
     return "it did not read this listen's handle (wrong nonce)";
   }
-  if (nsocks < 1 || nsocks > TUTTI_SOCK_MAX_SOCKS || index > nsocks || h->zero != 0) {
+  if (nsocks > TUTTI_SOCK_MAX_SOCKS || index > nsocks || h->zero != 0) {
     return "its hello is malformed";
   }
   int i = 0;

@@ -150,6 +150,13 @@ static int take_header(struct tutti_sock_comm* c) {
   }
   c->rx_off = 0;
   c->rx_hdr_off = 0; /* consumed: the next header may come in behind the payload */
+  if ((flags & TUTTI_SOCK_STRIPED) && c->nsocks == 0) {
+    tutti_sock_fail(c, ncclRemoteError,
+                    "socket network: %s striped a message over data sockets this connection "
+                    "does not have: the peer is not a tutti socket comm of the same version",
+                    c->peer);
+    return 0;
+  }
   if (flags & TUTTI_SOCK_STRIPED) {
     c->rx_have = 0;
     if (stripe(c, r, r->data[b], (size_t)size) != ncclSuccess) {
@@ -263,7 +270,7 @@ ncclResult_t tutti_sock_isend(struct tutti_sock_comm* c, void* data, size_t size
   if (__atomic_load_n(&c->failed, __ATOMIC_ACQUIRE)) {
     return ncclSuccess; /* test reports it */
   }
-  const int striped = size > TUTTI_SOCK_INLINE_MAX;
+  const int striped = size > TUTTI_SOCK_INLINE_MAX && c->nsocks > 0;
   r->hdr.size = htole64((uint64_t)size);
   r->hdr.tag = (int32_t)htole32((uint32_t)tag);
   r->hdr.flags = htole32(TUTTI_SOCK_HDR_CHECK | (striped ? TUTTI_SOCK_STRIPED : 0));

@@ -9,7 +9,8 @@ set -u
 PEER=$1
 HOSTS="bash $(cd "$(dirname "$0")/../netns" && pwd)/hosts.sh"
 export TUTTI_NETNS_ID=$(( (RANDOM << 8 ^ $$) % 65536 ))
-export TUTTI_HEARTBEAT_S=1 NCCL_SOCKET_IFNAME=eth0
+# Data sockets with workers, whatever the cores.
+export TUTTI_HEARTBEAT_S=1 NCCL_SOCKET_IFNAME=eth0 NCCL_SOCKET_NTHREADS=2
 TMP=$(mktemp -d)
 cleanup() {
   $HOSTS down

@@ -3,7 +3,7 @@
 add_executable(net_bw ${CMAKE_SOURCE_DIR}/bench/net_bw.c)
 target_include_directories(net_bw PRIVATE ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(net_bw PRIVATE tutti_static)
-add_test(NAME net.bw_smoke COMMAND net_bw -b 1K -e 1M -f 32 -m 4)
+add_test(NAME net.bw_smoke COMMAND net_bw -b 1K -e 1M -f 32 -m 1)
 set_tests_properties(net.bw_smoke PROPERTIES TIMEOUT 120 ENVIRONMENT "NCCL_SOCKET_IFNAME=lo")
 
 # libnccl-net-tutti.so through dlopen and NCCL's tables, and what it exports.
@@ -24,3 +24,11 @@ target_include_directories(net_peer PRIVATE ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(net_peer PRIVATE tutti_static)
 add_test(NAME net.cut COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cut.sh $<TARGET_FILE:net_peer>)
 set_tests_properties(net.cut PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 LABELS netns)
+
+# The unit suites of the socket network again without worker threads (the
+# default below 4 cores): every message on the control socket.
+foreach(t socket socket_faults)
+  add_test(NAME net.${t}.no_threads COMMAND test_net_${t})
+  set_tests_properties(net.${t}.no_threads PROPERTIES TIMEOUT 300
+                       ENVIRONMENT "NCCL_SOCKET_NTHREADS=0;TUTTI_TIMEOUT=20")
+endforeach()

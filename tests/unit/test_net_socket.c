@@ -225,6 +225,9 @@ static void test_several(void) {
 
 int main(void) {
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  /* Workers whatever the cores (none by default below 4); the suite also
+   * runs this with NCCL_SOCKET_NTHREADS=0 (tests/net/tests.cmake). */
+  setenv("NCCL_SOCKET_NTHREADS", "4", 0);
   CHECK_NCCL(tutti_net_socket_open(7, &net));
   np_settle();
   const int fds0 = np_count("fd"), tasks0 = np_count("task");

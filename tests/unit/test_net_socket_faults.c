@@ -101,10 +101,12 @@ static void child_sender(void* handle) {
       np_wait(net, &req, 1, NULL, 60) != ncclSuccess) {
     _exit(3);
   }
+  /* Striped over the data sockets, or whole on the control socket when
+   * the connection has none. */
   struct tutti_sock_comm* sc = c;
-  struct tutti_sock_hdr h = {BIG, 0, TUTTI_SOCK_HDR_CHECK | TUTTI_SOCK_STRIPED};
+  struct tutti_sock_hdr h = {BIG, 0, TUTTI_SOCK_HDR_CHECK | (sc->nsocks ? TUTTI_SOCK_STRIPED : 0)};
   if (write(sc->ctrl, &h, sizeof h) != (ssize_t)sizeof h ||
-      write(sc->data[sc->next_sock], buf, 1000) != 1000) {
+      write(sc->nsocks ? sc->data[sc->next_sock] : sc->ctrl, buf, 1000) != 1000) {
     _exit(4);
   }
   for (;;) {
@@ -240,6 +242,9 @@ static void test_close_pending(void) {
 
 int main(void) {
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  /* Workers whatever the cores (none by default below 4); the suite also
+   * runs this with NCCL_SOCKET_NTHREADS=0 (tests/net/tests.cmake). */
+  setenv("NCCL_SOCKET_NTHREADS", "4", 0);
   signal(SIGPIPE, SIG_IGN);
   CHECK_NCCL(tutti_net_socket_open(0, &net));
   np_settle();
