@@ -123,7 +123,10 @@ static void tcp_all(int fd, int sending, char* buf, size_t len) {
 }
 
 /* Both ways at once on the one socket: sends and receives as it allows. */
+/* Received bytes go round the `inflight` buffers tutti's receives use, so
+ * that both touch the same memory. */
 static void tcp_both(char* sbuf, char* rbuf, size_t size, int count) {
+  const size_t ring = size * (size_t)inflight;
   size_t sleft = size * (size_t)count, rleft = sleft, so = 0, ro = 0;
   while (sleft > 0 || rleft > 0) {
     struct pollfd p = {.fd = tcp_fd,
@@ -138,11 +141,11 @@ static void tcp_both(char* sbuf, char* rbuf, size_t size, int count) {
       }
     }
     if (rleft && (p.revents & POLLIN)) {
-      size_t len = size - ro < rleft ? size - ro : rleft;
+      size_t len = ring - ro < rleft ? ring - ro : rleft;
       ssize_t n = recv(tcp_fd, rbuf + ro, len, MSG_DONTWAIT);
       if (n > 0) {
         rleft -= (size_t)n;
-        ro = (ro + (size_t)n) % size;
+        ro = (ro + (size_t)n) % ring;
       }
     }
   }
@@ -160,7 +163,7 @@ static double run(int tcp, int kind, int me, char* sbuf, char* rbuf, size_t size
   if (kind == UNI) {
     if (tcp) {
       for (int i = 0; i < count; i++) {
-        tcp_all(tcp_fd, me == 0, me == 0 ? sbuf : rbuf, size);
+        tcp_all(tcp_fd, me == 0, me == 0 ? sbuf : rbuf + (size_t)(i % inflight) * size, size);
       }
       tcp_all(tcp_fd, me != 0, &ack, 1);
     } else {
