@@ -9,7 +9,7 @@ jobs=$(nproc)
 if [ "${TUTTI_SANITIZERS:-1}" = 1 ]; then
   for san in address,undefined thread; do
     dir=build-san-${san%%,*}
-    tests='unit\.|coll\.procs\.default|coll\.withdraw\.|tuttirun\.|check\.|ddp\.(equiv|resume)'
+    tests='unit\.|net\.|coll\.procs\.default|coll\.withdraw\.|tuttirun\.|check\.|ddp\.(equiv|resume)'
     # TSan cannot follow a multi-threaded parent into a fork that starts
     # threads (the TCP proxy), so the TCP matrix and the attacked job run
     # under ASan only, as do the fuzzers (their decoders are single-threaded).

@@ -4,7 +4,7 @@
  * NCCL's ABI by libnccl-net-tutti.so (plugin/net), so that NVIDIA's NCCL and
  * tutti itself can load it as a plugin. One device per usable interface
  * (NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY); each connection stripes its
- * messages over several sockets served by threads of their own
+ * large messages over several sockets served by threads of their own
  * (NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD), and carries the heartbeat of
  * util/socket.h: a peer that dies or is cut off fails the requests waiting
  * on it within a few TUTTI_HEARTBEAT_S. */
@@ -16,7 +16,7 @@
 #include "net/net.h"
 
 /* Opens the socket network for one communicator (every call its own
- * struct; the devices and threads are the process's). */
+ * struct; the devices are the process's, the threads each comm's). */
 ncclResult_t tutti_net_socket_open(uint64_t comm_id, struct tutti_net** out);
 
 #endif

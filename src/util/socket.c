@@ -347,6 +347,37 @@ ncclResult_t tutti_socket_connect(const union tutti_socket_addr* addr,
                      io->deadline - start, strerror(err), hint != NULL ? hint : "is it running?");
 }
 
+int tutti_socket_connect_start(const union tutti_socket_addr* addr, int* fd) {
+  int s = socket(addr->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (s < 0) {
+    return errno;
+  }
+  set_nodelay(s);
+  if (connect(s, &addr->sa, tutti_socket_addr_len(addr)) != 0 && errno != EINPROGRESS) {
+    int err = errno;
+    close(s);
+    return err;
+  }
+  *fd = s;
+  return 0;
+}
+
+int tutti_socket_connect_poll(int fd) {
+  struct pollfd p = {.fd = fd, .events = POLLOUT};
+  if (poll(&p, 1, 0) <= 0) {
+    return EINPROGRESS;
+  }
+  int err = 0;
+  socklen_t el = sizeof err;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) {
+    return errno;
+  }
+  if (err == 0 && self_connected(fd)) {
+    return ECONNREFUSED;
+  }
+  return err;
+}
+
 int tutti_socket_try_accept(int listen_fd, union tutti_socket_addr* peer) {
   union tutti_socket_addr tmp;
   socklen_t len = sizeof tmp;

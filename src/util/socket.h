@@ -68,6 +68,15 @@ ncclResult_t tutti_socket_listen(union tutti_socket_addr* addr, int* fd);
  * failure the sentence names io->peer, the time tried and `hint`. */
 ncclResult_t tutti_socket_connect(const union tutti_socket_addr* addr,
                                   const struct tutti_socket_io* io, const char* hint, int* fd);
+/* Starts a non-blocking connect to `addr`, the socket set up as every
+ * connection is (TCP_NODELAY, the heartbeat): 0 and *fd (connected or
+ * still connecting: see tutti_socket_connect_poll), or an errno value.
+ * For callers that must never wait (a network plugin's connect). */
+int tutti_socket_connect_start(const union tutti_socket_addr* addr, int* fd);
+/* Where such a connect stands, without waiting: 0 connected, EINPROGRESS
+ * not yet, or the errno value it failed with (a socket that connected to
+ * itself fails with ECONNREFUSED). */
+int tutti_socket_connect_poll(int fd);
 /* One non-blocking accept: the new fd (non-blocking, TCP_NODELAY), or -1
  * with errno set (EAGAIN when nobody is waiting). `peer` may be NULL. */
 int tutti_socket_try_accept(int listen_fd, union tutti_socket_addr* peer);

@@ -35,7 +35,7 @@ n=$(ls "$work"/pkgs/*.deb | wc -l)
 # What each package holds, as patterns over its files (directories aside):
 # every file matches one, every pattern matches a file.
 l=/usr/$libdir
-expect_libtutti0="$l/libtutti\.so\.0 $l/libtutti\.so\.0\.[0-9.]+"
+expect_libtutti0="$l/libtutti\.so\.0 $l/libtutti\.so\.0\.[0-9.]+ $l/libnccl-net-tutti\.so"
 expect_libtutti_dev="/usr/include/nccl\.h $l/libtutti\.so $l/libtutti\.a $l/pkgconfig/tutti\.pc
   $l/cmake/tutti/tuttiConfig\.cmake $l/cmake/tutti/tuttiConfigVersion\.cmake
   $l/cmake/tutti/tuttiTargets\.cmake $l/cmake/tutti/tuttiTargets-[a-z]+\.cmake"
