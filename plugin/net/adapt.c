@@ -1,6 +1,7 @@
 /* The plugin's operations that every ABI version shares, over tutti's
  * socket network: init, properties in tutti's form, and the comm-level
  * calls (their comms carry everything, so no context is needed). */
+#include <stdlib.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -25,6 +26,7 @@ ncclResult_t tutti_net_plugin_init(tutti_net_abi_logger log) {
       n->ops->devices(n, &ndev);
       if (ndev == 0) {
         n->ops->finalize(n);
+        free(n);
         res = tutti_error(ncclInternalError,
                           "NET/tutti: no usable network interface (NCCL_SOCKET_IFNAME, "
                           "NCCL_SOCKET_FAMILY): the plugin offers no device");

@@ -1,6 +1,7 @@
 /* The tables NCCL looks for in libnccl-net-tutti.so (ncclNetPlugin_v8 ...
  * _v11) and what differs between their versions: how init is called, the
  * width of sizes, the properties' layout, the context of v11. */
+#include <stdlib.h>
 #include <limits.h>
 #include <string.h>
 
@@ -155,6 +156,7 @@ static ncclResult_t finalize_v11(void* ctx) {
   struct tutti_net* n = ctx;
   if (n != NULL) {
     n->ops->finalize(n);
+    free(n);
   }
   return ncclSuccess;
 }

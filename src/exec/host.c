@@ -291,7 +291,17 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
              (unsigned long long)ops[i]->seq, ops[i]->args.count, t - last_move, what);
       }
     }
-    for (int i = 0; i < nops; i++) {
+    /* A timeout names the first operation that still has data to move:
+     * in a group the others may only wait for it. */
+    int stuck = 0;
+    while (stuck + 1 < nops && !tutti_stall_moving(ops[stuck])) {
+      stuck++;
+    }
+    if (!tutti_stall_moving(ops[stuck])) {
+      stuck = 0;
+    }
+    for (int k = 0; k < nops; k++) {
+      const int i = (stuck + k) % nops;
       struct tutti_op* op = ops[i];
       struct tutti_exec_rank* er = op->er;
       /* A peer that failed, or made another call: its cause, at once. */

@@ -38,6 +38,10 @@ static int all_done(const struct tutti_op* op) {
   return 1;
 }
 
+int tutti_stall_moving(const struct tutti_op* op) {
+  return !all_done(op);
+}
+
 /* Which peer a stuck lane waits for, for the error text. */
 void tutti_stall_describe(const struct tutti_op* op, char* buf, size_t len) {
   const struct tutti_schedule* s = &op->sched;

@@ -64,6 +64,9 @@ const char* tutti_exec_peer_gone(const struct tutti_doorbell* bell);
  * rank's doorbell that it gave up on that peer; and a peer it waits for
  * that can no longer answer (non-zero, the error recorded). */
 void tutti_stall_describe(const struct tutti_op* op, char* buf, size_t len);
+/* Whether some lane of op still has a step to move (else only peers' calls,
+ * or the lanes' hand-over, are awaited). */
+int tutti_stall_moving(const struct tutti_op* op);
 void tutti_stall_describe_peer(const struct tutti_op* op, char* buf, size_t len);
 void tutti_stall_record(const struct tutti_op* op);
 int tutti_stall_gone_peer(struct tutti_op* op);

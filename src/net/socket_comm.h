@@ -147,6 +147,7 @@ struct tutti_sock_comm {
   struct tutti_sock_req* rx_req; /* its buffer, once matched */
   int rx_buf;
   size_t rx_off;
+  int eof; /* the peer closed the control stream after a whole message */
 
   double next_check; /* the next heartbeat check (tutti_socket_now) */
 

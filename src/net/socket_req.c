@@ -188,9 +188,11 @@ static ssize_t ctrl_recv(struct tutti_sock_comm* c, struct iovec* iov, int niov)
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       return 0;
     }
-    /* A peer that closed after its last message is no failure until a
-     * receive waits for more. */
-    if (n == 0 && c->nfifo == 0 && c->rx_hdr_off == 0 && c->rx_req == NULL) {
+    /* A peer that closed after its last header is no failure of the
+     * comm: what those headers announced still arrives on the data
+     * sockets; only receives that wait for another message fail (test). */
+    if (n == 0 && c->rx_hdr_off == 0 && c->rx_req == NULL && !c->rx_have) {
+      c->eof = 1;
       return 0;
     }
     tutti_sock_fail_io(c, n == 0 ? 0 : errno, "waiting for a message");
@@ -202,7 +204,7 @@ static ssize_t ctrl_recv(struct tutti_sock_comm* c, struct iovec* iov, int niov)
  * payload's read also takes what is there of the next header. */
 static void recv_progress(struct tutti_sock_comm* c) {
   const size_t hl = sizeof c->rx_hdr;
-  for (;;) {
+  for (; !c->eof;) {
     if (!c->rx_have) {
       if (c->rx_hdr_off < hl) {
         struct iovec iov = {(char*)&c->rx_hdr + c->rx_hdr_off, hl - c->rx_hdr_off};
@@ -349,6 +351,20 @@ ncclResult_t tutti_sock_test(struct tutti_sock_req* r, int* done, int* sizes) {
     return res;
   }
   if (!complete(r)) {
+    if (c->eof && !c->send && r->matched != (1u << r->count) - 1) {
+      for (int i = 0; i < c->nfifo; i++) {
+        if (c->fifo[i] == r) {
+          fifo_remove(c, i); /* it waits for no more messages */
+          break;
+        }
+      }
+      req_free(r);
+      return tutti_error(ncclRemoteError,
+                         "socket network: %s closed the connection while this receive comm was "
+                         "waiting for a message: the peer process exited or closed its comm; "
+                         "see its log",
+                         c->peer);
+    }
     return ncclSuccess;
   }
   *done = 1;

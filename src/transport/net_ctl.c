@@ -145,6 +145,7 @@ static int pump_ctl_recvs(struct tutti_netx_proxy* px, struct tutti_netx_peer* p
     }
     int done = 0, size = 0;
     if (net->ops->test(net, p->ctl_rreq[j], &done, &size) != ncclSuccess) {
+      p->ctl_rreq[j] = NULL; /* a failed request is gone: never test it again */
       return tutti_netx_suspect(p, "a control receive");
     }
     if (done) {
@@ -162,6 +163,7 @@ int tutti_netx_ctl_pump(struct tutti_netx_proxy* px, struct tutti_netx_peer* p, 
     if (p->ctl_sreq[j] != NULL) {
       int done = 0;
       if (net->ops->test(net, p->ctl_sreq[j], &done, NULL) != ncclSuccess) {
+        p->ctl_sreq[j] = NULL;
         return tutti_netx_suspect(p, "a control send");
       }
       if (!done) {

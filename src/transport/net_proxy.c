@@ -19,10 +19,11 @@
 #include "util/check.h"
 #include "util/socket.h"
 
-#define SPIN_S 0.002      /* polling on after the last move, before any sleep */
-#define SLEEP_MIN_S 50e-6 /* the first sleeps: a late message costs at most this */
-#define SLEEP_MAX_S 1e-3  /* ... growing to this after 20 ms idle */
-#define SUSPECT_S 0.2     /* a failed network operation waits this long for a goodbye */
+#define SPIN_S 0.002        /* polling on after the last move, before any sleep */
+#define SLEEP_MIN_S 50e-6   /* the first sleeps: a late message costs at most this */
+#define SLEEP_MAX_S 1e-3    /* ... growing to this after 20 ms idle */
+#define SUSPECT_S 0.2       /* a failed network operation waits this long for a goodbye */
+#define ABORT_NOTICE_S 0.05 /* aborting: how long the rank's failure may take to go out */
 
 static char* slot_at(const struct tutti_netx_peer* p, struct tutti_fifo* q, uint64_t k) {
   return (char*)q + TUTTI_FIFO_HEADER + (size_t)(k % p->nslots) * p->slot_bytes;
@@ -186,6 +187,7 @@ static int pump_sends(struct tutti_netx_proxy* px, struct tutti_netx_peer* p) {
     }
     int done = 0;
     if (net->ops->test(net, p->sreq[i], &done, NULL) != ncclSuccess) {
+      p->sreq[i] = NULL; /* a failed request is gone: never test it again */
       return tutti_netx_suspect(p, "a send");
     }
     if (done) {
@@ -212,7 +214,9 @@ static int pump_recvs(struct tutti_netx_proxy* px, struct tutti_netx_peer* p, in
   struct tutti_net* net = px->net;
   int moved = 0;
   p->r_tail = __atomic_load_n(&p->rq->tail, __ATOMIC_SEQ_CST);
-  while (!leaving && !p->bye_got && p->r_next < p->r_tail + p->nslots) {
+  /* After the goodbye, receives go on for the slots it says were sent before it. */
+  while (!leaving && (!p->bye_got || p->r_next < p->bye_slots) &&
+         p->r_next < p->r_tail + p->nslots) {
     const uint64_t k = p->r_next;
     struct tutti_netx_link* l = &p->data[k % (uint64_t)p->ncomms];
     void* data = slot_at(p, p->rq, k);
@@ -237,6 +241,7 @@ static int pump_recvs(struct tutti_netx_proxy* px, struct tutti_netx_peer* p, in
     }
     int done = 0, size = 0;
     if (net->ops->test(net, p->rreq[i], &done, &size) != ncclSuccess) {
+      p->rreq[i] = NULL;
       bad = tutti_netx_suspect(p, "a receive"); /* what came before it is shown first */
       break;
     }
@@ -269,15 +274,21 @@ static int pump_recvs(struct tutti_netx_proxy* px, struct tutti_netx_peer* p, in
  * SUSPECT_S (a peer that left closes its comms, which fails what this rank
  * still had posted). */
 static int settle(struct tutti_netx_proxy* px, struct tutti_netx_peer* p, int leaving) {
+  int moved = 0;
   if (!p->bye_got) {
-    tutti_netx_ctl_pump(px, p, leaving); /* the goodbye may be waiting there */
+    moved |= tutti_netx_ctl_pump(px, p, leaving); /* the goodbye may be waiting there */
+  }
+  if (p->bye_got && p->r_head < p->bye_slots) {
+    /* It left: what it sent before its goodbye is still to be read (the
+     * receives that failed were for messages after it). */
+    moved |= pump_recvs(px, p, leaving);
   }
   if (p->bye_got && p->r_head >= p->bye_slots) {
-    p->gone = 1; /* it left: departed (tutti_netx_check_left) */
-  } else if (tutti_socket_now() - p->suspect_at > SUSPECT_S) {
+    p->gone = 1; /* departed (tutti_netx_check_left) */
+  } else if (!p->bye_got && tutti_socket_now() - p->suspect_at > SUSPECT_S) {
     tutti_netx_lost(px, p, p->suspect_why, leaving);
   }
-  return p->gone;
+  return moved | p->gone;
 }
 
 static int pump(struct tutti_netx_proxy* px, int leaving) {
@@ -342,17 +353,41 @@ static void idle_sleep(struct tutti_netx_proxy* px, double idle_s) {
   }
 }
 
+/* Aborting: nothing more is flushed, but the rank's failure, if it has one,
+ * still goes out (briefly), so that peers name its cause, not its leaving. */
+static void abort_notice(struct tutti_netx_proxy* px) {
+  if (__atomic_load_n(&px->rank_bell->failed, __ATOMIC_ACQUIRE) == 0) {
+    return;
+  }
+  const double until = tutti_socket_now() + ABORT_NOTICE_S;
+  int due = 1;
+  while (due && tutti_socket_now() < until) {
+    due = 0;
+    for (int i = 0; i < px->nserved; i++) {
+      struct tutti_netx_peer* p = &px->served[i];
+      if (!p->gone && p->suspect_at == 0) {
+        tutti_netx_ctl_pump(px, p, 0);
+        due |= tutti_netx_ctl_due(px, p, 0);
+      }
+    }
+  }
+}
+
 static void* proxy_main(void* arg) {
   struct tutti_netx_proxy* px = arg;
   double last_move = tutti_socket_now();
   for (;;) {
     const int leaving = (int)__atomic_load_n(&px->stop, __ATOMIC_SEQ_CST);
-    const int moved = leaving == 2 ? 0 : pump(px, leaving);
+    if (leaving == 2) {
+      abort_notice(px);
+      break;
+    }
+    const int moved = pump(px, leaving);
     const double now = tutti_socket_now();
     if (moved) {
       last_move = now;
     }
-    if (leaving && (leaving == 2 || flushed(px) || now - last_move > px->flush_s)) {
+    if (leaving && (flushed(px) || now - last_move > px->flush_s)) {
       break;
     }
     if (moved || now - last_move < SPIN_S || busy(px, leaving)) {

@@ -88,6 +88,7 @@ set(TUTTI_ORDERED_CASES
   "procs.Pull|procs|3,4|ordered|TUTTI_TUNE=all:1-inf:@pull"
   "procs.Board|procs|3|ordered|NCCL_ALGO=Board,Direct"
   "hosts|hosts|2,3|ordered|"
+  "hosts.plugin|hosts|3|ordered|NCCL_NET_PLUGIN=$<TARGET_FILE:nccl_net_tutti>"
   "hosts.Tree|hosts|4|ordered|NCCL_ALGO=Tree"
   "pairs.Hier|pairs|4|ordered|NCCL_ALGO=Hier"
   "default_ring.threads|threads|3,4|ring|NCCL_ALGO=Ring"

@@ -7,7 +7,17 @@
 #   run.sh TUTTIRUN JOB RAWBW trials [N]                N random faults in random collectives
 #   run.sh TUTTIRUN JOB RAWBW bw                        allreduce vs raw TCP rate
 # JOB is test_netns_job, RAWBW tcp_raw_bw. Exits 77 (skip) without namespaces.
+# With NET_PLUGIN=path (a network plugin, e.g. libnccl-net-tutti.so) every
+# rank loads it (NCCL_NET_PLUGIN) and hosts talk through it instead of the
+# TCP transport.
 set -u
+if [ -n "${NET_PLUGIN:-}" ]; then
+  export NCCL_NET_PLUGIN=$NET_PLUGIN
+  VIA="NET/tutti"
+else
+  unset NCCL_NET_PLUGIN
+  VIA="NET/Socket"
+fi
 TUTTIRUN=$1 JOB=$2 RAWBW=$3 WHAT=$4
 shift 4
 HOSTS="bash $(cd "$(dirname "$0")" && pwd)/hosts.sh"
@@ -86,8 +96,8 @@ job() {
   for ((r = 0; r < n; r++)); do
     grep -Eq "rank $r/$n: [0-9]+ passed, 0 failed" <<<"$all" || fail "rank $r did not pass"
   done
-  # Across hosts the ring goes over TCP on eth0; within a host over shared memory.
-  grep -q "via NET/Socket/eth0" <<<"$all" || fail "no ring pair runs over NET/Socket/eth0"
+  # Across hosts the ring goes over TCP (or the plugin) on eth0; within a host over shared memory.
+  grep -q "via $VIA/eth0" <<<"$all" || fail "no ring pair runs over $VIA/eth0"
   [ "$np" = 1 ] || grep -q "via SHM" <<<"$all" || fail "no ring pair within a host uses SHM"
   grep -E "using network interface" <<<"$all" | grep -Ev "interface eth0 " &&
     fail "an interface other than eth0 was chosen (the decoys are docker0 and veth*)"

@@ -32,6 +32,19 @@ endforeach()
 add_test(NAME netns.stall COMMAND ${TUTTI_NETNS_RUN} stall)
 add_test(NAME netns.trials COMMAND ${TUTTI_NETNS_RUN} trials 5)
 list(APPEND TUTTI_NETNS_TESTS netns.stall netns.trials)
+# The same hosts talking through tutti's network plugin (libnccl-net-tutti.so
+# loaded by NCCL_NET_PLUGIN): the network transport instead of TCP.
+set(TUTTI_NETNS_PLUGIN_ENV "NET_PLUGIN=$<TARGET_FILE:nccl_net_tutti>")
+add_test(NAME netns.plugin.job.2x2 COMMAND ${TUTTI_NETNS_RUN} job 2 2)
+add_test(NAME netns.plugin.job.3x1 COMMAND ${TUTTI_NETNS_RUN} job 3 1)
+foreach(how kill link)
+  add_test(NAME netns.plugin.cut.${how} COMMAND ${TUTTI_NETNS_RUN} cut ${how})
+endforeach()
+add_test(NAME netns.plugin.trials COMMAND ${TUTTI_NETNS_RUN} trials 3)
+set(TUTTI_NETNS_PLUGIN_TESTS netns.plugin.job.2x2 netns.plugin.job.3x1 netns.plugin.cut.kill
+    netns.plugin.cut.link netns.plugin.trials)
+set_tests_properties(${TUTTI_NETNS_PLUGIN_TESTS} PROPERTIES ENVIRONMENT "${TUTTI_NETNS_PLUGIN_ENV}")
+list(APPEND TUTTI_NETNS_TESTS ${TUTTI_NETNS_PLUGIN_TESTS})
 add_test(NAME netns.bw COMMAND ${TUTTI_NETNS_RUN} bw)
 set_tests_properties(${TUTTI_NETNS_TESTS} netns.bw PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77
                      LABELS netns)

@@ -45,6 +45,11 @@ void probe_cpu_memory(void);
 void probe_network(void);
 void probe_shm(void);
 
+/* ---- net.c ---- */
+/* The network plugin the library would load, its devices; else tutti's
+ * own socket network's devices. */
+void probe_net_plugin(void);
+
 /* ---- gpu.c ---- */
 /* Loads the CUDA driver and runtime and NVML if present, reports them,
  * each GPU and each pair's link. Returns the number of GPUs (0: none). */

@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   probe_library();
   probe_cpu_memory();
   probe_network();
+  probe_net_plugin();
   probe_shm();
   int ngpus = probe_gpus();
   run_host_allreduces();

@@ -1,5 +1,10 @@
-/* The device proxy's connections and messages, shared by its setup
- * (net_setup.cu) and its thread (net_proxy.cu). */
+/* The device proxy's connections, shared by its setup (net_setup.cu) and
+ * its thread (net_proxy.cu). Every remote pair has, per channel, one comm
+ * each way of the network (a plugin, or tutti's own sockets: net/net.h):
+ * slot k of the channel is message k on it, exactly the bytes the kernel
+ * posted, sent from the shadow and received into the receiver's own
+ * queue. One more comm each way carries the heads: how many of the peer's
+ * slots this rank's kernels have freed, per channel, and the goodbye. */
 #ifndef TUTTI_DEVICE_NET_NET_LINK_H
 #define TUTTI_DEVICE_NET_NET_LINK_H
 
@@ -7,66 +12,71 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "device/net/net.h"
+#include "device/work.h"
+
 extern "C" {
-#include "util/socket.h"
+#include "net/net.h"
 }
 
-#define TD_NET_MAGIC 0x74646e31u /* "tdn1" */
+#define TD_NET_TAG 0x7464
+#define TD_NET_CTL_RECVS 4
+#define TD_NET_CTL_SENDS 4
 
-enum { TD_MSG_SLOT = 1, TD_MSG_FREED = 2, TD_MSG_BYE = 3 };
+enum { TD_MSG_FREED = 1, TD_MSG_BYE = 2 };
 
-/* Every message: a slot (value = its position, len bytes follow), freed
- * slots (value = the new head) or goodbye. */
-struct td_msg {
+/* A control message: the heads of every channel, or the goodbye. */
+struct td_ctl {
   uint32_t kind;
-  uint32_t ch;
-  uint32_t len;
-  uint32_t pad;
-  uint64_t value;
+  uint32_t nch;
+  uint64_t heads[TD_NET_CHANNELS];
 };
 
-struct td_hello {
-  uint32_t magic;
-  int32_t rank;
-  uint64_t comm_hash;
-  unsigned char secret[16];
-};
-
-struct td_rec {
-  uint8_t forced; /* NCCL_SHM_DISABLE and NCCL_P2P_DISABLE */
-  uint8_t ok;     /* set up so far, and listening when it has remote peers */
-  uint8_t pad[6];
-  unsigned char addr[TUTTI_SOCKET_ADDR_WIRE];
+/* One channel to one peer. Counts are slot positions since setup. */
+struct td_chan {
+  void* send;
+  void* recv;
+  void* send_mh;
+  void* recv_mh;
+  uint64_t fwd;        /* slots handed to the network */
+  uint64_t sent;       /* ... of which done, in order */
+  uint64_t head_got;   /* the peer's head for this channel, as it sent it */
+  uint64_t head_shown; /* written into this rank's region: at most `sent` */
+  uint64_t posted;     /* receives posted (into slots the kernel freed) */
+  uint64_t arrived;    /* ... of which done, in order: this rank's tail */
+  uint64_t freed_sent; /* the head last sent to the peer */
+  void* sreq[TD_SLOTS];
+  void* rreq[TD_SLOTS];
 };
 
 struct td_link {
   int peer;
-  int fd;
   char hostname[64];
   char* sh_host; /* the shadow of the peer's region */
   char* sh_dev;
-  uint64_t* fwd;    /* [nch] slots forwarded */
-  uint64_t* freed;  /* [nch] head last forwarded */
-  uint64_t* expect; /* [nch] next slot position to arrive */
-  int s_busy, s_rr;
-  struct td_msg s_msg;
-  const char* s_pay;
-  size_t s_done;
-  struct td_msg r_msg;
-  char* r_pay;
-  size_t r_done;
-  int r_taken;  /* the header was acted on */
+  struct td_chan ch[TD_NET_CHANNELS];
+  void* csend;
+  void* crecv;
+  void* csend_mh;
+  void* crecv_mh;
+  struct td_ctl* cbuf; /* [TD_NET_CTL_SENDS] to send, then [TD_NET_CTL_RECVS] to receive */
+  void* cs_req[TD_NET_CTL_SENDS];
+  void* cr_req[TD_NET_CTL_RECVS];
+  int bye_sent;
   int departed; /* said goodbye */
-  int broken;   /* errno + 1 of a failed connection, or 1000 for a protocol error */
+  int broken;   /* a network operation failed: `why` says which */
+  char why[256];
 };
 
 struct td_net {
+  struct tutti_net* net;
   int nlinks;
   struct td_link* links;
   pthread_t thread;
   int live;
   volatile int stop;
   int raised;
+  char via[96];
 };
 
 #endif

@@ -1,19 +1,13 @@
-/* The device executor across hosts, the proxy thread: forwards the slots
- * kernels post into remote peers' shadows and the slots they free, and
- * writes what arrives into this rank's own region (see net.h). */
-#include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <pthread.h>
+/* The device executor across hosts, the proxy thread (see net_link.h):
+ * hands the slots kernels post into remote peers' shadows to the network,
+ * keeps a receive posted into every slot of this rank's queues the kernels
+ * have freed, moves the tails and heads that make both visible, and turns
+ * a failed network operation into a stop that names the peer. */
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "device/dev_comm.h"
 #include "device/net/net.h"
@@ -24,6 +18,15 @@ extern "C" {
 #include "util/socket.h"
 }
 
+#define IDLE_S 0.02 /* polling on after kernels finish, before sleeping */
+
+static inline uint64_t ld(const char* p) {
+  return __atomic_load_n((const uint64_t*)p, __ATOMIC_ACQUIRE);
+}
+static inline void st(char* p, uint64_t v) {
+  __atomic_store_n((uint64_t*)p, v, __ATOMIC_RELEASE);
+}
+
 static void raise_error(struct tutti_dev_comm* dc, struct td_link* k) {
   struct td_net* nt = dc->netp;
   if (nt->raised) {
@@ -32,209 +35,232 @@ static void raise_error(struct tutti_dev_comm* dc, struct td_link* k) {
   nt->raised = 1;
   td_raise_stop(dc, TD_STOP_NET, k->peer);
   WARN("rank %d: the connection to rank %d (host %s) broke while a device collective used it: %s",
-       dc->rank, k->peer, k->hostname,
-       k->broken >= 1000 ? "malformed data"
-       : k->broken > 1   ? strerror(k->broken - 1)
-                         : "closed");
+       dc->rank, k->peer, k->hostname, k->why);
 }
 
-static void breaks(struct td_link* k, int code) {
-  k->broken = code;
-  if (k->fd >= 0) {
-    close(k->fd);
-    k->fd = -1;
+static int breaks(struct td_link* k, const char* doing) {
+  if (!k->broken) {
+    k->broken = 1;
+    snprintf(k->why, sizeof k->why, "%s failed: %s", doing, tutti_last_error());
   }
+  return 1;
 }
 
-static inline uint64_t ld(const char* p) {
-  return __atomic_load_n((const uint64_t*)p, __ATOMIC_ACQUIRE);
-}
-
-/* Picks the next message for the peer: freed slots first (they unblock its
- * kernel), then posted slots, channels in turn. */
-static int next_message(struct tutti_dev_comm* dc, struct td_link* k) {
+/* Slots the kernels posted for the peer go out; done ones let the peer's
+ * freed heads through to the kernels (a shadow slot is rewritten only once
+ * its send is done and the peer freed it). */
+static int pump_sends(struct tutti_dev_comm* dc, struct td_link* k, int c) {
+  struct tutti_net* net = dc->netp->net;
   const struct td_layout& L = dc->lay;
   const int n = dc->nranks, me = dc->rank;
-  for (int i = 0; i < dc->nch; i++) {
-    const int ch = (k->s_rr + i) % dc->nch;
-    const uint64_t head = ld(k->sh_host + td_ctr(L.head_off, ch, me, n));
-    if (head != k->freed[ch]) {
-      k->s_msg = {TD_MSG_FREED, (uint32_t)ch, 0, 0, head};
-      k->s_pay = NULL;
-    } else if (ld(k->sh_host + td_ctr(L.tail_off, ch, me, n)) > k->fwd[ch]) {
-      const uint64_t pos = k->fwd[ch], sl = pos % TD_SLOTS;
-      const uint32_t len =
-          *(volatile uint32_t*)(k->sh_host + td_ctr(L.len_off, ch, me, n) + sl * sizeof(uint32_t));
-      k->s_msg = {TD_MSG_SLOT, (uint32_t)ch, len, 0, pos};
-      k->s_pay = k->sh_host + td_queue_off(&L, ch, me, k->peer, n) + sl * dc->slot_bytes;
-    } else {
-      continue;
-    }
-    k->s_rr = (ch + 1) % dc->nch;
-    k->s_busy = 1;
-    k->s_done = 0;
-    return 1;
-  }
-  return 0;
-}
-
-static int pump_send(struct tutti_dev_comm* dc, struct td_link* k) {
-  if (!k->s_busy && !next_message(dc, k)) {
-    return 0;
-  }
-  const size_t total = sizeof k->s_msg + k->s_msg.len;
+  struct td_chan* ch = &k->ch[c];
   int moved = 0;
-  while (k->s_done < total) {
-    struct iovec iov[2];
-    int cnt = 0;
-    if (k->s_done < sizeof k->s_msg) {
-      iov[cnt++] = {(char*)&k->s_msg + k->s_done, sizeof k->s_msg - k->s_done};
-      if (k->s_msg.len > 0) {
-        iov[cnt++] = {(void*)k->s_pay, k->s_msg.len};
-      }
-    } else {
-      const size_t o = k->s_done - sizeof k->s_msg;
-      iov[cnt++] = {(void*)(k->s_pay + o), k->s_msg.len - o};
+  const uint64_t tail = ld(k->sh_host + td_ctr(L.tail_off, c, me, n));
+  while (ch->fwd < tail) {
+    const uint64_t sl = ch->fwd % TD_SLOTS;
+    const uint32_t len =
+        *(volatile uint32_t*)(k->sh_host + td_ctr(L.len_off, c, me, n) + sl * sizeof(uint32_t));
+    void* req = NULL;
+    char* data = k->sh_host + td_queue_off(&L, c, me, k->peer, n) + sl * dc->slot_bytes;
+    if (net->ops->isend(net, ch->send, data, len, TD_NET_TAG, ch->send_mh, &req) != ncclSuccess) {
+      return breaks(k, "a send");
     }
-    struct msghdr mh;
-    memset(&mh, 0, sizeof mh);
-    mh.msg_iov = iov;
-    mh.msg_iovlen = (size_t)cnt;
-    ssize_t w = sendmsg(k->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w < 0 && errno == EINTR) {
-      continue;
+    if (req == NULL) {
+      break;
     }
-    if (w < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        breaks(k, errno + 1);
-      }
-      return moved;
-    }
-    k->s_done += (size_t)w;
+    ch->sreq[sl] = req;
+    ch->fwd++;
     moved = 1;
   }
-  if (k->s_msg.kind == TD_MSG_SLOT) {
-    k->fwd[k->s_msg.ch] = k->s_msg.value + 1;
-  } else if (k->s_msg.kind == TD_MSG_FREED) {
-    k->freed[k->s_msg.ch] = k->s_msg.value;
-  }
-  k->s_busy = 0;
-  return 1;
-}
-
-/* A complete header: where its payload goes, or what it changes. */
-static int take_header(struct tutti_dev_comm* dc, struct td_link* k) {
-  const struct td_layout& L = dc->lay;
-  const struct td_msg& m = k->r_msg;
-  const int n = dc->nranks;
-  char* mine = dc->hosts[dc->rank].host;
-  if (m.kind == TD_MSG_BYE && m.len == 0) {
-    k->departed = 1;
-    return 1;
-  }
-  if (m.ch >= (uint32_t)dc->nch || m.len > dc->slot_bytes ||
-      (m.kind == TD_MSG_SLOT && m.value != k->expect[m.ch]) ||
-      (m.kind != TD_MSG_SLOT && (m.kind != TD_MSG_FREED || m.len != 0))) {
-    breaks(k, 1000);
-    return 0;
-  }
-  if (m.kind == TD_MSG_FREED) {
-    __atomic_store_n((uint64_t*)(mine + td_ctr(L.head_off, m.ch, k->peer, n)), m.value,
-                     __ATOMIC_RELEASE);
-    return 1;
-  }
-  k->r_pay = mine + td_queue_off(&L, (int)m.ch, k->peer, dc->rank, n) +
-             (m.value % TD_SLOTS) * dc->slot_bytes;
-  return 1;
-}
-
-static int pump_recv(struct tutti_dev_comm* dc, struct td_link* k) {
-  const struct td_layout& L = dc->lay;
-  const size_t hdr = sizeof k->r_msg;
-  int moved = 0;
-  while (k->fd >= 0) {
-    if (k->r_done >= hdr && !k->r_taken) {
-      if (!take_header(dc, k)) {
-        return moved;
-      }
-      k->r_taken = 1;
+  while (ch->sent < ch->fwd) {
+    int done = 0;
+    if (net->ops->test(net, ch->sreq[ch->sent % TD_SLOTS], &done, NULL) != ncclSuccess) {
+      return breaks(k, "a send");
     }
-    const size_t pay = k->r_taken && k->r_msg.kind == TD_MSG_SLOT ? k->r_msg.len : 0;
-    if (k->r_taken && k->r_done == hdr + pay) {
-      if (k->r_msg.kind == TD_MSG_SLOT) {
-        const struct td_msg& m = k->r_msg;
-        k->expect[m.ch] = m.value + 1;
-        __atomic_store_n(
-            (uint64_t*)(dc->hosts[dc->rank].host + td_ctr(L.tail_off, m.ch, k->peer, dc->nranks)),
-            m.value + 1, __ATOMIC_RELEASE);
-      }
-      k->r_done = 0;
-      k->r_taken = 0;
-      continue;
+    if (!done) {
+      break;
     }
-    char* to = k->r_done < hdr ? (char*)&k->r_msg + k->r_done : k->r_pay + (k->r_done - hdr);
-    const size_t want = k->r_done < hdr ? hdr - k->r_done : hdr + pay - k->r_done;
-    ssize_t got = recv(k->fd, to, want, MSG_DONTWAIT);
-    if (got == 0) {
-      breaks(k, 1);
-      return moved;
-    }
-    if (got < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        breaks(k, errno + 1);
-      }
-      return moved;
-    }
+    ch->sreq[ch->sent % TD_SLOTS] = NULL;
+    ch->sent++;
     moved = 1;
-    k->r_done += (size_t)got;
+  }
+  const uint64_t h = ch->head_got < ch->sent ? ch->head_got : ch->sent;
+  if (h > ch->head_shown) {
+    ch->head_shown = h;
+    st(dc->hosts[me].host + td_ctr(L.head_off, c, k->peer, n), h);
+    moved = 1;
   }
   return moved;
 }
 
-static int owed(struct tutti_dev_comm* dc, struct td_link* k) {
+/* Receives into every slot the kernels freed; arrivals, in order, move the tail. */
+static int pump_recvs(struct tutti_dev_comm* dc, struct td_link* k, int c) {
+  struct tutti_net* net = dc->netp->net;
   const struct td_layout& L = dc->lay;
-  for (int ch = 0; ch < dc->nch && k->fd >= 0; ch++) {
-    if (k->s_busy ||
-        ld(k->sh_host + td_ctr(L.head_off, ch, dc->rank, dc->nranks)) != k->freed[ch] ||
-        ld(k->sh_host + td_ctr(L.tail_off, ch, dc->rank, dc->nranks)) != k->fwd[ch]) {
+  const int n = dc->nranks, me = dc->rank;
+  struct td_chan* ch = &k->ch[c];
+  char* mine = dc->hosts[me].host;
+  int moved = 0;
+  const uint64_t freed = ld(k->sh_host + td_ctr(L.head_off, c, me, n));
+  while (ch->posted < freed + TD_SLOTS) {
+    const uint64_t sl = ch->posted % TD_SLOTS;
+    void* data = mine + td_queue_off(&L, c, k->peer, me, n) + sl * dc->slot_bytes;
+    size_t size = dc->slot_bytes;
+    int tag = TD_NET_TAG;
+    void* req = NULL;
+    if (net->ops->irecv(net, ch->recv, 1, &data, &size, &tag, &ch->recv_mh, &req) != ncclSuccess) {
+      return breaks(k, "posting a receive");
+    }
+    if (req == NULL) {
+      break;
+    }
+    ch->rreq[sl] = req;
+    ch->posted++;
+    moved = 1;
+  }
+  while (ch->arrived < ch->posted) {
+    int done = 0;
+    if (net->ops->test(net, ch->rreq[ch->arrived % TD_SLOTS], &done, NULL) != ncclSuccess) {
+      return breaks(k, "a receive");
+    }
+    if (!done) {
+      break;
+    }
+    ch->rreq[ch->arrived % TD_SLOTS] = NULL;
+    ch->arrived++;
+    st(mine + td_ctr(L.tail_off, c, k->peer, n), ch->arrived);
+    moved = 1;
+  }
+  return moved;
+}
+
+/* The heads this rank's kernels freed, to the peer; the peer's, applied. */
+static int pump_ctl(struct tutti_dev_comm* dc, struct td_link* k, int leaving) {
+  struct tutti_net* net = dc->netp->net;
+  const struct td_layout& L = dc->lay;
+  const int n = dc->nranks, me = dc->rank;
+  int moved = 0;
+  int news = 0, all_sent = 1;
+  for (int c = 0; c < dc->nch; c++) {
+    news |= ld(k->sh_host + td_ctr(L.head_off, c, me, n)) != k->ch[c].freed_sent;
+    all_sent &= k->ch[c].sent == ld(k->sh_host + td_ctr(L.tail_off, c, me, n));
+  }
+  for (int j = 0; j < TD_NET_CTL_SENDS; j++) {
+    if (k->cs_req[j] != NULL) {
+      int done = 0;
+      if (net->ops->test(net, k->cs_req[j], &done, NULL) != ncclSuccess) {
+        return breaks(k, "sending heads");
+      }
+      if (!done) {
+        continue;
+      }
+      k->cs_req[j] = NULL;
+      moved = 1;
+      if (k->bye_sent == 1 && k->cbuf[j].kind == TD_MSG_BYE) {
+        k->bye_sent = 2;
+      }
+    }
+    const int bye = leaving && all_sent && !news && !k->bye_sent;
+    if (!news && !bye) {
+      continue;
+    }
+    struct td_ctl* m = &k->cbuf[j];
+    m->kind = bye ? TD_MSG_BYE : TD_MSG_FREED;
+    m->nch = (uint32_t)dc->nch;
+    for (int c = 0; c < dc->nch; c++) {
+      m->heads[c] = ld(k->sh_host + td_ctr(L.head_off, c, me, n));
+    }
+    void* req = NULL;
+    if (net->ops->isend(net, k->csend, m, sizeof *m, TD_NET_TAG, k->csend_mh, &req) !=
+        ncclSuccess) {
+      return breaks(k, "sending heads");
+    }
+    if (req == NULL) {
+      break;
+    }
+    k->cs_req[j] = req;
+    for (int c = 0; c < dc->nch; c++) {
+      k->ch[c].freed_sent = m->heads[c];
+    }
+    k->bye_sent = bye ? 1 : k->bye_sent;
+    news = 0;
+    moved = 1;
+  }
+  struct td_ctl* rbuf = k->cbuf + TD_NET_CTL_SENDS;
+  for (int j = 0; j < TD_NET_CTL_RECVS && !k->departed; j++) {
+    if (k->cr_req[j] == NULL) {
+      void* data = &rbuf[j];
+      size_t size = sizeof rbuf[j];
+      int tag = TD_NET_TAG;
+      if (net->ops->irecv(net, k->crecv, 1, &data, &size, &tag, &k->crecv_mh, &k->cr_req[j]) !=
+          ncclSuccess) {
+        return breaks(k, "posting a receive of heads");
+      }
+      continue;
+    }
+    int done = 0, size = 0;
+    if (net->ops->test(net, k->cr_req[j], &done, &size) != ncclSuccess) {
+      return breaks(k, "a receive of heads");
+    }
+    if (!done) {
+      continue;
+    }
+    k->cr_req[j] = NULL;
+    moved = 1;
+    if (size != (int)sizeof rbuf[j] || rbuf[j].nch != (uint32_t)dc->nch) {
+      k->broken = 1;
+      snprintf(k->why, sizeof k->why, "malformed data (%d bytes of heads)", size);
+      return 1;
+    }
+    for (int c = 0; c < dc->nch; c++) {
+      /* Messages may be tested out of order: a head only grows. */
+      if (rbuf[j].heads[c] > k->ch[c].head_got) {
+        k->ch[c].head_got = rbuf[j].heads[c];
+      }
+    }
+    k->departed |= rbuf[j].kind == TD_MSG_BYE;
+  }
+  return moved;
+}
+
+static int pump_link(struct tutti_dev_comm* dc, struct td_link* k, int leaving) {
+  int moved = 0;
+  for (int c = 0; c < dc->nch && !k->broken; c++) {
+    moved |= pump_sends(dc, k, c);
+    moved |= pump_recvs(dc, k, c);
+  }
+  if (!k->broken) {
+    moved |= pump_ctl(dc, k, leaving);
+  }
+  return moved;
+}
+
+/* Leaving: whether the peer is still owed a slot, a head or the goodbye. */
+static int owed(struct tutti_dev_comm* dc, struct td_link* k) {
+  if (k->broken || k->departed) {
+    return 0;
+  }
+  for (int c = 0; c < dc->nch; c++) {
+    const struct td_chan* ch = &k->ch[c];
+    if (ch->sent != ld(k->sh_host + td_ctr(dc->lay.tail_off, c, dc->rank, dc->nranks))) {
       return 1;
     }
   }
-  return 0;
+  return k->bye_sent != 2;
 }
 
-static void idle_wait(struct td_net* nt, int usec) {
-  struct pollfd fds[64];
-  int c = 0;
-  for (int i = 0; i < nt->nlinks && c < 64; i++) {
-    if (nt->links[i].fd >= 0) {
-      fds[c++] = {nt->links[i].fd, POLLIN, 0};
-    }
-  }
-  struct timespec ts = {0, usec * 1000L};
-  ppoll(fds, (nfds_t)c, &ts, NULL);
-}
-
-/* Forwards while kernels run (spinning) and shortly after; otherwise sleeps
- * in poll, woken by arriving data. */
+/* Polls the network while kernels run and shortly after; otherwise sleeps
+ * briefly between looks (network requests cannot be waited on). */
 static void* proxy_main(void* arg) {
   struct tutti_dev_comm* dc = (struct tutti_dev_comm*)arg;
   struct td_net* nt = dc->netp;
   volatile int* f = dc->host_flags;
-  double last = tutti_socket_now(), stop_at = 0, next_check = last;
+  double last = tutti_socket_now(), stop_at = 0;
   for (;;) {
+    const int leaving = nt->stop;
     int moved = 0;
-    for (int i = 0; i < nt->nlinks; i++) {
-      struct td_link* k = &nt->links[i];
-      if (k->fd >= 0) {
-        moved |= pump_recv(dc, k);
-      }
-      if (k->fd >= 0) {
-        moved |= pump_send(dc, k);
-      }
+    for (int i = 0; i < nt->nlinks && !f[TD_FLAG_ABORT]; i++) {
+      moved |= pump_link(dc, &nt->links[i], leaving);
     }
     const int busy = f[TD_FLAG_STARTED] != f[TD_FLAG_FINISHED];
     for (int i = 0; busy && i < nt->nlinks; i++) {
@@ -246,19 +272,8 @@ static void* proxy_main(void* arg) {
     if (moved) {
       last = now;
     }
-    if (now >= next_check) {
-      /* The heartbeat's other half (util/socket.h): a host that stopped
-       * acknowledging data in flight is lost, as keepalive finds idle ones. */
-      for (int i = 0; i < nt->nlinks; i++) {
-        struct td_link* k = &nt->links[i];
-        if (k->fd >= 0 && !k->departed && tutti_socket_unanswered(k->fd)) {
-          breaks(k, ETIMEDOUT + 1);
-        }
-      }
-      next_check = now + 0.25;
-    }
-    if (nt->stop) {
-      /* Forward what peers are still owed (bounded), then say goodbye. */
+    if (leaving) {
+      /* Forward what peers are still owed (bounded), then go. */
       stop_at = stop_at == 0 ? now : stop_at;
       int any = 0;
       for (int i = 0; i < nt->nlinks && !f[TD_FLAG_ABORT]; i++) {
@@ -268,17 +283,11 @@ static void* proxy_main(void* arg) {
         break;
       }
     }
-    if (!moved && !busy && now - last > 0.02) {
-      idle_wait(nt, 200);
+    if (!moved && !busy && now - last > IDLE_S) {
+      struct timespec ts = {0, now - last > 1.0 ? 1000000L : 100000L};
+      nanosleep(&ts, NULL);
     } else if (!moved) {
       sched_yield();
-    }
-  }
-  for (int i = 0; i < nt->nlinks; i++) {
-    struct td_link* k = &nt->links[i];
-    struct td_msg bye = {TD_MSG_BYE, 0, 0, 0, 0};
-    if (k->fd >= 0 && !k->s_busy) {
-      (void)!send(k->fd, &bye, sizeof bye, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
   }
   return NULL;
@@ -296,6 +305,20 @@ ncclResult_t td_net_start(struct tutti_dev_comm* dc) {
   return ncclSuccess;
 }
 
+static void close_comm(struct tutti_net* net, void* comm, void* mh, int send) {
+  if (comm == NULL) {
+    return;
+  }
+  if (mh != NULL) {
+    net->ops->dereg_mr(net, comm, mh);
+  }
+  if (send) {
+    net->ops->close_send(net, comm);
+  } else {
+    net->ops->close_recv(net, comm);
+  }
+}
+
 void td_net_free(struct tutti_dev_comm* dc) {
   struct td_net* nt = dc->netp;
   if (nt == NULL) {
@@ -307,14 +330,19 @@ void td_net_free(struct tutti_dev_comm* dc) {
   }
   for (int i = 0; nt->links != NULL && i < nt->nlinks; i++) {
     struct td_link* k = &nt->links[i];
-    if (k->fd >= 0) {
-      close(k->fd);
+    for (int c = 0; nt->net != NULL && c < TD_NET_CHANNELS; c++) {
+      close_comm(nt->net, k->ch[c].send, k->ch[c].send_mh, 1);
+      close_comm(nt->net, k->ch[c].recv, k->ch[c].recv_mh, 0);
+    }
+    if (nt->net != NULL) {
+      close_comm(nt->net, k->csend, k->csend_mh, 1);
+      close_comm(nt->net, k->crecv, k->crecv_mh, 0);
     }
     if (k->sh_host != NULL) {
       cudaFreeHost(k->sh_host);
     }
-    free(k->fwd);
   }
+  tutti_net_close(nt->net);
   free(nt->links);
   free(nt);
   dc->netp = NULL;
@@ -323,14 +351,16 @@ void td_net_free(struct tutti_dev_comm* dc) {
 ncclResult_t td_net_error(struct tutti_dev_comm* dc) {
   const int p = dc->host_flags[TD_FLAG_RANK];
   const char* host = "?";
+  const char* why = "";
   for (int i = 0; dc->netp != NULL && i < dc->netp->nlinks; i++) {
     if (dc->netp->links[i].peer == p) {
       host = dc->netp->links[i].hostname;
+      why = dc->netp->links[i].why;
     }
   }
   return tutti_error(ncclRemoteError,
-                     "rank %d on host %s was lost (its connection broke) while a device "
+                     "rank %d on host %s was lost (its connection broke: %s) while a device "
                      "collective of rank %d used it: the communicator is unusable; destroy it "
                      "(or shrink it without that rank)",
-                     p, host, dc->rank);
+                     p, host, why, dc->rank);
 }
