@@ -11,8 +11,12 @@
 #          (tutti-perf -t 2) on the GPU, this build against OLD, alternating
 #   det    allreduce and reduce-scatter with and without TUTTI_DETERMINISTIC,
 #          alternating, as one host and as two
+#   net    two ranks on the GPU as two hosts (NCCL_HOSTID, MPS), GPU buffers:
+#          allreduce, all-gather, reduce-scatter, broadcast, alternating:
+#          tutti (its own sockets), NCCL (its socket transport), NCCL and
+#          tutti each on tutti's plugin (NCCL_NET_PLUGIN=$PLUGIN)
 # Usage: bench/gpu_streams.sh PHASE... with BIN=dir holding test_gpu,
-# libtutti.so.0 and tutti-perf (else build-gpu/ is built), OLD=lib,
+# libtutti.so.0, tutti-perf and libnccl-net-tutti.so (else build-gpu/ is built), OLD=lib,
 # NCCL=libnccl.so.2 (else PyTorch's), OUT=dir for logs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +29,7 @@ if [ -z "${BIN:-}" ]; then
   mkdir -p "$BIN"
   cp build-gpu/tests/test_gpu build-gpu/tools/tutti-perf/tutti-perf "$BIN/"
   cp -L build-gpu/libtutti.so.0 "$BIN/"
+  cp -L build-gpu/plugin/net/libnccl-net-tutti.so "$BIN/" 2>/dev/null
 fi
 nccl=${NCCL:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib", "libnccl.so.2"))' 2>/dev/null)}
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
@@ -93,6 +98,23 @@ det() {
   mps_stop
 }
 
+# Across "hosts": each library and transport in turn, every collective, REPS times.
+net() {
+  mps_start
+  local plugin=${PLUGIN:-$BIN/libnccl-net-tutti.so}
+  for rep in $(seq "${REPS:-3}"); do
+    for c in ${COLLS:-allreduce allgather reducescatter broadcast}; do
+      COLL=$c MAX=${MAX:-128M} perf_pair "$c-tutti" "$BIN/libtutti.so.0" 1
+      [ -n "$nccl" ] && COLL=$c MAX=${MAX:-128M} perf_pair "$c-nccl" "$nccl" 1
+      [ -n "$nccl" ] && COLL=$c MAX=${MAX:-128M} PERF_ENV="NCCL_NET_PLUGIN=$plugin" \
+        perf_pair "$c-nccl+plugin" "$nccl" 1
+      COLL=$c MAX=${MAX:-128M} PERF_ENV="NCCL_NET_PLUGIN=$plugin" \
+        perf_pair "$c-tutti+plugin" "$BIN/libtutti.so.0" 1
+    done
+  done | tee "$out/net.txt"
+  mps_stop
+}
+
 # perf_threads LABEL LIB: tutti-perf allreduce, one process, two threads on GPU 0.
 perf_threads() {
   "$BIN/tutti-perf" allreduce -t 2 -g 1 -p 1 --share-gpus -b "${MIN:-8}" -e "${MAX:-64M}" -f 4 -n "${ITERS:-50}" \
@@ -113,6 +135,7 @@ for phase in "$@"; do
     torch) LIB=$BIN/libtutti.so.0 OUT=$out/torch bash scripts/torch-fsdp.sh || fail=1 ;;
     perf) perf ;;
     det) det ;;
+    net) net ;;
     threads) threads ;;
     *) echo "unknown phase $phase" && exit 2 ;;
   esac
