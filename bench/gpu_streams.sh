@@ -63,7 +63,7 @@ perf_pair() {
   local label=$1 lib=$2 hosts=$3 port=$((20000 + RANDOM % 20000))
   for r in 0 1; do
     env RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:$port ${PERF_ENV:-} \
-      ${hosts:+NCCL_HOSTID=perf-host-$r TUTTI_HOSTID=perf-host-$r} "$BIN/tutti-perf" "${COLL:-allreduce}" -b "${MIN:-8}" -e "${MAX:-64M}" \
+      ${hosts:+NCCL_HOSTID=perf-host-$r TUTTI_HOSTID=perf-host-$r} timeout "${PERF_LIMIT:-90}" "$BIN/tutti-perf" "${COLL:-allreduce}" -T 30 -b "${MIN:-8}" -e "${MAX:-64M}" \
       -f 4 -n "${ITERS:-50}" -w 10 -c 1 --lib "$lib" --label "$label" --device gpu \
       >"$out/perf_${label}_$r.log" 2>&1 &
   done
