@@ -105,8 +105,15 @@ net() {
   for rep in $(seq "${REPS:-3}"); do
     for c in ${COLLS:-allreduce allgather reducescatter broadcast}; do
       COLL=$c MAX=${MAX:-128M} perf_pair "$c-tutti" "$BIN/libtutti.so.0" 1
-      [ "$c" = allreduce ] && COLL=$c MAX=${MAX:-128M} PERF_ENV="NCCL_SOCKET_NTHREADS=2" \
-        perf_pair "$c-tutti-t2" "$BIN/libtutti.so.0" 1
+      if [ "$c" = allreduce ]; then
+        for t in ${THREADS:-1 4}; do
+          COLL=$c MAX=${MAX:-128M} PERF_ENV="NCCL_SOCKET_NTHREADS=$t" \
+            perf_pair "$c-tutti-t$t" "$BIN/libtutti.so.0" 1
+        done
+      fi
+      # Small messages with the proxy polling one channel instead of four.
+      [ "$c" = allgather ] && COLL=$c MAX=64K PERF_ENV="NCCL_MAX_NCHANNELS=1" \
+        perf_pair "$c-tutti-ch1" "$BIN/libtutti.so.0" 1
       [ -n "$nccl" ] && COLL=$c MAX=${MAX:-128M} perf_pair "$c-nccl" "$nccl" 1
       [ -n "$nccl" ] && COLL=$c MAX=${MAX:-128M} PERF_ENV="NCCL_NET_PLUGIN=$plugin" \
         perf_pair "$c-nccl+plugin" "$nccl" 1

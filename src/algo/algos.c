@@ -2,6 +2,7 @@
  * NULL entry: not implemented by this algorithm, tune falls back), and
  * building a schedule with one of them. */
 #include "algo/builders.h"
+#include "util/check.h"
 
 const struct tutti_algo tutti_algo_ring = {
     .id = TUTTI_ALGO_RING,
@@ -94,10 +95,20 @@ const struct tutti_algo* tutti_algo_get(enum tutti_algo_id id) {
   return (id >= 0 && id < TUTTI_ALGO_COUNT) ? algos[id] : NULL;
 }
 
+static int folds(const struct tutti_coll_args* a) {
+  return a->deterministic && (a->coll == TUTTI_COLL_ALLREDUCE || a->coll == TUTTI_COLL_REDUCE ||
+                              a->coll == TUTTI_COLL_REDUCESCATTER);
+}
+
+/* Two ranks: every reduction of the ring combines a rank's own input with
+ * the other's, so the ring itself folds in rank order once rank 0 keeps
+ * its own on the left; it is not replaced (docs/design.md). */
+static int ring_of_two(const struct tutti_coll_args* a, enum tutti_algo_id id) {
+  return folds(a) && a->nranks == 2 && id == TUTTI_ALGO_RING;
+}
+
 int tutti_algo_ordered(const struct tutti_coll_args* a, enum tutti_algo_id id) {
-  return a->deterministic &&
-         (a->coll == TUTTI_COLL_ALLREDUCE || a->coll == TUTTI_COLL_REDUCE ||
-          a->coll == TUTTI_COLL_REDUCESCATTER) &&
+  return folds(a) && !ring_of_two(a, id) &&
          (id == TUTTI_ALGO_RING || id == TUTTI_ALGO_TREE || id == TUTTI_ALGO_HIER);
 }
 
@@ -124,5 +135,13 @@ ncclResult_t tutti_schedule_build(enum tutti_algo_id id, const struct tutti_coll
   if (algo == NULL || algo->build[a->coll] == NULL) {
     return ncclInvalidUsage;
   }
-  return algo->build[a->coll](a, s);
+  NCCLCHECK(algo->build[a->coll](a, s));
+  for (int i = 0; ring_of_two(a, id) && i < s->nsteps; i++) {
+    struct tutti_step* st = &s->steps[i];
+    if (st->kind == TUTTI_STEP_RECV_REDUCE_COPY || st->kind == TUTTI_STEP_RECV_REDUCE_COPY_SEND) {
+      st->flags = (uint8_t)(a->rank == 0 ? st->flags | TUTTI_STEP_ACC_LEFT
+                                         : st->flags & ~TUTTI_STEP_ACC_LEFT);
+    }
+  }
+  return ncclSuccess;
 }

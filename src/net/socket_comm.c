@@ -18,16 +18,17 @@
 /* The same names as NCCL's socket transport and tutti's host transport
  * (transport/tcp.c, with its own defaults there); here: data sockets per
  * connection = threads per comm x sockets per thread, at most 64. Threads
- * by default: half the cores this process may use, at most 8 (what moved
- * the most between two processes over loopback on 16 cores), and none
- * below 4 cores, where threads beside the polling callers only compete
- * with them: every message then moves on the control socket
- * (docs/tuning.md). */
+ * by default: 2 per comm (a rank's device proxy opens 8 comms to each
+ * remote peer, NCCL a few per channel: 2 moved 1.2-1.5x what 8 did across
+ * two hosts on one H200, though one comm pair alone moves most with 8),
+ * and none below 4 cores, where threads beside the polling callers only
+ * compete with them: every message then moves on the control socket
+ * (docs/tuning.md, bench/RESULTS.md). */
 static TUTTI_PARAM(nthreads, "NCCL_SOCKET_NTHREADS", -1);
 static TUTTI_PARAM(nsocks_per_thread, "NCCL_NSOCKS_PERTHREAD", 1);
 
 #define CHECK_EVERY_S 0.25 /* how often pending requests look at the heartbeat */
-#define AUTO_MAX_THREADS 8
+#define AUTO_MAX_THREADS 2
 
 static int threads_wanted(void) {
   const int64_t t = tutti_param_nthreads();

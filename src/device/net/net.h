@@ -1,10 +1,10 @@
-/* The device executor across hosts (net_setup.cu, net_proxy.cu). A peer on another host cannot
- * map this rank's queues, so each rank keeps, for every remote peer, a
- * shadow of that peer's region in pinned host memory: kernels send into the
- * shadow exactly as into a mapped peer (slots, then the tail) and free the
- * peer's slots by writing heads there. A proxy thread forwards both over
- * one TCP connection per pair: posted slots into the receiver's own queue
- * (then its tail), freed slots into the sender's heads. The kernels do not
+/* The device executor across hosts (net_setup.cu, net_proxy.cu). A peer on
+ * another host cannot map this rank's queues, so each rank keeps, for every
+ * remote peer, a shadow of that peer's region in pinned host memory:
+ * kernels send into the shadow exactly as into a mapped peer (slots, then
+ * the tail). A proxy thread moves posted slots over the network (a plugin,
+ * or tutti's own socket network) into the receiver's own queue, then its
+ * tail, and frees shadow slots whose sends are done. The kernels do not
  * know which of their peers are remote. */
 #ifndef TUTTI_DEVICE_NET_NET_H
 #define TUTTI_DEVICE_NET_NET_H

@@ -3,8 +3,10 @@
  * each way of the network (a plugin, or tutti's own sockets: net/net.h):
  * slot k of the channel is message k on it, exactly the bytes the kernel
  * posted, sent from the shadow and received into the receiver's own
- * queue. One more comm each way carries the heads: how many of the peer's
- * slots this rank's kernels have freed, per channel, and the goodbye. */
+ * queue. The shadow's slots are free again once their sends are done (the
+ * network lands data only in receives the peer posted into slots its
+ * kernels freed), so no word flows back; one more comm each way carries
+ * the goodbye. */
 #ifndef TUTTI_DEVICE_NET_NET_LINK_H
 #define TUTTI_DEVICE_NET_NET_LINK_H
 
@@ -23,9 +25,9 @@ extern "C" {
 #define TD_NET_CTL_RECVS 4
 #define TD_NET_CTL_SENDS 4
 
-enum { TD_MSG_FREED = 1, TD_MSG_BYE = 2 };
+enum { TD_MSG_BYE = 2 };
 
-/* A control message: the heads of every channel, or the goodbye. */
+/* A control message: the goodbye (with room for per-channel words). */
 struct td_ctl {
   uint32_t kind;
   uint32_t nch;
@@ -40,11 +42,9 @@ struct td_chan {
   void* recv_mh;
   uint64_t fwd;        /* slots handed to the network */
   uint64_t sent;       /* ... of which done, in order */
-  uint64_t head_got;   /* the peer's head for this channel, as it sent it */
-  uint64_t head_shown; /* written into this rank's region: at most `sent` */
+  uint64_t head_shown; /* written into this rank's region: `sent` */
   uint64_t posted;     /* receives posted (into slots the kernel freed) */
   uint64_t arrived;    /* ... of which done, in order: this rank's tail */
-  uint64_t freed_sent; /* the head last sent to the peer */
   void* sreq[TD_SLOTS];
   void* rreq[TD_SLOTS];
 };
@@ -60,8 +60,10 @@ struct td_link {
   void* csend_mh;
   void* crecv_mh;
   struct td_ctl* cbuf; /* [TD_NET_CTL_SENDS] to send, then [TD_NET_CTL_RECVS] to receive */
-  void* cs_req[TD_NET_CTL_SENDS];
+  void* cs_req[TD_NET_CTL_SENDS]; /* [posted % TD_NET_CTL_SENDS], in order */
   void* cr_req[TD_NET_CTL_RECVS];
+  uint64_t cs_posted, cs_done; /* control sends handed to the network, and done */
+  uint64_t cr_posted, cr_done; /* control receives posted, and done */
   int bye_sent;
   int departed; /* said goodbye */
   int broken;   /* a network operation failed: `why` says which */

@@ -1,8 +1,9 @@
 /* The device executor across hosts, the proxy thread (see net_link.h):
  * hands the slots kernels post into remote peers' shadows to the network,
  * keeps a receive posted into every slot of this rank's queues the kernels
- * have freed, moves the tails and heads that make both visible, and turns
- * a failed network operation into a stop that names the peer. */
+ * have freed, moves the tails (arrivals) and heads (sends done) that show
+ * both to the kernels, and turns a failed network operation into a stop
+ * that names the peer. */
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,9 +47,8 @@ static int breaks(struct td_link* k, const char* doing) {
   return 1;
 }
 
-/* Slots the kernels posted for the peer go out; done ones let the peer's
- * freed heads through to the kernels (a shadow slot is rewritten only once
- * its send is done and the peer freed it). */
+/* Slots the kernels posted for the peer go out; a done send frees its
+ * shadow slot for the kernels. */
 static int pump_sends(struct tutti_dev_comm* dc, struct td_link* k, int c) {
   struct tutti_net* net = dc->netp->net;
   const struct td_layout& L = dc->lay;
@@ -84,10 +84,12 @@ static int pump_sends(struct tutti_dev_comm* dc, struct td_link* k, int c) {
     ch->sent++;
     moved = 1;
   }
-  const uint64_t h = ch->head_got < ch->sent ? ch->head_got : ch->sent;
-  if (h > ch->head_shown) {
-    ch->head_shown = h;
-    st(dc->hosts[me].host + td_ctr(L.head_off, c, k->peer, n), h);
+  /* A shadow slot is free again once its send is done: the network then
+   * holds the data, and lands it only in a receive the peer posted into a
+   * slot its kernels freed, so the peer's queue needs no word back. */
+  if (ch->sent > ch->head_shown) {
+    ch->head_shown = ch->sent;
+    st(dc->hosts[me].host + td_ctr(L.head_off, c, k->peer, n), ch->sent);
     moved = 1;
   }
   return moved;
@@ -134,38 +136,40 @@ static int pump_recvs(struct tutti_dev_comm* dc, struct td_link* k, int c) {
   return moved;
 }
 
-/* The heads this rank's kernels freed, to the peer; the peer's, applied. */
+/* The goodbye, both ways, once every slot is out. Control messages go and
+ * come in order, so only the oldest send and the oldest receive in flight
+ * are tested (each test of a network may cost a system call). */
 static int pump_ctl(struct tutti_dev_comm* dc, struct td_link* k, int leaving) {
   struct tutti_net* net = dc->netp->net;
   const struct td_layout& L = dc->lay;
   const int n = dc->nranks, me = dc->rank;
   int moved = 0;
-  int news = 0, all_sent = 1;
+  while (k->cs_done < k->cs_posted) {
+    const int j = (int)(k->cs_done % TD_NET_CTL_SENDS);
+    int done = 0;
+    if (net->ops->test(net, k->cs_req[j], &done, NULL) != ncclSuccess) {
+      k->cs_req[j] = NULL;
+      return breaks(k, "sending the goodbye");
+    }
+    if (!done) {
+      break;
+    }
+    k->cs_req[j] = NULL;
+    k->cs_done++;
+    moved = 1;
+    if (k->bye_sent == 1 && k->cbuf[j].kind == TD_MSG_BYE) {
+      k->bye_sent = 2;
+    }
+  }
+  int all_sent = 1;
   for (int c = 0; c < dc->nch; c++) {
-    news |= ld(k->sh_host + td_ctr(L.head_off, c, me, n)) != k->ch[c].freed_sent;
     all_sent &= k->ch[c].sent == ld(k->sh_host + td_ctr(L.tail_off, c, me, n));
   }
-  for (int j = 0; j < TD_NET_CTL_SENDS; j++) {
-    if (k->cs_req[j] != NULL) {
-      int done = 0;
-      if (net->ops->test(net, k->cs_req[j], &done, NULL) != ncclSuccess) {
-        return breaks(k, "sending heads");
-      }
-      if (!done) {
-        continue;
-      }
-      k->cs_req[j] = NULL;
-      moved = 1;
-      if (k->bye_sent == 1 && k->cbuf[j].kind == TD_MSG_BYE) {
-        k->bye_sent = 2;
-      }
-    }
-    const int bye = leaving && all_sent && !news && !k->bye_sent;
-    if (!news && !bye) {
-      continue;
-    }
+  const int bye = leaving && all_sent && !k->bye_sent;
+  if (bye && k->cs_posted < k->cs_done + TD_NET_CTL_SENDS) {
+    const int j = (int)(k->cs_posted % TD_NET_CTL_SENDS);
     struct td_ctl* m = &k->cbuf[j];
-    m->kind = bye ? TD_MSG_BYE : TD_MSG_FREED;
+    m->kind = TD_MSG_BYE;
     m->nch = (uint32_t)dc->nch;
     for (int c = 0; c < dc->nch; c++) {
       m->heads[c] = ld(k->sh_host + td_ctr(L.head_off, c, me, n));
@@ -173,50 +177,48 @@ static int pump_ctl(struct tutti_dev_comm* dc, struct td_link* k, int leaving) {
     void* req = NULL;
     if (net->ops->isend(net, k->csend, m, sizeof *m, TD_NET_TAG, k->csend_mh, &req) !=
         ncclSuccess) {
-      return breaks(k, "sending heads");
+      return breaks(k, "sending the goodbye");
+    }
+    if (req != NULL) {
+      k->cs_req[j] = req;
+      k->cs_posted++;
+      k->bye_sent = 1;
+      moved = 1;
+    }
+  }
+  struct td_ctl* rbuf = k->cbuf + TD_NET_CTL_SENDS;
+  while (!k->departed && k->cr_posted < k->cr_done + TD_NET_CTL_RECVS) {
+    const int j = (int)(k->cr_posted % TD_NET_CTL_RECVS);
+    void* data = &rbuf[j];
+    size_t size = sizeof rbuf[j];
+    int tag = TD_NET_TAG;
+    void* req = NULL;
+    if (net->ops->irecv(net, k->crecv, 1, &data, &size, &tag, &k->crecv_mh, &req) != ncclSuccess) {
+      return breaks(k, "posting a control receive");
     }
     if (req == NULL) {
       break;
     }
-    k->cs_req[j] = req;
-    for (int c = 0; c < dc->nch; c++) {
-      k->ch[c].freed_sent = m->heads[c];
-    }
-    k->bye_sent = bye ? 1 : k->bye_sent;
-    news = 0;
-    moved = 1;
+    k->cr_req[j] = req;
+    k->cr_posted++;
   }
-  struct td_ctl* rbuf = k->cbuf + TD_NET_CTL_SENDS;
-  for (int j = 0; j < TD_NET_CTL_RECVS && !k->departed; j++) {
-    if (k->cr_req[j] == NULL) {
-      void* data = &rbuf[j];
-      size_t size = sizeof rbuf[j];
-      int tag = TD_NET_TAG;
-      if (net->ops->irecv(net, k->crecv, 1, &data, &size, &tag, &k->crecv_mh, &k->cr_req[j]) !=
-          ncclSuccess) {
-        return breaks(k, "posting a receive of heads");
-      }
-      continue;
-    }
+  while (!k->departed && k->cr_done < k->cr_posted) {
+    const int j = (int)(k->cr_done % TD_NET_CTL_RECVS);
     int done = 0, size = 0;
     if (net->ops->test(net, k->cr_req[j], &done, &size) != ncclSuccess) {
-      return breaks(k, "a receive of heads");
+      k->cr_req[j] = NULL;
+      return breaks(k, "a control receive");
     }
     if (!done) {
-      continue;
+      break;
     }
     k->cr_req[j] = NULL;
+    k->cr_done++;
     moved = 1;
     if (size != (int)sizeof rbuf[j] || rbuf[j].nch != (uint32_t)dc->nch) {
       k->broken = 1;
-      snprintf(k->why, sizeof k->why, "malformed data (%d bytes of heads)", size);
+      snprintf(k->why, sizeof k->why, "malformed data (a control message of %d bytes)", size);
       return 1;
-    }
-    for (int c = 0; c < dc->nch; c++) {
-      /* Messages may be tested out of order: a head only grows. */
-      if (rbuf[j].heads[c] > k->ch[c].head_got) {
-        k->ch[c].head_got = rbuf[j].heads[c];
-      }
     }
     k->departed |= rbuf[j].kind == TD_MSG_BYE;
   }

@@ -24,7 +24,7 @@ extern "C" {
 static TUTTI_PARAM(net_p2p_disable, "NCCL_P2P_DISABLE", 0);
 static TUTTI_PARAM(net_shm_disable, "NCCL_SHM_DISABLE", 0);
 
-#define NCONN (TD_NET_CHANNELS + 1) /* per peer: the channels, then the heads */
+#define NCONN (TD_NET_CHANNELS + 1) /* per peer: the channels, then the control comm */
 #define MAX_DEVS TD_NET_CHANNELS
 
 static int is_forced(void) {
@@ -174,8 +174,8 @@ static ncclResult_t connect_all(struct tutti_dev_comm* dc, const struct tutti_de
         void** snd = c == dc->nch ? &k->csend : &k->ch[c].send;
         void** rcv = c == dc->nch ? &k->crecv : &k->ch[c].recv;
         if (*snd == NULL) {
-          NCCLCHECK(net->ops->connect(net, devs[c % ndevs],
-                                      handle_at(handles, dc->nranks, k->peer, dc->rank, slot), snd));
+          NCCLCHECK(net->ops->connect(
+              net, devs[c % ndevs], handle_at(handles, dc->nranks, k->peer, dc->rank, slot), snd));
           moved |= *snd != NULL;
         }
         if (*rcv == NULL) {
