@@ -75,10 +75,8 @@ static size_t next_message(struct tutti_netx_proxy* px, struct tutti_netx_peer* 
 int tutti_netx_ctl_due(const struct tutti_netx_proxy* px, const struct tutti_netx_peer* p,
                        int leaving) {
   const struct tutti_doorbell* b = px->rank_bell;
-  for (int j = 0; j < TUTTI_NETX_CTL_SENDS; j++) {
-    if (p->ctl_sreq[j] != NULL) {
-      return 1;
-    }
+  if (p->ctl_sdone < p->ctl_sposted) {
+    return 1;
   }
   return (!p->fail_sent && __atomic_load_n(&b->failed, __ATOMIC_ACQUIRE) != 0) ||
          tutti_rec_call_after(b, p->call_sent) != 0 || (leaving && !p->bye_sent);
@@ -122,36 +120,41 @@ int tutti_netx_suspect(struct tutti_netx_peer* p, const char* doing) {
   return 1;
 }
 
+/* Control messages go and come in order: the receives are posted in turn
+ * and only the oldest is tested (each test may be a system call). */
 static int pump_ctl_recvs(struct tutti_netx_proxy* px, struct tutti_netx_peer* p, int leaving) {
   struct tutti_net* net = px->net;
   int moved = 0;
-  /* Receives complete in the order they were posted: slot j after j - 1. */
-  for (int j = 0; j < TUTTI_NETX_CTL_RECVS && !p->gone; j++) {
-    if (p->ctl_rreq[j] == NULL) {
-      if (p->bye_got) {
-        continue;
-      }
-      void* data = p->ctl_rbuf[j];
-      size_t size = TUTTI_NETX_CTL_BYTES;
-      int tag = TUTTI_NETX_TAG;
-      void* req = NULL;
-      if (net->ops->irecv(net, p->ctl.recv, 1, &data, &size, &tag, &p->ctl.recv_mh, &req) !=
-          ncclSuccess) {
-        return tutti_netx_suspect(p, "posting a control receive");
-      }
-      p->ctl_rreq[j] = req;
-      moved |= req != NULL;
-      continue;
+  while (!p->bye_got && p->ctl_rposted < p->ctl_rdone + TUTTI_NETX_CTL_RECVS) {
+    const int j = (int)(p->ctl_rposted % TUTTI_NETX_CTL_RECVS);
+    void* data = p->ctl_rbuf[j];
+    size_t size = TUTTI_NETX_CTL_BYTES;
+    int tag = TUTTI_NETX_TAG;
+    void* req = NULL;
+    if (net->ops->irecv(net, p->ctl.recv, 1, &data, &size, &tag, &p->ctl.recv_mh, &req) !=
+        ncclSuccess) {
+      return tutti_netx_suspect(p, "posting a control receive");
     }
+    if (req == NULL) {
+      break;
+    }
+    p->ctl_rreq[j] = req;
+    p->ctl_rposted++;
+    moved = 1;
+  }
+  while (!p->gone && p->ctl_rdone < p->ctl_rposted) {
+    const int j = (int)(p->ctl_rdone % TUTTI_NETX_CTL_RECVS);
     int done = 0, size = 0;
     if (net->ops->test(net, p->ctl_rreq[j], &done, &size) != ncclSuccess) {
       p->ctl_rreq[j] = NULL; /* a failed request is gone: never test it again */
       return tutti_netx_suspect(p, "a control receive");
     }
-    if (done) {
-      p->ctl_rreq[j] = NULL;
-      moved |= apply(px, p, p->ctl_rbuf[j], size, leaving);
+    if (!done) {
+      break;
     }
+    p->ctl_rreq[j] = NULL;
+    p->ctl_rdone++;
+    moved |= apply(px, p, p->ctl_rbuf[j], size, leaving);
   }
   return moved;
 }
@@ -159,23 +162,25 @@ static int pump_ctl_recvs(struct tutti_netx_proxy* px, struct tutti_netx_peer* p
 int tutti_netx_ctl_pump(struct tutti_netx_proxy* px, struct tutti_netx_peer* p, int leaving) {
   struct tutti_net* net = px->net;
   int moved = 0;
-  for (int j = 0; j < TUTTI_NETX_CTL_SENDS && !p->gone; j++) {
-    if (p->ctl_sreq[j] != NULL) {
-      int done = 0;
-      if (net->ops->test(net, p->ctl_sreq[j], &done, NULL) != ncclSuccess) {
-        p->ctl_sreq[j] = NULL;
-        return tutti_netx_suspect(p, "a control send");
-      }
-      if (!done) {
-        continue;
-      }
+  while (!p->gone && p->ctl_sdone < p->ctl_sposted) {
+    const int j = (int)(p->ctl_sdone % TUTTI_NETX_CTL_SENDS);
+    int done = 0;
+    if (net->ops->test(net, p->ctl_sreq[j], &done, NULL) != ncclSuccess) {
       p->ctl_sreq[j] = NULL;
-      moved = 1;
-      if (p->bye_sent == 1 && tutti_rec_get32(p->ctl_sbuf[j]) == TUTTI_NETX_BYE) {
-        p->bye_sent = 2;
-      }
+      return tutti_netx_suspect(p, "a control send");
     }
-    /* Sends complete in order too, so a free buffer may take the next message. */
+    if (!done) {
+      break;
+    }
+    p->ctl_sreq[j] = NULL;
+    p->ctl_sdone++;
+    moved = 1;
+    if (p->bye_sent == 1 && tutti_rec_get32(p->ctl_sbuf[j]) == TUTTI_NETX_BYE) {
+      p->bye_sent = 2;
+    }
+  }
+  while (!p->gone && p->ctl_sposted < p->ctl_sdone + TUTTI_NETX_CTL_SENDS) {
+    const int j = (int)(p->ctl_sposted % TUTTI_NETX_CTL_SENDS);
     const uint64_t call_was = p->call_sent;
     const int fail_was = p->fail_sent, bye_was = p->bye_sent;
     const size_t bytes = next_message(px, p, p->ctl_sbuf[j], leaving);
@@ -194,6 +199,7 @@ int tutti_netx_ctl_pump(struct tutti_netx_proxy* px, struct tutti_netx_peer* p, 
       break;
     }
     p->ctl_sreq[j] = req;
+    p->ctl_sposted++;
     moved = 1;
   }
   if (!p->gone) {

@@ -63,8 +63,9 @@ struct tutti_netx_peer {
   /* Control: receives kept posted, sends in flight. */
   unsigned char (*ctl_rbuf)[TUTTI_NETX_CTL_BYTES];
   unsigned char (*ctl_sbuf)[TUTTI_NETX_CTL_BYTES];
-  void* ctl_rreq[TUTTI_NETX_CTL_RECVS];
+  void* ctl_rreq[TUTTI_NETX_CTL_RECVS]; /* [posted % RECVS]: in order */
   void* ctl_sreq[TUTTI_NETX_CTL_SENDS];
+  uint64_t ctl_rposted, ctl_rdone, ctl_sposted, ctl_sdone;
   uint64_t call_sent; /* the rank's calls sent so far (by number) */
   int fail_sent;
   int bye_sent;

@@ -6,6 +6,7 @@
  * machine without its NIC), MOCK_DUP (devices 0 and 1 are one NIC port),
  * MOCK_OFFLOAD (device 1 is not host-driven), MOCK_INIT_FAIL,
  * MOCK_SETENV_PROTO (init sets NCCL_PROTO=Simple, as aws-ofi-nccl does). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,9 @@ typedef int reg_size;
 #endif
 
 static tutti_net_abi_logger log_fn;
+/* The counters and the context table are shared by every thread that calls
+ * the plugin (ranks as threads): updated under this lock. */
+static pthread_mutex_t stats_mu = PTHREAD_MUTEX_INITIALIZER;
 static int ndev = MOCK_NDEV_DEFAULT, dup, offload;
 
 #define LOG(level, flags, ...) log_fn((level), (flags), __FILE__, __LINE__, __VA_ARGS__)
@@ -54,12 +58,20 @@ static int env_int(const char* name, int deflt) {
 /* What every version's init does. */
 static ncclResult_t start(void) {
   struct mock_net_stats* s = mock_stats();
+  pthread_mutex_lock(&stats_mu);
   s->inits++;
-  ndev = env_int("MOCK_NDEV", MOCK_NDEV_DEFAULT);
-  dup = env_int("MOCK_DUP", 0);
-  offload = env_int("MOCK_OFFLOAD", 0);
-  mock_max_recvs = MOCK_MAX_RECVS(MOCK_ABI);
-  mock_max_bytes = MOCK_ABI >= 9 ? MOCK_P2P_BYTES : 0x7fffffff;
+  /* Once: later inits (v11+, one per communicator) may run while other
+   * threads read these. */
+  static int configured;
+  if (!configured) {
+    configured = 1;
+    ndev = env_int("MOCK_NDEV", MOCK_NDEV_DEFAULT);
+    dup = env_int("MOCK_DUP", 0);
+    offload = env_int("MOCK_OFFLOAD", 0);
+    mock_max_recvs = MOCK_MAX_RECVS(MOCK_ABI);
+    mock_max_bytes = MOCK_ABI >= 9 ? MOCK_P2P_BYTES : 0x7fffffff;
+  }
+  pthread_mutex_unlock(&stats_mu);
   LOG(3, 0x1 | 0x10, "mock v%d: init %d", MOCK_ABI, s->inits); /* INIT|NET */
   LOG(3, 0x20, "mock v%d: a GRAPH line", MOCK_ABI);
   if (env_int("MOCK_INIT_FAIL", 0)) {
@@ -75,8 +87,10 @@ static ncclResult_t start(void) {
 #if MOCK_ABI >= 10
 static void check_profiler(tutti_net_abi_profiler prof) {
   void* event = &event;
-  mock_stats()->profiler_ok =
-      prof != NULL && prof(&event, 0, NULL, 0, NULL) == ncclSuccess && event == NULL;
+  const int ok = prof != NULL && prof(&event, 0, NULL, 0, NULL) == ncclSuccess && event == NULL;
+  pthread_mutex_lock(&stats_mu);
+  mock_stats()->profiler_ok = ok;
+  pthread_mutex_unlock(&stats_mu);
 }
 #endif
 
@@ -92,12 +106,12 @@ static int nctx;
 
 static int good_ctx(void* ctx, void** seen) {
   const struct ctx* c = ctx;
+  pthread_mutex_lock(&stats_mu);
   *seen = ctx;
-  if (c < ctxs || c >= ctxs + nctx || c->magic != MAGIC_CTX) {
-    mock_stats()->bad_ctx++;
-    return 0;
-  }
-  return 1;
+  const int good = c >= ctxs && c < ctxs + nctx && c->magic == MAGIC_CTX;
+  mock_stats()->bad_ctx += !good;
+  pthread_mutex_unlock(&stats_mu);
+  return good;
 }
 
 static ncclResult_t m_init(void** ctx, uint64_t comm_id, struct tutti_net_abi_config* config,
@@ -108,12 +122,14 @@ static ncclResult_t m_init(void** ctx, uint64_t comm_id, struct tutti_net_abi_co
   if (res != ncclSuccess || nctx == 64) {
     return res != ncclSuccess ? res : ncclSystemError;
   }
+  pthread_mutex_lock(&stats_mu);
   struct ctx* c = &ctxs[nctx++];
   *c = (struct ctx){MAGIC_CTX, comm_id};
   struct mock_net_stats* s = mock_stats();
   s->ctx = c;
   s->comm_id = comm_id;
   s->traffic_class = config != NULL ? config->traffic_class : -2;
+  pthread_mutex_unlock(&stats_mu);
   *ctx = c;
   return ncclSuccess;
 }
@@ -123,8 +139,10 @@ static ncclResult_t m_finalize(void* ctx) {
   if (!good_ctx(ctx, &s->finalize_ctx)) {
     return ncclInternalError;
   }
+  pthread_mutex_lock(&stats_mu);
   ((struct ctx*)ctx)->magic = 0;
   s->finalizes++;
+  pthread_mutex_unlock(&stats_mu);
   return ncclSuccess;
 }
 #elif MOCK_ABI == 10
@@ -192,8 +210,10 @@ static ncclResult_t listen_dev(int dev, void* handle, void** listen_comm) {
 #if MOCK_ABI >= 7
 /* NCCL passes a pointer to a NULL handle when it wants no offload. */
 static void seen_dev_handle(struct tutti_net_abi_dev_handle** h) {
+  pthread_mutex_lock(&stats_mu);
   mock_stats()->dev_handles++;
   mock_stats()->bad_dev_handles += h == NULL || *h != NULL;
+  pthread_mutex_unlock(&stats_mu);
 }
 #endif
 
@@ -219,7 +239,9 @@ static ncclResult_t m_listen(int dev, void* handle, void** listen_comm) {
 #if MOCK_ABI == 10
 static ncclResult_t m_connect(int dev, struct tutti_net_abi_config* config, void* handle,
                               void** send_comm, struct tutti_net_abi_dev_handle** h) {
+  pthread_mutex_lock(&stats_mu);
   mock_stats()->traffic_class = config != NULL ? config->traffic_class : -2;
+  pthread_mutex_unlock(&stats_mu);
 #elif MOCK_ABI >= 7
 static ncclResult_t m_connect(int dev, void* handle, void** send_comm,
                               struct tutti_net_abi_dev_handle** h) {
