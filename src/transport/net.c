@@ -14,6 +14,7 @@
 #include "net/net.h"
 #include "net/pick.h"
 #include "transport/net_peer.h"
+#include "transport/records.h"
 #include "util/check.h"
 #include "util/param.h"
 #include "util/socket.h"
@@ -362,30 +363,12 @@ static ncclResult_t net_setup(struct tutti_transport_comm* tc) {
   return res;
 }
 
-/* Why this rank leaves, if the job lost a rank (as the TCP transport's). */
-static uint32_t leave_reason(const struct tutti_transport_comm* tc) {
-  uint32_t v = tc->bell != NULL ? __atomic_load_n(&tc->bell->lost, __ATOMIC_ACQUIRE) : 0;
-  for (int r = 0; r < tc->nranks && v == 0; r++) {
-    if (tc->peer_bells[r] != NULL && r != tc->rank) {
-      v = __atomic_load_n(&tc->peer_bells[r]->lost, __ATOMIC_ACQUIRE);
-      if (tutti_lost_is_self(v)) {
-        v = tutti_lost_make(tutti_lost_errno(v), r);
-      }
-    }
-  }
-  return v;
-}
-
 static void net_teardown(struct tutti_transport_comm* tc) {
   struct netx_state* st = tc->priv[tutti_transport_net.index];
   if (st == NULL) {
     return;
   }
-  const uint32_t why = leave_reason(tc);
-  uint32_t none = 0;
-  if (why != 0 && tc->bell != NULL) {
-    __atomic_compare_exchange_n(&tc->bell->lost, &none, why, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-  }
+  const uint32_t why = tutti_rec_leave_reason(tc);
   st->px.leave_reason = why;
   tutti_netx_proxy_stop(
       &st->px, tc->abort_flag != NULL && __atomic_load_n(tc->abort_flag, __ATOMIC_ACQUIRE));

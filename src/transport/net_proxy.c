@@ -17,6 +17,7 @@
 
 #include "transport/net_peer.h"
 #include "util/check.h"
+#include "util/proc.h"
 #include "util/socket.h"
 
 #define SPIN_S 0.002        /* polling on after the last move, before any sleep */
@@ -412,17 +413,11 @@ ncclResult_t tutti_netx_proxy_start(struct tutti_netx_proxy* px) {
     return tutti_error(ncclSystemError, "rank %d: cannot prepare the network proxy thread: %s",
                        px->rank, strerror(errno));
   }
-  /* Signals belong to the application's threads, not to ours. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int err = pthread_create(&px->thread, NULL, proxy_main, px);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  const int err = tutti_thread_start(&px->thread, proxy_main, px, "tutti-netproxy");
   if (err != 0) {
     return tutti_error(ncclSystemError, "rank %d: cannot start the network proxy thread: %s",
                        px->rank, strerror(err));
   }
-  pthread_setname_np(px->thread, "tutti-netproxy");
   px->started = 1;
   return ncclSuccess;
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "util/check.h"
+#include "util/proc.h"
 #include "util/socket.h"
 
 #define IDLE_POLL_MS 1000 /* a safety net only: pokes and sockets end a sleep sooner */
@@ -445,17 +446,11 @@ ncclResult_t tutti_proxy_start(struct tutti_proxy* px) {
     return tutti_error(ncclSystemError, "rank %d: cannot prepare the TCP proxy thread: %s",
                        px->rank, px->evfd < 0 ? strerror(errno) : "out of host memory");
   }
-  /* Signals belong to the application's threads, not to ours. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int err = pthread_create(&px->thread, NULL, proxy_main, px);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  const int err = tutti_thread_start(&px->thread, proxy_main, px, "tutti-proxy");
   if (err != 0) {
     return tutti_error(ncclSystemError, "rank %d: cannot start the TCP proxy thread: %s", px->rank,
                        strerror(err));
   }
-  pthread_setname_np(px->thread, "tutti-proxy");
   px->started = 1;
   return ncclSuccess;
 }

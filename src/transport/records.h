@@ -45,4 +45,10 @@ void tutti_rec_put_fail(unsigned char* out, const struct tutti_doorbell* bell);
 /* A received failure into a peer's stand-in bell, unless it has one. */
 void tutti_rec_apply_fail(struct tutti_doorbell* bell, const unsigned char* in);
 
+/* Why this rank leaves, if the job lost a rank: what its own connections
+ * saw, else what a peer reported (a broken connection, or the reason it
+ * left); recorded in this rank's doorbell too (the first cause stays), for
+ * the local ranks that see it depart. 0: nobody was lost. */
+uint32_t tutti_rec_leave_reason(const struct tutti_transport_comm* tc);
+
 #endif

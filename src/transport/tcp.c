@@ -10,6 +10,7 @@
 #include "bootstrap/bootstrap.h"
 #include "transport/proxy.h"
 #include "transport/tcp_connect.h"
+#include "transport/records.h"
 #include "util/check.h"
 #include "util/ifaces.h"
 #include "util/param.h"
@@ -184,21 +185,6 @@ static ncclResult_t tcp_setup(struct tutti_transport_comm* tc) {
   return res;
 }
 
-/* Why this rank leaves, if the job lost a rank: what its own proxies saw,
- * else what a peer reported (a broken connection, or the reason it left). */
-static uint32_t leave_reason(const struct tutti_transport_comm* tc) {
-  uint32_t v = tc->bell != NULL ? __atomic_load_n(&tc->bell->lost, __ATOMIC_ACQUIRE) : 0;
-  for (int r = 0; r < tc->nranks && v == 0; r++) {
-    if (tc->peer_bells[r] != NULL && r != tc->rank) {
-      v = __atomic_load_n(&tc->peer_bells[r]->lost, __ATOMIC_ACQUIRE);
-      if (tutti_lost_is_self(v)) {
-        v = tutti_lost_make(tutti_lost_errno(v), r);
-      }
-    }
-  }
-  return v;
-}
-
 static void tcp_teardown(struct tutti_transport_comm* tc) {
   struct tcp_state* st = tc->priv[tutti_transport_tcp.index];
   if (st == NULL) {
@@ -206,11 +192,7 @@ static void tcp_teardown(struct tutti_transport_comm* tc) {
   }
   /* Passed on in the goodbyes, and left in our doorbell for the local ranks
    * that see us depart: every survivor can name the rank that was lost. */
-  const uint32_t why = leave_reason(tc);
-  uint32_t none = 0;
-  if (why != 0 && tc->bell != NULL) {
-    __atomic_compare_exchange_n(&tc->bell->lost, &none, why, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-  }
+  const uint32_t why = tutti_rec_leave_reason(tc);
   for (int t = 0; st->threads != NULL && t < st->nthreads; t++) {
     st->threads[t].leave_reason = why;
     tutti_proxy_stop(&st->threads[t],

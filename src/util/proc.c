@@ -1,4 +1,5 @@
 /* See proc.h. */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include "util/proc.h"
 
 #include <errno.h>
@@ -44,4 +45,16 @@ unsigned long long tutti_host_mem_bytes(void) {
     return 0;
   }
   return ((unsigned long long)si.totalram + (unsigned long long)si.totalswap) * si.mem_unit;
+}
+
+int tutti_thread_start(pthread_t* t, void* (*fn)(void*), void* arg, const char* name) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const int err = pthread_create(t, NULL, fn, arg);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (err == 0) {
+    pthread_setname_np(*t, name);
+  }
+  return err;
 }

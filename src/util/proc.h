@@ -1,6 +1,9 @@
-/* Whether another process of this host is still there. */
+/* Whether another process of this host is still there; the library's own
+ * threads. */
 #ifndef TUTTI_UTIL_PROC_H
 #define TUTTI_UTIL_PROC_H
+
+#include <pthread.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -13,6 +16,10 @@ int tutti_process_gone(int pid);
 int tutti_process_stopped(int pid);
 /* Bytes of memory this machine can give a process: RAM plus swap. */
 unsigned long long tutti_host_mem_bytes(void);
+/* Starts one of the library's threads, named `name` (15 characters at
+ * most), with every signal blocked: signals belong to the application's
+ * threads. 0 or the error number. */
+int tutti_thread_start(pthread_t* t, void* (*fn)(void*), void* arg, const char* name);
 
 #ifdef __cplusplus
 }
