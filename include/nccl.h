@@ -1,19 +1,23 @@
-/* tutti: the NCCL 2.28 C API. Types, values and layouts match NVIDIA's nccl.h
- * exactly, so programs built against either header run on libtutti. Unlike
- * NVIDIA's header this one needs no CUDA headers: cudaStream_t is declared as
- * the same opaque pointer type the CUDA runtime uses. */
+/* tutti: the NCCL 2.30 C API. Types, values and layouts match NVIDIA's nccl.h
+ * of NCCL 2.30.7 exactly, so programs built against either header run on
+ * libtutti; programs built against 2.28's header keep working (their smaller
+ * ncclConfig_t is read up to its `size`). Unlike NVIDIA's header this one
+ * needs no CUDA headers: cudaStream_t is declared as the same opaque pointer
+ * type the CUDA runtime uses. Every function also exists as pnccl<Name>, the
+ * profiling alias NVIDIA's library exports. */
 #ifndef NCCL_H_
 #define NCCL_H_
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define NCCL_MAJOR 2
-#define NCCL_MINOR 28
-#define NCCL_PATCH 9
+#define NCCL_MINOR 30
+#define NCCL_PATCH 7
 #define NCCL_SUFFIX ""
 
-#define NCCL_VERSION_CODE 22809
+#define NCCL_VERSION_CODE 23007
 #define NCCL_VERSION(X, Y, Z) \
   (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 
@@ -44,16 +48,20 @@ typedef enum {
   ncclInvalidUsage = 5,
   ncclRemoteError = 6,
   ncclInProgress = 7,
-  ncclNumResults = 8
+  ncclTimeout = 8, /* an operation gave up waiting (NCCL 2.30) */
+  ncclNumResults = 9
 } ncclResult_t;
 
 #define NCCL_CONFIG_UNDEF_INT INT_MIN
 #define NCCL_CONFIG_UNDEF_PTR NULL
 #define NCCL_SPLIT_NOCOLOR -1
 #define NCCL_UNDEF_FLOAT -1.0f
+#define NCCL_API_MAGIC 0xcafebeef
 
+/* ncclCommWindowRegister's flags. */
 #define NCCL_WIN_DEFAULT 0x00
-#define NCCL_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_WIN_COLL_SYMMETRIC 0x01  /* every rank registers the same size, collectively */
+#define NCCL_WIN_STRICT_ORDERING 0x02 /* puts into the window land in issue order */
 #define NCCL_WIN_REQUIRED_ALIGNMENT 4096
 
 #define NCCL_CTA_POLICY_DEFAULT 0x00
@@ -65,7 +73,10 @@ typedef enum {
 
 #define NCCL_REVOKE_DEFAULT 0x00
 
-typedef struct ncclConfig_v22800 {
+/* The layout of NCCL 2.30 (ncclConfig_v23000). `size`, `magic` and `version`
+ * come from NCCL_CONFIG_INITIALIZER; a program built against an older header
+ * passes its own smaller size and the fields it lacks take their defaults. */
+typedef struct ncclConfig_v23000 {
   size_t size;
   unsigned int magic;
   unsigned int version;
@@ -83,16 +94,21 @@ typedef struct ncclConfig_v22800 {
   int nvlsCTAs;
   int nChannelsPerNetPeer;
   int nvlinkCentricSched;
+  int graphUsageMode;      /* 2.30 */
+  int numRmaCtx;           /* 2.30: contexts of one-sided operations */
+  int maxP2pPeers;         /* 2.30 */
+  int graphStreamOrdering; /* 2.30 */
 } ncclConfig_t;
 
-#define NCCL_CONFIG_INITIALIZER                                                         \
-  {                                                                                     \
-    sizeof(ncclConfig_t), 0xcafebeef, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,            \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,            \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,            \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,            \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT                                    \
+#define NCCL_CONFIG_INITIALIZER                                                     \
+  {                                                                                 \
+    sizeof(ncclConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_CONFIG_UNDEF_INT, \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,        \
+        NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,        \
+        NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,        \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,        \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,        \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT                                \
   }
 
 typedef struct ncclSimInfo_v22200 {
@@ -102,11 +118,8 @@ typedef struct ncclSimInfo_v22200 {
   float estimatedTime;
 } ncclSimInfo_t;
 
-#define NCCL_SIM_INFO_INITIALIZER                                                        \
-  {                                                                                      \
-    sizeof(ncclSimInfo_t), 0x74685283, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), \
-        NCCL_UNDEF_FLOAT                                                                 \
-  }
+#define NCCL_SIM_INFO_INITIALIZER \
+  { sizeof(ncclSimInfo_t), 0x74685283, NCCL_VERSION_CODE, NCCL_UNDEF_FLOAT }
 
 typedef enum { ncclNumOps_dummy = 5 } ncclRedOp_dummy_t;
 typedef enum {
@@ -160,6 +173,11 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
                            ncclConfig_t* config);
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                             ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
+/* Growing a communicator (NCCL 2.29): one rank of `comm` makes the id, every
+ * rank of `comm` and every new rank call ncclCommGrow with it. */
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                          ncclComm_t* newcomm, ncclConfig_t* config);
 const char* ncclGetErrorString(ncclResult_t result);
 const char* ncclGetLastError(ncclComm_t comm);
 void ncclResetDebugInit(void);
@@ -169,9 +187,24 @@ ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device);
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank);
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle);
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
+
+/* Giving a communicator's memory back while it is idle (NCCL 2.29.7). */
+#define NCCL_SUSPEND_MEM 0x01 /* release the device and pinned host memory it holds */
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t ncclCommResume(ncclComm_t comm);
+typedef enum {
+  ncclStatGpuMemSuspend = 0,   /* bytes of GPU memory a suspend gives back */
+  ncclStatGpuMemSuspended = 1, /* 1 while suspended, else 0 */
+  ncclStatGpuMemPersist = 2,   /* bytes of GPU memory kept while suspended */
+  ncclStatGpuMemTotal = 3      /* all GPU memory the communicator holds */
+} ncclCommMemStat_t;
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
+
+/* Windows: memory every rank registers so that peers may write into it. */
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
                                     int winFlags);
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
 
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                       ncclScalarResidence_t residence, ncclComm_t comm);
@@ -202,9 +235,51 @@ ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatyp
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream);
 
+/* One-sided operations (NCCL 2.29): a put writes `count` elements of
+ * `localbuff` at byte `peerWinOffset` of `peer`'s part of window `peerWin`
+ * and then raises `peer`'s signal (`sigIdx`, context `ctx`); the peer's
+ * ncclWaitSignal waits for that many signals from each rank it names. */
+ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+                           ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
+                           unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                        cudaStream_t stream);
+typedef struct {
+  int opCnt;  /* signals to wait for */
+  int peer;   /* from this rank */
+  int sigIdx; /* on this signal */
+  int ctx;    /* of this context */
+} ncclWaitSignalDesc_t;
+ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
+                            cudaStream_t stream);
+
 ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
+
+/* Parameters (NCCL 2.30): every NCCL_* and TUTTI_* variable the library
+ * reads, by name, with its type, default and current value. */
+typedef struct ncclParamHandle* ncclParamHandle_t;
+ncclResult_t ncclParamBind(ncclParamHandle_t* out, const char* key);
+ncclResult_t ncclParamGetI8(ncclParamHandle_t h, int8_t* out);
+ncclResult_t ncclParamGetI16(ncclParamHandle_t h, int16_t* out);
+ncclResult_t ncclParamGetI32(ncclParamHandle_t h, int32_t* out);
+ncclResult_t ncclParamGetI64(ncclParamHandle_t h, int64_t* out);
+ncclResult_t ncclParamGetU8(ncclParamHandle_t h, uint8_t* out);
+ncclResult_t ncclParamGetU16(ncclParamHandle_t h, uint16_t* out);
+ncclResult_t ncclParamGetU32(ncclParamHandle_t h, uint32_t* out);
+ncclResult_t ncclParamGetU64(ncclParamHandle_t h, uint64_t* out);
+/* The value as text: valid until this thread's next ncclParamGetStr. */
+ncclResult_t ncclParamGetStr(ncclParamHandle_t h, const char** out);
+/* The value's bytes (an integer's in host order, a string's with its NUL),
+ * at most maxLen of them copied; *len: how many the value has. */
+ncclResult_t ncclParamGet(ncclParamHandle_t h, void* out, int maxLen, int* len);
+/* By key, as text: valid until this thread's next ncclParamGetParameter. */
+ncclResult_t ncclParamGetParameter(const char* key, const char** value, int* valueLen);
+/* Every key: valid until this thread's next call of it. */
+ncclResult_t ncclParamGetAllParameterKeys(const char*** table, int* tableLen);
+/* Every parameter, its value and where the value came from, to the log. */
+void ncclParamDumpAll(void);
 
 #ifdef __cplusplus
 }

@@ -63,6 +63,8 @@ NCCL_API const char* ncclGetErrorString(ncclResult_t result) {
       return "remote process exited or there was a network error";
     case ncclInProgress:
       return "NCCL operation in progress";
+    case ncclTimeout:
+      return "timeout";
     default:
       return "unknown result code";
   }

@@ -115,6 +115,12 @@ NCCL_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const void* devComm) {
   return tutti_error(ncclInvalidUsage, "ncclDevCommDestroy: tutti has no device communicators");
 }
 
+/* Reads NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE again. */
 NCCL_API void ncclResetDebugInit(void) {
-  /* Logging settings are read once per process; nothing to reset. */
+  tutti_log_reload();
+}
+
+/* What NVIDIA's deprecated ncclResetDebugInit calls; exported as it is. */
+NCCL_API void ncclResetDebugInitInternal(void) {
+  tutti_log_reload();
 }

@@ -221,7 +221,9 @@ __attribute__((format(printf, 5, 6))) static void emitf(enum tutti_log_level lev
   }
 }
 
-static void log_init_once(void) {
+/* Reads NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE and starts logging
+ * with them; `banner`: print the version line when the level asks for it. */
+static void log_load(int banner) {
   const char* lvl = getenv("NCCL_DEBUG");
   int level = tutti_log_parse_level(lvl);
   if (level < 0) {
@@ -233,22 +235,33 @@ static void log_init_once(void) {
   }
   char unknown[32];
   const char* sub = getenv("NCCL_DEBUG_SUBSYS");
-  log_mask = tutti_log_parse_subsys(sub, unknown, sizeof unknown);
-  log_file = stdout;
+  const unsigned long mask = tutti_log_parse_subsys(sub, unknown, sizeof unknown);
+  FILE* out = stdout;
   const char* file = getenv("NCCL_DEBUG_FILE");
   if (file != NULL && *file != '\0' && level > TUTTI_LOG_NONE) {
     FILE* f = open_log_file(file);
     if (f != NULL) {
-      log_file = f;
+      out = f;
     }
   }
   tutti_hostname();
+  /* Lines being written finish on the old file; later ones go to the new. */
+  pthread_mutex_lock(&log_lock);
+  FILE* old = log_file;
+  log_mask = mask;
+  log_file = out;
   clock_gettime(CLOCK_MONOTONIC, &log_epoch);
   __atomic_store_n(&tutti_log_level_v, level, __ATOMIC_RELEASE);
-  if (level >= TUTTI_LOG_VERSION) {
+  pthread_mutex_unlock(&log_lock);
+  if (old != NULL && old != stdout && old != out) {
+    fclose(old);
+  }
+  if (banner && level >= TUTTI_LOG_VERSION) {
+    pthread_mutex_lock(&log_lock);
     fprintf(log_file, "NCCL version %d.%d.%d (tutti %s)\n", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH,
             TUTTI_VERSION_STRING);
     fflush(log_file);
+    pthread_mutex_unlock(&log_lock);
   }
   if (unknown[0] != '\0') {
     emitf(TUTTI_LOG_WARN, TUTTI_ALL, __FILE__, __LINE__,
@@ -258,9 +271,18 @@ static void log_init_once(void) {
   }
 }
 
+static void log_init_once(void) {
+  log_load(1);
+}
+
 void tutti_log_init(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, log_init_once);
+}
+
+void tutti_log_reload(void) {
+  tutti_log_init();
+  log_load(0);
 }
 
 /* Formats and writes one line; the caller has checked level and mask. */

@@ -50,6 +50,10 @@ enum tutti_log_subsys {
 
 extern int tutti_log_level_v; /* -1 until the environment has been read */
 void tutti_log_init(void);
+/* Reads the logging variables again (ncclResetDebugInit): a program that
+ * changed NCCL_DEBUG, NCCL_DEBUG_SUBSYS or NCCL_DEBUG_FILE logs by the new
+ * values from here on. */
+void tutti_log_reload(void);
 void tutti_log(enum tutti_log_level level, unsigned long subsys, const char* file, int line,
                const char* fmt, ...) __attribute__((format(printf, 5, 6)));
 /* tutti_log with the arguments as a va_list: for callers that relay other

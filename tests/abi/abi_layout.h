@@ -5,11 +5,13 @@
 
 #include <stddef.h>
 
-#define ABI_FACTS 64
+#define ABI_FACTS 128
 
 struct abi_facts {
   int n;
+  long long version; /* NCCL_VERSION_CODE of the header */
   const char* name[ABI_FACTS];
+  int release[ABI_FACTS]; /* 1: a fact of the header's release (compared within one) */
   long long value[ABI_FACTS];
 };
 

@@ -20,3 +20,18 @@ else()
   add_test(NAME abi.nvidia_header COMMAND ${CMAKE_COMMAND} -E echo "SKIPPED: no CUDA toolkit nccl.h")
   set_tests_properties(abi.nvidia_header PROPERTIES SKIP_REGULAR_EXPRESSION "SKIPPED")
 endif()
+
+# tutti exports every function of NVIDIA's libnccl.so.2 2.30.7 (from PyPI,
+# cached in ~/.cache/tutti), pnccl aliases included, from both libraries.
+add_test(NAME abi.exports COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/exports.sh ${CMAKE_SOURCE_DIR}
+  $<TARGET_FILE:tutti> $<TARGET_FILE:tutti_as_nccl>)
+set_tests_properties(abi.exports PROPERTIES TIMEOUT 600 RESOURCE_LOCK nvidia_nccl_wheel)
+# The same program as abi.nvidia_header, compiled against NCCL 2.30.7's nccl.h.
+if(NVIDIA_NCCL_INCLUDE AND EXISTS ${NVIDIA_NCCL_INCLUDE}/cuda_runtime.h)
+  add_test(NAME abi.nvidia_header_230 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/header230.sh
+    ${CMAKE_SOURCE_DIR} $<TARGET_FILE:tutti> ${CMAKE_C_COMPILER} ${NVIDIA_NCCL_INCLUDE})
+  set_tests_properties(abi.nvidia_header_230 PROPERTIES TIMEOUT 600 RESOURCE_LOCK nvidia_nccl_wheel)
+else()
+  add_test(NAME abi.nvidia_header_230 COMMAND ${CMAKE_COMMAND} -E echo "SKIPPED: no CUDA toolkit headers")
+  set_tests_properties(abi.nvidia_header_230 PROPERTIES SKIP_REGULAR_EXPRESSION "SKIPPED")
+endif()
