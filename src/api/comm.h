@@ -11,6 +11,7 @@
 #include "transport/transport.h"
 
 #define TUTTI_MAX_USER_REDOPS 64
+#define TUTTI_MAX_RMA_CTX 16 /* ncclConfig_t.numRmaCtx at most */
 
 struct tutti_user_redop {
   int used;
@@ -25,6 +26,8 @@ struct ncclComm {
   int nranks;
   int cuda_dev; /* -1 when the process has no CUDA device */
   int blocking;
+  int num_rma_ctx;     /* ncclConfig_t.numRmaCtx: contexts of one-sided operations (0: none) */
+  ncclConfig_t config; /* as created: every field set (children inherit it) */
   char name[128];
   unsigned char secret[16];
   uint64_t comm_hash;
@@ -79,7 +82,11 @@ ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUnique
 struct ncclComm* tutti_comm_alloc(const ncclConfig_t* config, ncclResult_t* res);
 void tutti_comm_free(struct ncclComm* comm);
 
-/* api/config.c: validates a user config as NCCL does. */
+/* api/config.c: reads a user's config of any release (only its first `size`
+ * bytes; fields newer than its `version` count as unset) into a complete
+ * one, unset fields given their defaults, and validates it as NCCL does. */
+ncclResult_t tutti_config_read(const ncclConfig_t* config, ncclConfig_t* out);
+/* Reads `config` (NULL: defaults) into the communicator. */
 ncclResult_t tutti_config_apply(struct ncclComm* comm, const ncclConfig_t* config);
 
 #endif

@@ -10,17 +10,35 @@
 #include "util/param.h"
 
 static TUTTI_PARAM(comm_blocking, "NCCL_COMM_BLOCKING", 1);
+static TUTTI_PARAM_RANGE(num_rma_ctx, "NCCL_NUM_RMA_CTX", 1, 0, TUTTI_MAX_RMA_CTX);
+static TUTTI_PARAM_RANGE(graph_mixing, "NCCL_GRAPH_MIXING_SUPPORT", 1, 0, 1);
+static TUTTI_PARAM_RANGE(p2p_max_peers, "NCCL_P2P_MAX_PEERS", 0, 0, INT32_MAX);
+static TUTTI_PARAM_RANGE(graph_stream_ordering, "NCCL_GRAPH_STREAM_ORDERING", 1, 0, 1);
 
-#define CONFIG_MAGIC 0xcafebeef
+/* The release each field came in: a caller built against an older header
+ * passes a struct without it (a smaller `size`), or one whose bytes there
+ * were never set as a config (its `version`): either way it is unset. */
+static void unset_newer(ncclConfig_t* c, unsigned version) {
+  if (version < (unsigned)NCCL_VERSION(2, 29, 0)) {
+    c->graphUsageMode = NCCL_CONFIG_UNDEF_INT;
+    c->numRmaCtx = NCCL_CONFIG_UNDEF_INT;
+  }
+  if (version < (unsigned)NCCL_VERSION(2, 30, 0)) {
+    c->maxP2pPeers = NCCL_CONFIG_UNDEF_INT;
+  }
+  if (version < (unsigned)NCCL_VERSION(2, 30, 5)) {
+    c->graphStreamOrdering = NCCL_CONFIG_UNDEF_INT;
+  }
+}
 
-ncclResult_t tutti_config_apply(struct ncclComm* comm, const ncclConfig_t* config) {
+ncclResult_t tutti_config_read(const ncclConfig_t* config, ncclConfig_t* out) {
   ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
   if (config != NULL) {
-    if (config->magic != CONFIG_MAGIC) {
+    if (config->magic != NCCL_API_MAGIC) {
       return tutti_error(ncclInvalidArgument,
                          "ncclConfig_t has magic 0x%x instead of 0x%x: initialize it with "
                          "NCCL_CONFIG_INITIALIZER before setting fields",
-                         config->magic, CONFIG_MAGIC);
+                         config->magic, NCCL_API_MAGIC);
     }
     if (config->version < (unsigned)NCCL_VERSION(2, 14, 0)) {
       return tutti_error(ncclInvalidArgument,
@@ -33,6 +51,8 @@ ncclResult_t tutti_config_apply(struct ncclComm* comm, const ncclConfig_t* confi
       return tutti_error(ncclInvalidArgument, "ncclConfig_t size %zu is too small", config->size);
     }
     memcpy(&c, config, n);
+    c.size = sizeof c;
+    unset_newer(&c, config->version);
   }
   if (c.blocking == NCCL_CONFIG_UNDEF_INT) {
     c.blocking = (int)tutti_param_comm_blocking();
@@ -58,7 +78,52 @@ ncclResult_t tutti_config_apply(struct ncclComm* comm, const ncclConfig_t* confi
     return tutti_error(ncclInvalidArgument, "ncclConfig_t.splitShare is %d: it must be 0 or 1",
                        c.splitShare);
   }
+  if (c.graphUsageMode == NCCL_CONFIG_UNDEF_INT) {
+    c.graphUsageMode = tutti_param_graph_mixing() ? 2 : 0;
+  }
+  if (c.graphUsageMode < 0 || c.graphUsageMode > 2) {
+    return tutti_error(ncclInvalidArgument,
+                       "ncclConfig_t.graphUsageMode is %d: it must be 0 (no graphs), 1 (one "
+                       "graph) or 2 (several graphs, or graphs and eager calls)",
+                       c.graphUsageMode);
+  }
+  if (c.numRmaCtx == NCCL_CONFIG_UNDEF_INT) {
+    c.numRmaCtx = (int)tutti_param_num_rma_ctx();
+  }
+  if (c.numRmaCtx < 0 || c.numRmaCtx > TUTTI_MAX_RMA_CTX) {
+    return tutti_error(ncclInvalidArgument,
+                       "ncclConfig_t.numRmaCtx is %d: it must be 0 (no one-sided operations) to "
+                       "%d",
+                       c.numRmaCtx, TUTTI_MAX_RMA_CTX);
+  }
+  if (c.maxP2pPeers == NCCL_CONFIG_UNDEF_INT && tutti_param_p2p_max_peers() > 0) {
+    c.maxP2pPeers = (int)tutti_param_p2p_max_peers();
+  }
+  if (c.maxP2pPeers != NCCL_CONFIG_UNDEF_INT && c.maxP2pPeers <= 0) {
+    return tutti_error(ncclInvalidArgument,
+                       "ncclConfig_t.maxP2pPeers is %d: it must be positive (or unset: every rank)",
+                       c.maxP2pPeers);
+  }
+  if (c.graphStreamOrdering == NCCL_CONFIG_UNDEF_INT) {
+    c.graphStreamOrdering = (int)tutti_param_graph_stream_ordering();
+  }
+  if (c.graphStreamOrdering != 0 && c.graphStreamOrdering != 1) {
+    return tutti_error(ncclInvalidArgument,
+                       "ncclConfig_t.graphStreamOrdering is %d: it must be 0 or 1",
+                       c.graphStreamOrdering);
+  }
+  *out = c;
+  return ncclSuccess;
+}
+
+ncclResult_t tutti_config_apply(struct ncclComm* comm, const ncclConfig_t* config) {
+  ncclConfig_t c;
+  NCCLCHECK(tutti_config_read(config, &c));
   comm->blocking = c.blocking;
+  comm->num_rma_ctx = c.numRmaCtx;
+  comm->config = c;
+  comm->config.netName = NULL; /* the caller's strings need not outlive the call */
+  comm->config.commName = NULL;
   if (c.commName != NULL) {
     snprintf(comm->name, sizeof comm->name, "%s", c.commName);
   }

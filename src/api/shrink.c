@@ -63,7 +63,7 @@ static ncclResult_t shrink_run(void* arg) {
   tutti_socket_set_port(&root, SHRINK_PORT_BASE + (int)(h2 % SHRINK_PORT_SPAN));
   ncclUniqueId id;
   tutti_bootstrap_rank0_id(&root, secret, &id);
-  struct ncclComm* c = tutti_comm_alloc(j->has_config ? &j->config : NULL, &res);
+  struct ncclComm* c = tutti_comm_alloc(j->has_config ? &j->config : &p->config, &res);
   if (c == NULL) {
     goto out;
   }
@@ -137,7 +137,13 @@ NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int
   j->seq = comm->shrinks++;
   j->out = newcomm;
   if (config != NULL) {
-    j->config = *config;
+    /* Only the caller's `size` bytes are its struct (an older header's is smaller). */
+    ncclResult_t res = tutti_config_read(config, &j->config);
+    if (res != ncclSuccess) {
+      free(ex);
+      free(j);
+      return tutti_group_fail(res);
+    }
     j->has_config = 1;
   }
   return tutti_group_add_job(comm, shrink_run, j);

@@ -61,7 +61,7 @@ static ncclResult_t split_run(void* arg) {
     *j->out = NULL;
     goto out;
   }
-  struct ncclComm* c = tutti_comm_alloc(j->has_config ? &j->config : NULL, &res);
+  struct ncclComm* c = tutti_comm_alloc(j->has_config ? &j->config : &p->config, &res);
   if (c == NULL) {
     goto out;
   }
@@ -105,7 +105,12 @@ NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCom
   j->key = key;
   j->out = newcomm;
   if (config != NULL) {
-    j->config = *config;
+    /* Only the caller's `size` bytes are its struct (an older header's is smaller). */
+    ncclResult_t res = tutti_config_read(config, &j->config);
+    if (res != ncclSuccess) {
+      free(j);
+      return tutti_group_fail(res);
+    }
     j->has_config = 1;
   }
   return tutti_group_add_job(comm, split_run, j);
