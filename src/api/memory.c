@@ -102,19 +102,6 @@ NCCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win
 }
 
 /* Device communicators (nccl_device.h) are not offered; same answer. */
-NCCL_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void* reqs, void* outDevComm) {
-  (void)reqs;
-  (void)outDevComm;
-  NCCLCHECK(tutti_comm_check(comm, "ncclDevCommCreate"));
-  return tutti_error(ncclInvalidUsage, "ncclDevCommCreate: tutti has no device communicators");
-}
-
-NCCL_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const void* devComm) {
-  (void)devComm;
-  NCCLCHECK(tutti_comm_check(comm, "ncclDevCommDestroy"));
-  return tutti_error(ncclInvalidUsage, "ncclDevCommDestroy: tutti has no device communicators");
-}
-
 /* Reads NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE again. */
 NCCL_API void ncclResetDebugInit(void) {
   tutti_log_reload();

@@ -413,6 +413,10 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
   return ncclSuccess;
 }
 
+extern "C" int tutti_dev_comm_maps_gpus(const struct tutti_dev_comm* dc) {
+  return dc != NULL && !dc->host_mode;
+}
+
 extern "C" void tutti_dev_comm_abort(struct tutti_dev_comm* dc) {
   if (dc != NULL) {
     __atomic_store_n(&dc->host_flags[TD_FLAG_ABORT], 1, __ATOMIC_SEQ_CST);

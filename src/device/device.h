@@ -49,6 +49,11 @@ int tutti_dev_compiled(void);
  * then fail with that sentence). */
 ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s, struct tutti_dev_comm** out,
                                    char* why, size_t why_len);
+/* Non-zero when this rank maps the GPU memory of the other ranks of its host
+ * (peer memory), 0 where they are reached through host memory
+ * (NCCL_P2P_DISABLE, GPUs that cannot reach each other) or there is no
+ * device communicator. */
+int tutti_dev_comm_maps_gpus(const struct tutti_dev_comm* dc);
 /* Sets the abort flag the kernels watch (ncclCommAbort). */
 void tutti_dev_comm_abort(struct tutti_dev_comm* dc);
 /* Waits for the communicator's kernels, unmaps peers, frees everything. */

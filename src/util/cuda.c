@@ -19,6 +19,7 @@ typedef int (*cu_stream_query_fn)(void*);
 typedef int (*cu_device_get_fn)(int*, int);
 typedef int (*cu_device_uuid_fn)(unsigned char*, int);
 typedef int (*cu_device_mem_fn)(size_t*, int);
+typedef int (*cu_device_pci_fn)(char*, int, int);
 
 /* The driver API's values (cuda.h), which this file does not include. */
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
@@ -40,6 +41,7 @@ static struct {
   cu_device_get_fn device_get;
   cu_device_uuid_fn device_uuid;
   cu_device_mem_fn device_mem;
+  cu_device_pci_fn device_pci;
 } cu;
 
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
@@ -62,6 +64,7 @@ static void cuda_load(void) {
   cu.device_get = (cu_device_get_fn)dlsym(h, "cuDeviceGet");
   cu.device_uuid = (cu_device_uuid_fn)dlsym(h, "cuDeviceGetUuid_v2");
   cu.device_mem = (cu_device_mem_fn)dlsym(h, "cuDeviceTotalMem_v2");
+  cu.device_pci = (cu_device_pci_fn)dlsym(h, "cuDeviceGetPCIBusId");
   if (cu.device_uuid == NULL) {
     cu.device_uuid = (cu_device_uuid_fn)dlsym(h, "cuDeviceGetUuid");
   }
@@ -133,6 +136,18 @@ int tutti_cuda_device_uuid(int dev, unsigned char* uuid) {
   if (dev < 0 || !tutti_cuda_available() || cu.device_uuid == NULL || cu.device_get(&d, dev) != 0 ||
       cu.device_uuid(uuid, d) != 0) {
     memset(uuid, 0, 16);
+    return -1;
+  }
+  return 0;
+}
+
+int tutti_cuda_device_pci(int dev, char* busid, int len) {
+  int d = 0;
+  if (len > 0) {
+    busid[0] = '\0';
+  }
+  if (dev < 0 || len <= 0 || !tutti_cuda_available() || cu.device_pci == NULL ||
+      cu.device_get(&d, dev) != 0 || cu.device_pci(busid, len, d) != 0) {
     return -1;
   }
   return 0;

@@ -24,6 +24,9 @@ int tutti_cuda_current_device(void);
 /* The UUID of device ordinal `dev` of this process into `uuid` (16 bytes);
  * 0 when known, else -1 and zeros. */
 int tutti_cuda_device_uuid(int dev, unsigned char* uuid);
+/* The PCI address ("0000:3b:00.0") of device ordinal `dev` into `busid`; 0, or
+ * -1 when unknown. */
+int tutti_cuda_device_pci(int dev, char* busid, int len);
 /* Bytes of memory of device ordinal `dev`; 0 when unknown. */
 size_t tutti_cuda_device_mem(int dev);
 /* Waits until the work on `stream` so far is done (no-op without CUDA or for

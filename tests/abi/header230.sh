@@ -13,3 +13,12 @@ $cc $flags -I"$src/include" -I"$src/tests/abi" -c "$src/tests/abi/abi_tutti.c" -
 $cc $flags -I"$nv/include" -I"$cuda_inc" -I"$src/tests/abi" -c "$src/tests/abi/abi_nvidia.c" -o abi_nvidia.o || exit 1
 $cc abi_nvidia.o abi_tutti.o "$lib" -Wl,-rpath,"$(dirname "$lib")" -pthread -o abi230 || exit 1
 ./abi230
+rc=$?
+# The host side of nccl_device.h (C++), against NVIDIA's library for the
+# pure helpers.
+cxx=${CXX:-$(command -v g++ || command -v c++)}
+[ -n "$cxx" ] || { echo "FAILED: no C++ compiler for the nccl_device.h program"; exit 1; }
+$cxx -std=c++17 -Wall -Wextra -Werror -Wno-missing-field-initializers -Wno-unused-function -I"$nv/include" -I"$cuda_inc" \
+  "$src/tests/abi/abi_device.cc" "$lib" -Wl,-rpath,"$(dirname "$lib")" -ldl -pthread -o abi_device || exit 1
+./abi_device "$nv/lib/libnccl.so.2" || rc=1
+exit $rc
