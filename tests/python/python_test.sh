@@ -5,6 +5,8 @@
 #   python_test.sh torch       SRC WORK PYTHON   python -m tutti.torch check, PYTHON's site-packages visible
 #   python_test.sh switch      SRC WORK FAKE_TORCH FAKE_TORCH2 FAKE_NCCL   import order, stand-in libraries
 #   python_test.sh pip_install SRC WORK PYTHON   pip install SRC into a fresh venv
+#   python_test.sh torch_pypi  SRC WORK PYTHON VERSION   PyTorch VERSION from PyPI (its CUDA
+#                              wheels, ~3 GB, kept in ~/.cache/tutti) imports on tutti
 # Exits 77 (skipped) when PYTHON cannot make a virtual environment with pip
 # and python3-venv cannot be installed (not root, or no apt-get).
 set -uo pipefail
@@ -130,7 +132,7 @@ EOF
     case $lib in "$venv"/*/tutti/lib/libtutti.so.0) ;; *) fail "library_path() is not inside the venv's package" ;; esac
     "$py" -c '
 import os, tutti
-assert tutti.__version__ and tutti.nccl_version == "2.28.9", tutti.nccl_version
+assert tutti.__version__ and tutti.nccl_version == "2.30.7", tutti.nccl_version
 for p in (tutti.library_path(), tutti.nccl_library_path(), tutti.include_dir()):
     assert os.path.exists(p), p
 for t in tutti.TOOLS:
@@ -166,7 +168,7 @@ import ctypes, os, sys
 import tutti
 lib = ctypes.CDLL(tutti.nccl_library_path())
 v = ctypes.c_int()
-assert lib.ncclGetVersion(ctypes.byref(v)) == 0 and v.value == 22809, v.value
+assert lib.ncclGetVersion(ctypes.byref(v)) == 0 and v.value == 23007, v.value
 
 class UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_char * 128)]
@@ -206,7 +208,7 @@ EOF
     if "$work/venv-torch/bin/python" -c 'import torch' 2>/dev/null; then
       grep -qE "^verdict: (PyTorch uses tutti|PyTorch .* is built without NCCL)" torch-check.txt ||
         fail "unexpected verdict"
-      grep -q "NCCL version 2.28.9 (tutti " torch-check.txt || fail "the child printed no tutti banner"
+      grep -q "NCCL version 2.30.7 (tutti " torch-check.txt || fail "the child printed no tutti banner"
     fi
     echo "python.torch_check: ok"
     ;;
@@ -223,7 +225,7 @@ EOF
       cat check.txt
       [ $rc = 0 ] && grep -q "^verdict: PyTorch uses tutti" check.txt ||
         fail "python -m tutti.torch check $flag with a stand-in torch (exit $rc)"
-      [ -n "$flag" ] || grep -q "^  | NCCL version 2.28.9 (tutti " check.txt ||
+      [ -n "$flag" ] || grep -q "^  | NCCL version 2.30.7 (tutti " check.txt ||
         fail "python -m tutti.torch check: no tutti banner from the child"
     done
     # ... and for one whose NCCL is not tutti's.
@@ -234,6 +236,62 @@ EOF
     [ $rc = 1 ] && grep -q "^verdict: FAILED: PyTorch uses .*/libnccl.so.2, not tutti" check.txt ||
       fail "python -m tutti.torch check with a stand-in torch on another NCCL (exit $rc)"
     echo "python.switch: ok"
+    ;;
+
+  torch_pypi)
+    # Today's PyTorch from PyPI, with the NCCL it pins, on a machine without a
+    # GPU: `import tutti.torch` first, then `import torch` must bind every
+    # nccl* symbol libtorch_cuda.so imports to tutti (a missing one fails
+    # the import), and the check must find tutti serving its NCCL calls.
+    py=$1 version=$2
+    cache=${TUTTI_CACHE:-${HOME:-/tmp}/.cache/tutti}
+    wheels=$cache/torch-$version
+    mkdir -p "$wheels" || fail "cannot make $wheels"
+    tv=$work/venv-torch-$version
+    make_venv "$py" "$tv"
+    if ! "$tv/bin/python" -m pip install -q --no-index --find-links "$wheels" "torch==$version" \
+      >"$work/pip-torch-$version.log" 2>&1; then
+      echo "fetching torch==$version and its CUDA wheels from PyPI into $wheels (once)"
+      start=$SECONDS
+      for try in 1 2 3; do
+        "$tv/bin/python" -m pip download -q -d "$wheels" "torch==$version" \
+          >"$work/pip-torch-$version.log" 2>&1 && break
+        [ $try = 3 ] && { tail -n 20 "$work/pip-torch-$version.log"; fail "pip download torch==$version"; }
+        sleep 10
+      done
+      echo "fetched in $((SECONDS - start)) s: $(du -sh "$wheels" | cut -f1)"
+      "$tv/bin/python" -m pip install -q --no-index --find-links "$wheels" "torch==$version" \
+        >"$work/pip-torch-$version.log" 2>&1 ||
+        { tail -n 20 "$work/pip-torch-$version.log"; fail "pip install torch==$version"; }
+    fi
+    "$tv/bin/python" -m pip install -q --no-index --no-deps "$(wheel_file)" >>"$work/pip-torch-$version.log" 2>&1 ||
+      { tail -n 20 "$work/pip-torch-$version.log"; fail "pip install of tutti's wheel into $tv"; }
+    site=$("$tv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    tcuda=$site/torch/lib/libtorch_cuda.so
+    [ -f "$tcuda" ] || fail "torch==$version has no $tcuda (not a CUDA build?)"
+    nm -D --undefined-only "$tcuda" | grep -o 'nccl[A-Za-z0-9_]*' | sort -u >torch-nccl.txt
+    tlib=$("$tv/bin/python" -c 'import tutti; print(tutti.nccl_library_path())')
+    nm -D --defined-only "$tlib" | awk '{print $3}' | sort -u >tutti-nccl.txt
+    missing=$(comm -23 torch-nccl.txt tutti-nccl.txt)
+    echo "libtorch_cuda.so of torch $version imports $(wc -l <torch-nccl.txt) NCCL functions"
+    [ -z "$missing" ] || fail "tutti lacks $(echo $missing) that torch $version imports"
+    "$tv/bin/python" - "$version" <<'PYEOF' || fail "import tutti.torch; import torch"
+import sys
+import tutti.torch
+import torch
+assert torch.__version__.split("+")[0] == sys.argv[1], torch.__version__
+v = torch.cuda.nccl.version()
+print("torch", torch.__version__, "imported on tutti; built with NCCL", v)
+import torch.distributed as dist
+assert dist.is_nccl_available()
+PYEOF
+    "$tv/bin/python" -m tutti.torch check >torch-check.txt 2>&1
+    rc=$?
+    cat torch-check.txt
+    [ $rc = 0 ] && grep -q "^verdict: PyTorch uses tutti" torch-check.txt ||
+      fail "python -m tutti.torch check on torch $version (exit $rc)"
+    grep -q "NCCL version 2.30.7 (tutti " torch-check.txt || fail "the child printed no tutti banner"
+    echo "python.torch_pypi: ok (torch $version)"
     ;;
 
   pip_install)

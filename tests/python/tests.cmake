@@ -38,6 +38,12 @@ add_test(NAME python.switch COMMAND ${PY_TEST} switch ${CMAKE_SOURCE_DIR} ${PY_W
 # `pip install .` (not through a wheel file), reusing python.wheel's build.
 add_test(NAME python.pip_install COMMAND ${PY_TEST} pip_install ${CMAKE_SOURCE_DIR} ${PY_WORK}
   ${Python3_EXECUTABLE})
+# Today's PyTorch from PyPI (2.15.0, which pins NVIDIA's NCCL 2.30.7) imports
+# on tutti and says so.
+add_test(NAME python.torch_pypi COMMAND ${PY_TEST} torch_pypi ${CMAKE_SOURCE_DIR} ${PY_WORK}
+  ${Python3_EXECUTABLE} 2.15.0)
+set_tests_properties(python.torch_pypi PROPERTIES TIMEOUT 1200 FIXTURES_REQUIRED python_wheel
+  SKIP_RETURN_CODE 77 ENVIRONMENT "TUTTI_TIMEOUT=60")
 set_tests_properties(python.tools python.torch_check python.switch python.pip_install PROPERTIES
   TIMEOUT 300 FIXTURES_REQUIRED python_wheel)
 set_tests_properties(python.wheel python.tools python.torch_check python.switch python.pip_install
