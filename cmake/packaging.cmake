@@ -186,5 +186,7 @@ told: it stays beside NVIDIA's libnccl2 and replaces it only for programs
 started with LD_LIBRARY_PATH=/usr/${CMAKE_INSTALL_LIBDIR}/tutti.")
 tutti_deb_depends(NCCL-PRIVATE ${TUTTI_DEB_SYSTEM_DEPENDS})
 
-set(CPACK_SOURCE_IGNORE_FILES "/\\.git/" "/build[^/]*/")
+# [.] rather than an escaped dot: CPack writes these into a CMake file it reads
+# again, where a backslash escape warns.
+set(CPACK_SOURCE_IGNORE_FILES "/[.]git/" "/build[^/]*/")
 include(CPack)

@@ -40,6 +40,11 @@ progress() {
       printf '  [%3ds]   device code %d/%d: %s\n' "$SECONDS" "$cuda" "$ncu" "${line%.o}"
       continue
     fi
+    # The libraries' links (the device code's included) take tens of
+    # seconds with no other line: say what is being linked.
+    if [[ $line =~ Linking\ [A-Z+]+\ (shared|static)\ library\ (lib(tutti|nccl)\.[a-z.0-9]*)$ ]]; then
+      printf '  [%3ds] linking %s\n' "$SECONDS" "${BASH_REMATCH[2]}"
+    fi
     if [[ $line =~ ^\[\ *([0-9]+)%\] ]]; then
       pct=$((10#${BASH_REMATCH[1]}))
       if [ "$pct" -ge "$next" ]; then

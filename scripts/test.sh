@@ -6,6 +6,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+
+# "N passed, M failed of T" from a ctest log's summary line.
+summary() {
+  sed -n 's/^[0-9]*% tests passed, \([0-9]*\) tests\{0,1\} failed out of \([0-9]*\)$/\1 \2/p' "$1" |
+    tail -n 1 | { read -r failed total && echo "$((total - failed)) passed, $failed failed of $total"; } ||
+    echo "no ctest summary in $1"
+}
+
+# For every test ctest skipped in the last run: its name and the line it
+# printed saying why.
+skipped_reasons() {
+  local log=Testing/Temporary/LastTest.log
+  [ -f "$log" ] || return 0
+  awk '/^[0-9]+\/[0-9]+ Test: /{name=$3} /SKIPPED|[Ss]kipped:/{if (name != "" && !(name in seen)) {seen[name]=1; sub(/^[ \t]+/, ""); print "skipped: " name ": " $0}}' "$log"
+}
 if [ "${TUTTI_SANITIZERS:-1}" = 1 ]; then
   for san in address,undefined thread; do
     dir=build-san-${san%%,*}
@@ -24,15 +39,22 @@ if [ "${TUTTI_SANITIZERS:-1}" = 1 ]; then
     # release build; the sanitizers check the host side.
     BUILD_DIR=$dir BUILD_TYPE=Debug CMAKE_ARGS="-DTUTTI_SANITIZE=$san -DTUTTI_CUDA=OFF" \
       bash scripts/build.sh >/dev/null
+    start=$SECONDS
     if ! (cd "$dir" && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       TSAN_OPTIONS=halt_on_error=1 ctest -j"$jobs" --output-on-failure -R "$tests" -E "$skip" \
       >ctest.log 2>&1); then
       cat "$dir/ctest.log"
+      echo "== sanitizer build: $san: FAILED ($(summary "$dir/ctest.log"))"
       exit 1
     fi
-    tail -n 3 "$dir/ctest.log"
+    echo "== sanitizer build: $san: $(summary "$dir/ctest.log") in $((SECONDS - start)) s"
   done
 fi
 bash scripts/build.sh
 cd "${BUILD_DIR:-build}"
-ctest --output-on-failure -j"$jobs" ${CTEST_ARGS:-}
+rc=0
+ctest --output-on-failure -j"$jobs" ${CTEST_ARGS:-} || rc=$?
+# Skipped tests say why on the console (the GPU suite without a GPU, hosts
+# that cannot be made), not only in ctest's log.
+skipped_reasons
+exit $rc
