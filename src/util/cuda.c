@@ -28,7 +28,8 @@ typedef int (*cu_device_mem_fn)(size_t*, int);
 #define CU_MEMORYTYPE_DEVICE 2
 #define CUDA_ERROR_NOT_READY 600
 
-static TUTTI_PARAM(cuda_disable, "TUTTI_CUDA_DISABLE", 0);
+static TUTTI_PARAM(cuda_disable, "TUTTI_CUDA_DISABLE", 0,
+                   "1: never load the CUDA driver (host buffers only)");
 
 static struct {
   int ok;
