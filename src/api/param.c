@@ -303,6 +303,12 @@ NCCL_API void ncclParamDumpAll(void) {
     fflush(stdout);
     return;
   }
+  /* An integer's first read may log (NCCL_DEBUG_SUBSYS=ENV), to stdout too:
+   * those lines come before the dump rather than inside an entry. */
+  for (int k = 0; k < n; k++) {
+    struct tutti_param_value v;
+    tutti_param_value_of(&entries[k], &v);
+  }
   flockfile(stdout);
   printf("=== tutti parameters: %d keys ===\n", n);
   for (int k = 0; k < n; k++) {
