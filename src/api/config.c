@@ -9,11 +9,19 @@
 #include "util/check.h"
 #include "util/param.h"
 
-static TUTTI_PARAM(comm_blocking, "NCCL_COMM_BLOCKING", 1);
-static TUTTI_PARAM_RANGE(num_rma_ctx, "NCCL_NUM_RMA_CTX", 1, 0, TUTTI_MAX_RMA_CTX);
-static TUTTI_PARAM_RANGE(graph_mixing, "NCCL_GRAPH_MIXING_SUPPORT", 1, 0, 1);
-static TUTTI_PARAM_RANGE(p2p_max_peers, "NCCL_P2P_MAX_PEERS", 0, 0, INT32_MAX);
-static TUTTI_PARAM_RANGE(graph_stream_ordering, "NCCL_GRAPH_STREAM_ORDERING", 1, 0, 1);
+static TUTTI_PARAM(comm_blocking, "NCCL_COMM_BLOCKING", 1,
+                   "ncclConfig_t.blocking where a config leaves it unset (0: calls may return "
+                   "ncclInProgress)");
+static TUTTI_PARAM_INT32(num_rma_ctx, "NCCL_NUM_RMA_CTX", 1, 0, TUTTI_MAX_RMA_CTX,
+                         "ncclConfig_t.numRmaCtx where a config leaves it unset: contexts for "
+                         "one-sided operations");
+static TUTTI_PARAM_INT32(graph_mixing, "NCCL_GRAPH_MIXING_SUPPORT", 1, 0, 1,
+                         "ncclConfig_t.graphUsageMode where a config leaves it unset (1: 2, "
+                         "several graphs or graphs and eager calls; 0: 0)");
+static TUTTI_PARAM_INT32(p2p_max_peers, "NCCL_P2P_MAX_PEERS", 0, 0, INT32_MAX,
+                         "ncclConfig_t.maxP2pPeers where a config leaves it unset (0: every rank)");
+static TUTTI_PARAM_INT32(graph_stream_ordering, "NCCL_GRAPH_STREAM_ORDERING", 1, 0, 1,
+                         "ncclConfig_t.graphStreamOrdering where a config leaves it unset");
 
 /* The release each field came in: a caller built against an older header
  * passes a struct without it (a smaller `size`), or one whose bytes there

@@ -80,7 +80,9 @@ struct conn_caps {
   size_t deterministic; /* its TUTTI_DETERMINISTIC: must be every rank's */
 };
 
-static TUTTI_PARAM_RANGE(deterministic, "TUTTI_DETERMINISTIC", 0, 0, 1);
+static TUTTI_PARAM_INT32(deterministic, "TUTTI_DETERMINISTIC", 0, 0, 1,
+                         "1: reductions fold every element in rank order, the same bits whatever "
+                         "the algorithm; read at communicator creation, the same on every rank");
 
 /* Ranks that fold in different orders would run different schedules: a
  * mismatch fails creation on every rank, naming the first that differs. */

@@ -22,7 +22,7 @@
 
 static ncclResult_t open_listener(struct tutti_bootstrap* b, const union tutti_socket_addr* root,
                                   union tutti_socket_addr* me) {
-  const char* spec = tutti_getenv("NCCL_SOCKET_IFNAME");
+  const char* spec = tutti_param_socket_ifname();
   memset(me, 0, sizeof *me);
   if (tutti_socket_is_loopback(root) && (spec == NULL || *spec == '\0')) {
     /* A root on loopback means a single-host job: the ranks stay on it too. */

@@ -8,6 +8,7 @@
 #include "bootstrap/internal.h"
 #include "util/check.h"
 #include "util/ifaces.h"
+#include "util/launch_env.h"
 #include "util/param.h"
 
 /* A 16-byte digest of a string. Not cryptographic: a secret typed into
@@ -95,8 +96,12 @@ void tutti_bootstrap_rank0_id(const union tutti_socket_addr* root,
   encode(id, TUTTI_ID_FLAG_RANK0_ROOT, root, secret);
 }
 
+static TUTTI_PARAM_STR(job_secret, "TUTTI_JOB_SECRET", NULL, "any text",
+                       "a job's identity when no launcher gives one, mixed into the secret of "
+                       "an id made from NCCL_COMM_ID (docs/launching.md)");
+
 ncclResult_t tutti_bootstrap_get_unique_id(ncclUniqueId* id) {
-  const char* comm_id = tutti_getenv("NCCL_COMM_ID");
+  const char* comm_id = tutti_param_comm_id();
   if (id == NULL || comm_id == NULL || *comm_id == '\0') {
     return tutti_bootstrap_new_root(id);
   }
@@ -110,7 +115,7 @@ ncclResult_t tutti_bootstrap_get_unique_id(ncclUniqueId* id) {
     return tutti_error(res, "NCCL_COMM_ID=\"%s\" is not usable: %s", comm_id, why);
   }
   tutti_socket_format(&root, where, sizeof where);
-  const char* job = tutti_getenv("TUTTI_JOB_SECRET");
+  const char* job = tutti_param_job_secret();
   unsigned flags = TUTTI_ID_FLAG_RANK0_ROOT;
   if (job != NULL && *job != '\0') {
     hash16(job, secret);

@@ -27,9 +27,13 @@ extern "C" {
 #include "util/proc.h"
 }
 
-static TUTTI_PARAM(max_nchannels, "NCCL_MAX_NCHANNELS", 64);
-static TUTTI_PARAM(nthreads, "NCCL_NTHREADS", 512);
-static TUTTI_PARAM(p2p_disable, "NCCL_P2P_DISABLE", 0);
+static TUTTI_PARAM(max_nchannels, "NCCL_MAX_NCHANNELS", 64,
+                   "device: the most channels of a communicator (1 to 64; 4 with peers on "
+                   "other hosts)");
+static TUTTI_PARAM(nthreads, "NCCL_NTHREADS", 512,
+                   "device: threads per block of the kernels (64 to 512, a multiple of 32)");
+static TUTTI_PARAM(p2p_disable, "NCCL_P2P_DISABLE", 0,
+                   "1: GPUs do not write each other's memory: queues in host memory");
 
 extern "C" int tutti_dev_compiled(void) {
   return 1;

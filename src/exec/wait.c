@@ -13,8 +13,12 @@
 #include "util/log.h"
 #include "util/param.h"
 
-static TUTTI_PARAM(spin_passes, "TUTTI_SPIN", -1);
-static TUTTI_PARAM(yield_passes, "TUTTI_YIELD", -1);
+static TUTTI_PARAM(spin_passes, "TUTTI_SPIN", -1,
+                   "idle passes a waiting rank spins before yielding (-1: 8, or 0 when ranks "
+                   "outnumber cores)");
+static TUTTI_PARAM(yield_passes, "TUTTI_YIELD", -1,
+                   "passes a waiting rank then yields before sleeping on a futex (-1: 200, or "
+                   "1000 when ranks outnumber cores)");
 
 void tutti_wait_policy(struct tutti_exec_rank* er, int local_ranks) {
   cpu_set_t set;

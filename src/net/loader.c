@@ -114,9 +114,15 @@ static char* trim(char* s) {
   return s;
 }
 
+static TUTTI_PARAM_STR(net_plugin, "NCCL_NET_PLUGIN", NULL,
+                       "a comma list of paths or names (each tried as given, then as "
+                       "libnccl-net-<name>.so); none: no plugin",
+                       "the network plugin to load (unset: libnccl-net.so if the dynamic loader "
+                       "finds one)");
+
 static void load(void) {
   char err[512] = "";
-  const char* env = tutti_getenv("NCCL_NET_PLUGIN");
+  const char* env = tutti_param_net_plugin();
   if (env == NULL || *env == '\0') {
     have_plugin = try_file("libnccl-net.so", 0, err, sizeof err);
     if (!have_plugin) {

@@ -38,9 +38,13 @@ static void finalize(struct tutti_net* n) {
   pthread_mutex_unlock(&lock);
 }
 
+static TUTTI_PARAM_STR(net, "NCCL_NET", NULL,
+                       "a network plugin's name (any case); Socket: tutti's own transport",
+                       "the network to use (unset: the plugin's when one loads)");
+
 /* Whether NCCL_NET lets this process use the plugin. */
 static int net_allows(const struct tutti_net_plugin* p) {
-  const char* want = tutti_getenv("NCCL_NET");
+  const char* want = tutti_param_net();
   if (want == NULL || *want == '\0') {
     return p != NULL;
   }

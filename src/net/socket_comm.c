@@ -24,8 +24,11 @@
  * and none below 4 cores, where threads beside the polling callers only
  * compete with them: every message then moves on the control socket
  * (docs/tuning.md, bench/RESULTS.md). */
-static TUTTI_PARAM(nthreads, "NCCL_SOCKET_NTHREADS", -1);
-static TUTTI_PARAM(nsocks_per_thread, "NCCL_NSOCKS_PERTHREAD", 1);
+static TUTTI_PARAM(nthreads, "NCCL_SOCKET_NTHREADS", -1,
+                   "socket network: worker threads per comm, 0 to 16 (-1: 2 from 4 cores, 0 "
+                   "below)");
+static TUTTI_PARAM(nsocks_per_thread, "NCCL_NSOCKS_PERTHREAD", 1,
+                   "socket network: data sockets per worker thread (threads x this at most 64)");
 
 #define CHECK_EVERY_S 0.25 /* how often pending requests look at the heartbeat */
 #define AUTO_MAX_THREADS 2

@@ -68,7 +68,7 @@ static void find(void) {
          d->pci_path[0] ? ", " : "", d->pci_path);
   }
   if (ndevs == 0) {
-    const char* spec = tutti_getenv("NCCL_SOCKET_IFNAME");
+    const char* spec = tutti_param_socket_ifname();
     INFO(TUTTI_NET | TUTTI_INIT,
          "socket network: no usable interface (NCCL_SOCKET_IFNAME=\"%s\"): no devices",
          spec != NULL ? spec : "");

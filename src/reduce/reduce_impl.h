@@ -36,7 +36,9 @@
 /* Caps the instruction set of the loops (3: AVX512-FP16 and VBMI, 2: AVX-512, 1: AVX2
  * and F16C, 0: baseline), to rule a path out when debugging and for the test
  * to cover all. */
-static inline TUTTI_PARAM(reduce_isa, "TUTTI_REDUCE_ISA", 3);
+static inline TUTTI_PARAM(reduce_isa, "TUTTI_REDUCE_ISA", 3,
+                          "caps the host reductions' instructions (3: AVX512-FP16 and VBMI, 2: "
+                          "AVX-512, 1: AVX2 and F16C, 0: baseline)");
 
 /* 3: AVX-512 F/BW/VL/DQ, FP16 and VBMI, 2: AVX-512 F/BW/VL/DQ, 1: AVX2, 0: none of
  * them; cached, as the checks are not free. */

@@ -22,13 +22,20 @@ static void read_first_line(const char* path, char* buf, size_t len) {
   fclose(f);
 }
 
+static TUTTI_PARAM_STR(tutti_hostid, "TUTTI_HOSTID", NULL, "any text",
+                       "this process's host identity, before NCCL_HOSTID: ranks with different "
+                       "ones talk over the network");
+static TUTTI_PARAM_STR(nccl_hostid, "NCCL_HOSTID", NULL, "any text",
+                       "this process's host identity when TUTTI_HOSTID is unset (unset: host "
+                       "name, boot id and network namespace)");
+
 uint64_t tutti_topo_host_hash(void) {
   /* A host identity given by the user, as NCCL's NCCL_HOSTID: ranks with
    * different ones are on different hosts (and talk over the network) even
    * where they share a machine, or a GPU. */
-  const char* forced = tutti_getenv("TUTTI_HOSTID");
+  const char* forced = tutti_param_tutti_hostid();
   if (forced == NULL || *forced == '\0') {
-    forced = tutti_getenv("NCCL_HOSTID");
+    forced = tutti_param_nccl_hostid();
   }
   if (forced != NULL && *forced != '\0') {
     return tutti_hash(forced, strlen(forced), TUTTI_HASH_INIT);

@@ -16,7 +16,8 @@
 
 /* TUTTI_CMA_DISABLE=1: never read another process's memory (threads of one
  * process still read each other's buffers). */
-static TUTTI_PARAM(cma_disable, "TUTTI_CMA_DISABLE", 0);
+static TUTTI_PARAM(cma_disable, "TUTTI_CMA_DISABLE", 0,
+                   "1: never read peers' memory with cross-memory attach");
 
 /* A thread of this process: the offered address is ours. */
 static const void* same_local(const struct tutti_peer_buf* b) {

@@ -19,7 +19,9 @@
 #include "util/param.h"
 #include "util/socket.h"
 
-static TUTTI_PARAM(shm_disable, "NCCL_SHM_DISABLE", 0);
+static TUTTI_PARAM(shm_disable, "NCCL_SHM_DISABLE", 0,
+                   "1: ranks of one host do not share memory (no board): they connect over TCP "
+                   "or the network");
 
 #define REC_VERSION 1
 #define FLUSH_S 2.0 /* teardown: longest wait without progress for posted data to leave */

@@ -20,7 +20,9 @@
 #include "util/check.h"
 #include "util/param.h"
 
-static TUTTI_PARAM(shm_disable, "NCCL_SHM_DISABLE", 0);
+static TUTTI_PARAM(shm_disable, "NCCL_SHM_DISABLE", 0,
+                   "1: ranks of one host do not share memory (no board): they connect over TCP "
+                   "or the network");
 
 #define SHM_BELL_STRIDE 1024
 _Static_assert(sizeof(struct tutti_doorbell) <= SHM_BELL_STRIDE, "a doorbell fits its stride");

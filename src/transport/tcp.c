@@ -15,9 +15,14 @@
 #include "util/ifaces.h"
 #include "util/param.h"
 
-static TUTTI_PARAM(shm_disable, "NCCL_SHM_DISABLE", 0);
-static TUTTI_PARAM(nthreads, "NCCL_SOCKET_NTHREADS", 1);
-static TUTTI_PARAM(nsocks_per_thread, "NCCL_NSOCKS_PERTHREAD", 2);
+static TUTTI_PARAM(shm_disable, "NCCL_SHM_DISABLE", 0,
+                   "1: ranks of one host do not share memory (no board): they connect over TCP "
+                   "or the network");
+static TUTTI_PARAM(nthreads, "NCCL_SOCKET_NTHREADS", 1,
+                   "host TCP transport: proxy threads per communicator (1 to 16)");
+static TUTTI_PARAM(nsocks_per_thread, "NCCL_NSOCKS_PERTHREAD", 2,
+                   "host TCP transport: sockets per peer and thread (1 to 16; threads x this at "
+                   "most 64)");
 
 #define FLUSH_S 2.0 /* teardown: longest wait without progress for posted data to leave */
 

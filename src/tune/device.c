@@ -12,7 +12,8 @@
 #include "util/log.h"
 #include "util/param.h"
 
-static TUTTI_PARAM(min_nchannels, "NCCL_MIN_NCHANNELS", 1);
+static TUTTI_PARAM(min_nchannels, "NCCL_MIN_NCHANNELS", 1,
+                   "device calls: the fewest channels the schedules' kernel cuts a call into");
 
 /* The mapped kernel's lines: LL to its limit, then LL128, then simple
  * rounds; a protocol NCCL_PROTO leaves out passes its sizes to the next

@@ -16,6 +16,12 @@
 #include "tune/tune.h"
 #include "util/param.h"
 
+TUTTI_PARAM_STR(tune, "TUTTI_TUNE", NULL,
+                "items separated by ';': coll[,coll]:lo-hi:@algorithm[#lo-hi:@algorithm]... "
+                "or name=size (sizes in bytes; k, m, g, inf)",
+                "overrides the tuning table's rows and sizes (docs/tuning.md); its rows and "
+                "sizes are read once, checked at every communicator creation");
+
 /* "64k", "1M", "0", "inf" -> bytes; -1 when malformed. */
 static int parse_size(const char* s, size_t* out) {
   if (strcasecmp(s, "inf") == 0) {
@@ -162,8 +168,7 @@ static void load(void) {
   char err[256];
   /* A malformed TUTTI_TUNE is refused at init (tutti_tune_check): then
    * nothing of it applies. */
-  const int ok =
-      tutti_tune_parse_override(tutti_getenv("TUTTI_TUNE"), NULL, 0, set, err, sizeof err) >= 0;
+  const int ok = tutti_tune_parse_override(tutti_param_tune(), NULL, 0, set, err, sizeof err) >= 0;
   for (int k = 0; k < TUTTI_KNOB_COUNT; k++) {
     values[k] = ok && set[k] >= 0 ? set[k] : tutti_tune_knob_default((enum tutti_knob)k);
   }

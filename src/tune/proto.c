@@ -34,11 +34,15 @@ int tutti_tune_parse_proto(const char* spec) {
   return m == 0 ? TUTTI_PROTO_ALL : m; /* nothing usable left: as if unset, as NCCL does */
 }
 
+static TUTTI_PARAM_STR(proto, "NCCL_PROTO", NULL,
+                       "a comma list of LL, LL128, Simple (any case); a leading ^ leaves them out",
+                       "the protocols device calls may use, read once (unset: all)");
+
 static int protocols;
 static pthread_once_t proto_once = PTHREAD_ONCE_INIT;
 
 static void load_proto(void) {
-  protocols = tutti_tune_parse_proto(tutti_getenv("NCCL_PROTO"));
+  protocols = tutti_tune_parse_proto(tutti_param_proto());
 }
 
 int tutti_tune_protocols(void) {

@@ -157,7 +157,7 @@ static void load(void) {
   host_cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
   struct tutti_tune_rule rules[OVERRIDE_MAX];
   char err[256];
-  const char* spec = tutti_getenv("TUTTI_TUNE");
+  const char* spec = tutti_param_tune();
   int n = tutti_tune_parse_override(spec, rules, OVERRIDE_MAX, NULL, err, sizeof err);
   if (n < 0) {
     /* tutti_tune_check refuses the init; nothing of it is applied. */
@@ -173,7 +173,7 @@ static void load(void) {
 ncclResult_t tutti_tune_check(void) {
   struct tutti_tune_rule rules[OVERRIDE_MAX];
   char err[256];
-  const char* spec = tutti_getenv("TUTTI_TUNE");
+  const char* spec = tutti_param_tune();
   if (tutti_tune_parse_override(spec, rules, OVERRIDE_MAX, NULL, err, sizeof err) < 0) {
     return tutti_error(ncclInvalidArgument,
                        "TUTTI_TUNE=\"%s\": %s. The form is "

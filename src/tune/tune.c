@@ -87,10 +87,16 @@ void tutti_tune_parse_algo(const char* spec, unsigned allowed[TUTTI_COLL_COUNT])
   }
 }
 
+static TUTTI_PARAM_STR(algo, "NCCL_ALGO", NULL,
+                       "a comma list of Ring, Direct, Hier, Tree, Pull, Board, Mapped, CE or "
+                       "NCCL's names (any case); a leading ^ leaves them out; per collective: "
+                       "coll:list;coll:list",
+                       "the algorithms calls may use, read once (unset: all)");
+
 static int algo_named; /* NCCL_ALGO was given */
 
 static void load_algo_env(void) {
-  const char* spec = tutti_getenv("NCCL_ALGO");
+  const char* spec = tutti_param_algo();
   algo_named = spec != NULL && spec[0] != '\0';
   tutti_tune_parse_algo(spec, allowed_mask);
 }
@@ -105,7 +111,10 @@ unsigned tutti_tune_allowed(enum tutti_coll coll) {
   return allowed_mask[coll];
 }
 
-static TUTTI_PARAM(buffsize, "NCCL_BUFFSIZE", 1 << 20);
+static TUTTI_PARAM(buffsize, "NCCL_BUFFSIZE", 1 << 20,
+                   "bytes of each connection's queue (unset: 4 MB for host queues when every "
+                   "rank is alone on its host in a job of 2 to 9, for device queues 4 MB, 1 MB "
+                   "through the network proxy)");
 
 size_t tutti_tune_queue_bytes(int nranks, int nhosts) {
   /* Every rank alone on its host (all peers over the network) in a small

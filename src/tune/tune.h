@@ -68,6 +68,9 @@ int tutti_tune_knob_find(const char* name);
 int tutti_tune_knob_fits(enum tutti_knob k, int64_t v);
 int64_t tutti_tune_knob_default(enum tutti_knob k);
 
+/* TUTTI_TUNE's value now (environment or config file), NULL when unset. */
+const char* tutti_param_tune(void);
+
 /* Parses a TUTTI_TUNE value: its rows into at most `max` rules (none kept
  * when `rules` is NULL), its sizes into knobs[] (-1: not given; may be
  * NULL). The number of rows, or -1 with what is wrong in `err` (exposed

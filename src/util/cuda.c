@@ -29,7 +29,8 @@ typedef int (*cu_device_pci_fn)(char*, int, int);
 #define CU_MEMORYTYPE_DEVICE 2
 #define CUDA_ERROR_NOT_READY 600
 
-static TUTTI_PARAM(cuda_disable, "TUTTI_CUDA_DISABLE", 0);
+static TUTTI_PARAM(cuda_disable, "TUTTI_CUDA_DISABLE", 0,
+                   "1: never load the CUDA driver (host buffers only)");
 
 static struct {
   int ok;

@@ -11,6 +11,15 @@
 #include "util/check.h"
 #include "util/param.h"
 
+TUTTI_PARAM_STR(socket_ifname, "NCCL_SOCKET_IFNAME", NULL,
+                "a comma list of name prefixes; a leading ^ leaves them out, = makes the names "
+                "exact",
+                "the interfaces bootstrap, TCP and the socket network use (unset: any that is up "
+                "but docker, veth, virbr, br- and lo, loopback as a last resort)");
+static TUTTI_PARAM_STR(socket_family, "NCCL_SOCKET_FAMILY", NULL,
+                       "AF_INET (or 4), AF_INET6 (or 6); others are ignored with a warning",
+                       "the address family of those interfaces (unset: either, IPv4 first)");
+
 /* Names that look like an interface but rarely reach other hosts. */
 static const char* const decoys[] = {"docker", "veth", "virbr", "br-", "lo"};
 
@@ -40,7 +49,7 @@ int tutti_iface_match(const char* spec, const char* name) {
 }
 
 int tutti_iface_family(void) {
-  const char* f = tutti_getenv("NCCL_SOCKET_FAMILY");
+  const char* f = tutti_param_socket_family();
   if (f == NULL || *f == '\0') {
     return AF_UNSPEC;
   }
@@ -77,7 +86,7 @@ int tutti_iface_list(struct tutti_iface* out, int max) {
   if (getifaddrs(&all) != 0) {
     return -1;
   }
-  const char* spec = tutti_getenv("NCCL_SOCKET_IFNAME");
+  const char* spec = tutti_param_socket_ifname();
   int family = tutti_iface_family();
   int n = 0;
   /* Pass 1 takes loopback only when no rule was given and nothing else was found. */
@@ -152,8 +161,8 @@ ncclResult_t tutti_iface_pick(struct tutti_iface* out) {
                        strerror(errno));
   }
   if (n == 0) {
-    const char* spec = tutti_getenv("NCCL_SOCKET_IFNAME");
-    const char* fam = tutti_getenv("NCCL_SOCKET_FAMILY");
+    const char* spec = tutti_param_socket_ifname();
+    const char* fam = tutti_param_socket_family();
     char names[256];
     all_names(names, sizeof names);
     return tutti_error(ncclSystemError,

@@ -20,6 +20,9 @@ struct tutti_iface {
  * not a container / bridge decoy (docker, veth, virbr, br-, lo). */
 int tutti_iface_match(const char* spec, const char* name);
 
+/* NCCL_SOCKET_IFNAME's value (environment or config file), NULL when unset. */
+const char* tutti_param_socket_ifname(void);
+
 /* NCCL_SOCKET_FAMILY as AF_UNSPEC, AF_INET or AF_INET6. */
 int tutti_iface_family(void);
 

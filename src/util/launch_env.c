@@ -182,6 +182,10 @@ int tutti_launch_env_read_from(tutti_launch_env_get_fn get, void* ctx,
   return 1;
 }
 
+TUTTI_PARAM_STR(comm_id, "NCCL_COMM_ID", NULL, "host:port, [IPv6]:port",
+                "the bootstrap root's address: rank 0 starts it there, ncclGetUniqueId's id "
+                "names it (unset: tuttirun, torchrun, srun and mpirun's variables may set it)");
+
 /* NCCL_* through tutti_getenv (config files count, as for the library's
  * other parameters); launcher variables only from the real environment. */
 static const char* process_getenv(const char* name, void* ctx) {
@@ -200,7 +204,7 @@ int tutti_launch_env_read(struct tutti_launch_env* out) {
 }
 
 int tutti_launch_env_export_comm_id(const struct tutti_launch_env* env) {
-  const char* cur = tutti_getenv("NCCL_COMM_ID");
+  const char* cur = tutti_param_comm_id();
   if (env == NULL || env->comm_id[0] == '\0' || (cur != NULL && *cur != '\0')) {
     return 0;
   }

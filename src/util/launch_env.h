@@ -30,6 +30,9 @@ int tutti_launch_env_read_from(tutti_launch_env_get_fn get, void* ctx,
 /* The same on this process's environment. */
 int tutti_launch_env_read(struct tutti_launch_env* out);
 
+/* NCCL_COMM_ID's value now (environment or config file), NULL when unset. */
+const char* tutti_param_comm_id(void);
+
 /* Sets NCCL_COMM_ID to env->comm_id unless NCCL_COMM_ID is already set or
  * comm_id is empty, so that every rank's ncclGetUniqueId returns the same
  * id. Returns 1 when it set it, 0 when there was nothing to do, -1 on error. */

@@ -15,6 +15,19 @@
 #include <unistd.h>
 
 #include "nccl.h"
+#include "util/param.h"
+
+/* Read here with getenv, from the environment only: param.c logs through
+ * this file, so this one cannot read through it. */
+TUTTI_PARAM_STR_ENV(debug, "NCCL_DEBUG", NULL, "NONE, VERSION, WARN, INFO, ABORT, TRACE (any case)",
+                    "how much the library logs (unset: nothing)");
+TUTTI_PARAM_STR_ENV(debug_subsys, "NCCL_DEBUG_SUBSYS", NULL,
+                    "a comma list of INIT, COLL, P2P, SHM, NET, GRAPH, TUNING, ENV, ALLOC, CALL, "
+                    "PROXY, NVLS, BOOTSTRAP, REG, PROFILE, RAS, ALL; a leading ^ leaves them out",
+                    "which parts of the library log at INFO (unset: INIT, BOOTSTRAP, ENV)");
+TUTTI_PARAM_STR_ENV(debug_file, "NCCL_DEBUG_FILE", NULL,
+                    "a file name; %h: the host name, %p: the process id",
+                    "where the log goes when NCCL_DEBUG is set (unset: stdout)");
 
 int tutti_log_level_v = -1;
 static unsigned long log_mask = TUTTI_LOG_DEFAULT_SUBSYS;

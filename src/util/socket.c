@@ -20,7 +20,8 @@
 #include "util/param.h"
 
 /* Liveness of a connection's far host, in seconds (0: the kernel's defaults). */
-static TUTTI_PARAM_RANGE(heartbeat, "TUTTI_HEARTBEAT_S", 1, 0, 3600);
+static TUTTI_PARAM_INT32(heartbeat, "TUTTI_HEARTBEAT_S", 1, 0, 3600,
+                         "seconds between heartbeats on every TCP connection (0: none)");
 
 #define SLICE_MS 100 /* the longest a wait goes without looking at the abort flag */
 

@@ -28,6 +28,12 @@ const char* tutti_getenv(const char* name) {
   return getenv(name);
 }
 
+const char* tutti_param_str(const char* name, const char* deflt, int flags) {
+  (void)flags;
+  const char* v = getenv(name);
+  return v != NULL ? v : deflt;
+}
+
 int tutti_log_level_v = 0; /* launch_env's INFO lines stay silent here */
 
 void tutti_log_init(void) {}

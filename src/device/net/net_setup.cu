@@ -21,8 +21,12 @@ extern "C" {
 #include "util/socket.h"
 }
 
-static TUTTI_PARAM(net_p2p_disable, "NCCL_P2P_DISABLE", 0);
-static TUTTI_PARAM(net_shm_disable, "NCCL_SHM_DISABLE", 0);
+static TUTTI_PARAM(net_p2p_disable, "NCCL_P2P_DISABLE", 0,
+                   "1 with NCCL_SHM_DISABLE=1: device calls between GPUs of one host go "
+                   "through the network proxy");
+static TUTTI_PARAM(net_shm_disable, "NCCL_SHM_DISABLE", 0,
+                   "1 with NCCL_P2P_DISABLE=1: device calls between GPUs of one host go "
+                   "through the network proxy");
 
 #define NCONN (TD_NET_CHANNELS + 1) /* per peer: the channels, then the control comm */
 #define MAX_DEVS TD_NET_CHANNELS

@@ -20,7 +20,8 @@ extern "C" {
 }
 
 /* NCCL_CUMEM_ENABLE=0: regions from cudaMalloc, shared with CUDA IPC handles. */
-static TUTTI_PARAM(cumem_enable, "NCCL_CUMEM_ENABLE", 1);
+static TUTTI_PARAM(cumem_enable, "NCCL_CUMEM_ENABLE", 1,
+                   "0: device regions from cudaMalloc, shared with CUDA IPC handles");
 
 static struct {
   int ok;
