@@ -34,7 +34,7 @@ void tutti_wait_policy(struct tutti_exec_rank* er, int local_ranks) {
    * found nothing says the peer is not running, and on this core it may be
    * the very rank that must run (4 ranks on 2 cores: 32 B allreduce 4.12
    * against 6.13 us spinning 8 passes first, 2 KB 5.79 against 6.79;
-   * bench/RESULTS.md, "History of decisions"). */
+   * docs/history/results-diary.md, "Decisions"). */
   er->spin_max = spin >= 0 ? (int)spin : (oversubscribed ? 0 : 4096);
   er->spin_passes = spin >= 0 ? (int)spin : (oversubscribed ? 0 : 8);
   er->yield_passes = yield >= 0 ? (int)yield : (oversubscribed ? 1000 : 200);

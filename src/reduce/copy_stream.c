@@ -3,7 +3,7 @@
  * of its memory traffic is that read. Streaming stores write whole lines
  * without it, and do not push the data the copy reads out of the caches;
  * for outputs larger than the caches that makes copies ~1.3x faster here
- * (bench/RESULTS.md, "History of decisions"), for outputs that fit it would only evict them. */
+ * (docs/history/results-diary.md, "Decisions"), for outputs that fit it would only evict them. */
 #include <string.h>
 
 #include "reduce/reduce_impl.h"
