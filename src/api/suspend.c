@@ -36,6 +36,9 @@ static ncclResult_t change(struct ncclComm* comm, int resume) {
     clear_queued(comm);
     return res;
   }
+  /* ncclCommAbort from another thread ends the waits below, then waits
+   * for this call to leave before it frees the communicator. */
+  __atomic_fetch_add(&comm->active_calls, 1, __ATOMIC_SEQ_CST);
   if (comm->dev != NULL) {
     struct tutti_dev_setup ds;
     tutti_comm_dev_setup(comm, &ds);
@@ -52,6 +55,7 @@ static ncclResult_t change(struct ncclComm* comm, int resume) {
     tutti_comm_set_error(comm, res); /* a non-blocking one's job stores its result itself */
   }
   clear_queued(comm);
+  __atomic_fetch_sub(&comm->active_calls, 1, __ATOMIC_SEQ_CST);
   return res;
 }
 

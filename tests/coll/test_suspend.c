@@ -9,6 +9,8 @@
  *   test_suspend threads|procs   all of the above on 3 ranks
  *   test_suspend missing         rank 1 never suspends: rank 0's suspend
  *                                fails within TUTTI_TIMEOUT, naming why
+ *   test_suspend abort           the same, ended at once by ncclCommAbort from
+ *                                another thread
  *   test_suspend disabled        NCCL_DISABLE_MEM_MANAGER=1: all three refuse
  * Prints "N passed, N failed". */
 #include <pthread.h>
@@ -268,6 +270,48 @@ static void missing(struct tally* t, ncclUniqueId id, int n) {
   EXPECT_RES(t, ncclCommDestroy(comm), ncclSuccess);
 }
 
+struct suspender {
+  ncclComm_t comm;
+  ncclResult_t res;
+  double took;
+};
+
+static void* suspend_thread(void* arg) {
+  struct suspender* s = arg;
+  const double t0 = now_s();
+  s->res = ncclCommSuspend(s->comm, NCCL_SUSPEND_MEM);
+  s->took = now_s() - t0;
+  return NULL;
+}
+
+/* Rank 1 never suspends; rank 0's suspend, waiting for it on a thread, is
+ * ended by ncclCommAbort from another thread long before TUTTI_TIMEOUT
+ * (20 s in ctest). */
+static void aborted(struct tally* t, ncclUniqueId id, int n) {
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, n, id, t->rank) != ncclSuccess) {
+    EXPECT(t, 0, "init: %s", ncclGetLastError(NULL));
+    return;
+  }
+  allreduce_exact(t, comm, n, 0, "before the suspend");
+  if (t->rank == 1) {
+    sleep(5);
+    EXPECT_RES(t, ncclCommDestroy(comm), ncclSuccess);
+    return;
+  }
+  struct suspender s = {comm, ncclSuccess, 0};
+  pthread_t th;
+  if (pthread_create(&th, NULL, suspend_thread, &s) != 0) {
+    EXPECT(t, 0, "pthread_create failed");
+    return;
+  }
+  sleep(1);
+  EXPECT_RES(t, ncclCommAbort(comm), ncclSuccess);
+  pthread_join(th, NULL);
+  EXPECT(t, s.res != ncclSuccess && s.took < 3, "suspend ended by an abort: %d after %.1f s",
+         (int)s.res, s.took);
+}
+
 /* NCCL_DISABLE_MEM_MANAGER=1 (set by ctest): every call refuses. */
 static void disabled(struct tally* t, ncclUniqueId id, int n) {
   ncclComm_t comm;
@@ -287,7 +331,10 @@ static void disabled(struct tally* t, ncclUniqueId id, int n) {
 typedef void (*body_fn)(struct tally* t, ncclUniqueId id, int n);
 
 static body_fn pick(const char* mode) {
-  return strcmp(mode, "missing") == 0 ? missing : strcmp(mode, "disabled") == 0 ? disabled : body;
+  return strcmp(mode, "missing") == 0    ? missing
+         : strcmp(mode, "abort") == 0    ? aborted
+         : strcmp(mode, "disabled") == 0 ? disabled
+                                         : body;
 }
 
 struct run {
@@ -323,8 +370,8 @@ static void proc_rank(int rank, void* arg, long* passed, long* failed) {
 
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "threads";
-  struct run r = {pick(mode), strcmp(mode, "missing") == 0 ? 2 : NRANKS, 0, 0,
-                  PTHREAD_MUTEX_INITIALIZER};
+  const int pair = strcmp(mode, "missing") == 0 || strcmp(mode, "abort") == 0;
+  struct run r = {pick(mode), pair ? 2 : NRANKS, 0, 0, PTHREAD_MUTEX_INITIALIZER};
   if (strcmp(mode, "threads") == 0 || strcmp(mode, "disabled") == 0) {
     run_ranks(r.n, thread_rank, &r);
   } else {

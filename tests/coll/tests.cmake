@@ -109,7 +109,8 @@ endforeach()
 # ncclCommSuspend / ncclCommResume / ncclCommMemStats on host communicators:
 # cycles with exact allreduces, every error, groups, non-blocking
 # communicators, destroy and abort while suspended; a rank that never
-# suspends (TUTTI_TIMEOUT=2); NCCL_DISABLE_MEM_MANAGER.
+# suspends (TUTTI_TIMEOUT=2), or whose peer's suspend an abort ends;
+# NCCL_DISABLE_MEM_MANAGER.
 add_executable(test_suspend ${CMAKE_CURRENT_LIST_DIR}/test_suspend.c
                             ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
 target_include_directories(test_suspend PRIVATE ${CMAKE_SOURCE_DIR}/tests/common)
@@ -120,6 +121,8 @@ foreach(m threads procs)
 endforeach()
 add_test(NAME coll.suspend.missing COMMAND test_suspend missing)
 set_tests_properties(coll.suspend.missing PROPERTIES TIMEOUT 60 ENVIRONMENT "TUTTI_TIMEOUT=2")
+add_test(NAME coll.suspend.abort COMMAND test_suspend abort)
+set_tests_properties(coll.suspend.abort PROPERTIES TIMEOUT 60 ENVIRONMENT "TUTTI_TIMEOUT=20")
 add_test(NAME coll.suspend.disabled COMMAND test_suspend disabled)
 set_tests_properties(coll.suspend.disabled PROPERTIES TIMEOUT 60
   ENVIRONMENT "TUTTI_TIMEOUT=20;NCCL_DISABLE_MEM_MANAGER=1")
