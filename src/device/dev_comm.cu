@@ -170,10 +170,13 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
   }
   /* The counters and the device communicator in one allocation of their
    * own (zeroed), cuMem where the region is, so that a suspend can give it
-   * back and keep d_comm's address, which captured graphs hold. */
+   * back and keep d_comm's address, which captured graphs hold. Whole 2 MiB
+   * pages, which cuMem's granularity and cudaMalloc's pages take anyway:
+   * cudaMalloc then shares them with nothing, and the count (mem.cu) is
+   * what cudaMemGetInfo sees. */
   const size_t dcomm_off = (dc->lay.priv_total + 255) / 256 * 256;
-  NCCLCHECK(td_region_alloc(&dc->pvt, dc->dev,
-                            dcomm_off + sizeof(struct td_devcomm) + (size_t)n * sizeof(char*),
+  const size_t pvt_bytes = dcomm_off + sizeof(struct td_devcomm) + (size_t)n * sizeof(char*);
+  NCCLCHECK(td_region_alloc(&dc->pvt, dc->dev, (pvt_bytes + (2 << 20) - 1) / (2 << 20) * (2 << 20),
                             dc->side));
   dc->priv = dc->pvt.ptr;
   dc->d_comm = (struct td_devcomm*)(dc->pvt.ptr + dcomm_off);
