@@ -3,9 +3,10 @@
 # executor into build-gpu/ and runs tests/gpu/test_gpu in every mode
 # (processes, ranks sharing a GPU, one process for all GPUs, graph capture,
 # concurrent communicators, send/recv, large counts, device data through
-# the network proxy), then a short version
+# the network proxy), then suspend and resume measured with cudaMemGetInfo
+# (test_gpu_suspend: bench/suspend_mem.c --check), then a short version
 # under compute-sanitizer (memcheck and racecheck) when it is installed.
-# Usage: scripts/gpu-test.sh [MODE] [NRANKS]   (MODE: all, procs, shared, ...)
+# Usage: scripts/gpu-test.sh [MODE] [NRANKS]   (MODE: all, procs, shared, ..., suspend)
 # On a host without a GPU the suite reports itself skipped (exit 77).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,14 +16,25 @@ bin=build-gpu/tests/test_gpu
 [ -x "$bin" ] || bin=$(find build-gpu -name test_gpu -type f | head -n 1)
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
 set +e
-TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$bin" "${1:-all}" ${2:-}
-rc=$?
+rc=0
+sbin=build-gpu/tests/test_gpu_suspend
+[ -x "$sbin" ] || sbin=$(find build-gpu -name test_gpu_suspend -type f | head -n 1)
+if [ "${1:-all}" != suspend ]; then
+  TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$bin" "${1:-all}" ${2:-}
+  rc=$?
+fi
 if [ "${1:-all}" = all ] && [ -z "${2:-}" ]; then
   # More ranks than GPUs: 4 ranks on the mapped kernel (up to its size limit)
   # and the schedules' kernel, then every pair through the proxy.
   for m in procs ring ce net ll128 streams streams-net; do
     TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$bin" $m 4 || rc=1
   done
+fi
+if [ "${1:-all}" = all ] || [ "${1:-all}" = suspend ]; then
+  # Suspend and resume measured with cudaMemGetInfo (bench/suspend_mem.c --check).
+  TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$sbin" build-gpu/libnccl.so.2 all ${2:-2} --check
+  src=$?
+  [ $src -eq 0 ] || [ $src -eq 77 ] || rc=1
 fi
 set -e
 if [ $rc -eq 0 ] && [ "${TUTTI_SANITIZE_GPU:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then

@@ -78,7 +78,7 @@ static inline ncclResult_t check_fits(const struct ncclComm* comm, const struct 
 }
 
 static ncclResult_t check_call(struct ncclComm* comm, struct call* c) {
-  NCCLCHECK(tutti_comm_check(comm, c->fn));
+  NCCLCHECK(tutti_comm_check_active(comm, c->fn));
   /* After a failed collective every call fails with its cause, as on the
    * peers: the ranks no longer agree on where they are. */
   NCCLCHECK(tutti_agree_sticky(&comm->er));

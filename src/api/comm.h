@@ -50,6 +50,8 @@ struct ncclComm {
 
   volatile int abort_flag;
   int finalized;
+  int suspended;            /* ncclCommSuspend ran, ncclCommResume not yet (read with __atomic) */
+  int suspend_queued;       /* a suspend or resume of it waits in a group, or runs */
   int active_calls;         /* calls inside the library now; abort waits for them */
   ncclResult_t async_error; /* read from any thread with __atomic */
   pthread_mutex_t error_lock;
@@ -73,6 +75,13 @@ ncclResult_t tutti_comm_check_handle(struct ncclComm* comm, const char* what);
 /* Checks a handle passed by the user: non-NULL, alive, initialized, not
  * aborted. `what` names the calling function for the error text. */
 ncclResult_t tutti_comm_check(struct ncclComm* comm, const char* what);
+
+/* As tutti_comm_check, and not suspended: for calls that use what a
+ * suspend gives back (collectives, point-to-point, registration). */
+ncclResult_t tutti_comm_check_active(struct ncclComm* comm, const char* what);
+
+/* What the device executor needs of the communicator (its setup, a suspend). */
+void tutti_comm_dev_setup(struct ncclComm* comm, struct tutti_dev_setup* ds);
 
 /* Records an operation's failure on the communicator (sticky async error). */
 void tutti_comm_set_error(struct ncclComm* comm, ncclResult_t res);

@@ -14,9 +14,11 @@
 
 struct job {
   struct ncclComm* comm;
-  ncclComm_t* out;       /* cleared when a blocking init fails */
-  tutti_group_job_fn fn; /* NULL: communicator init */
+  ncclComm_t* out;         /* cleared when a blocking init fails */
+  tutti_group_job_fn fn;   /* NULL: communicator init */
+  tutti_group_job_fn drop; /* undoes a job that will not run */
   void* arg;
+  int async; /* fn honours a non-blocking communicator (tutti_group_add_comm_job) */
   int nranks;
   int rank;
   ncclUniqueId id;
@@ -65,6 +67,49 @@ static void* nonblocking_init_main(void* p) {
   return NULL;
 }
 
+/* A non-blocking communicator's job: its result becomes the communicator's
+ * asynchronous error (ncclInProgress until then). */
+static void* nonblocking_job_main(void* p) {
+  struct job* j = p;
+  job_main(j);
+  if (j->res != ncclSuccess) {
+    pthread_mutex_lock(&j->comm->error_lock);
+    snprintf(j->comm->last_error, sizeof j->comm->last_error, "%s", j->err);
+    pthread_mutex_unlock(&j->comm->error_lock);
+  }
+  __atomic_store_n(&j->comm->async_error, j->res, __ATOMIC_SEQ_CST);
+  free(j);
+  return NULL;
+}
+
+/* Starts a non-blocking communicator's init or job on its own thread. */
+static ncclResult_t start_nonblocking(struct job* j) {
+  struct ncclComm* comm = j->comm;
+  if (comm->init_thread_live) {
+    /* The previous one has finished: its communicator was ready. */
+    pthread_join(comm->init_thread, NULL);
+    comm->init_thread_live = 0;
+  }
+  struct job* copy = malloc(sizeof *copy);
+  if (copy == NULL) {
+    return tutti_error(ncclSystemError, "out of host memory");
+  }
+  *copy = *j;
+  if (j->async) {
+    __atomic_store_n(&comm->async_error, ncclInProgress, __ATOMIC_SEQ_CST);
+  }
+  if (pthread_create(&comm->init_thread, NULL,
+                     j->async ? nonblocking_job_main : nonblocking_init_main, copy) != 0) {
+    free(copy);
+    if (j->async) {
+      __atomic_store_n(&comm->async_error, ncclSuccess, __ATOMIC_SEQ_CST);
+    }
+    return tutti_error(ncclSystemError, "could not start a thread for a non-blocking call");
+  }
+  comm->init_thread_live = 1;
+  return ncclInProgress;
+}
+
 static void free_ops(void) {
   for (int i = 0; i < grp.nops; i++) {
     tutti_op_put(grp.ops[i].op); /* NULL once run_ops returned it */
@@ -77,6 +122,9 @@ static void free_ops(void) {
 /* A failed or simulated group runs nothing: queued inits are undone. */
 static void drop_queued(void) {
   for (int i = 0; i < grp.njobs; i++) {
+    if (grp.jobs[i].drop != NULL) {
+      grp.jobs[i].drop(grp.jobs[i].arg);
+    }
     if (grp.jobs[i].fn == NULL) {
       tutti_comm_free(grp.jobs[i].comm);
       if (grp.jobs[i].out != NULL) {
@@ -91,31 +139,32 @@ static void drop_queued(void) {
   grp.error = ncclSuccess;
 }
 
-/* Runs blocking jobs concurrently; a non-blocking communicator's init goes
- * on in the background and reports through ncclCommGetAsyncError. */
+/* Runs blocking jobs concurrently; a non-blocking communicator's init (or
+ * suspend, resume) goes on in the background and reports through
+ * ncclCommGetAsyncError. */
 static ncclResult_t run_jobs(struct job* jobs, int n) {
   ncclResult_t res = ncclSuccess;
   int in_progress = 0;
   for (int i = 0; i < n; i++) {
     struct job* j = &jobs[i];
-    if (j->fn == NULL && !j->comm->blocking) {
-      struct job* copy = malloc(sizeof *copy);
-      if (copy != NULL) {
-        *copy = *j;
+    if ((j->fn == NULL || j->async) && !j->comm->blocking) {
+      j->res = start_nonblocking(j);
+      if (j->res == ncclInProgress) {
+        in_progress = 1;
+      } else {
+        snprintf(j->err, sizeof j->err, "%s", tutti_last_error());
+        if (j->drop != NULL) {
+          j->drop(j->arg);
+        }
       }
-      if (copy == NULL ||
-          pthread_create(&j->comm->init_thread, NULL, nonblocking_init_main, copy) != 0) {
-        free(copy);
-        j->res = tutti_error(ncclSystemError, "could not start the init thread");
-        continue;
-      }
-      j->comm->init_thread_live = 1;
-      j->res = ncclInProgress;
-      in_progress = 1;
     } else if (n == 1) {
       job_main(j);
     } else if (pthread_create(&j->thread, NULL, job_main, j) != 0) {
       j->res = tutti_error(ncclSystemError, "could not start an init thread");
+      snprintf(j->err, sizeof j->err, "%s", tutti_last_error());
+      if (j->drop != NULL) {
+        j->drop(j->arg);
+      }
     } else {
       j->threaded = 1;
     }
@@ -171,16 +220,41 @@ ncclResult_t tutti_group_add_init(struct ncclComm* comm, ncclComm_t* out, int nr
   return push_job(&j);
 }
 
-ncclResult_t tutti_group_add_job(struct ncclComm* comm, tutti_group_job_fn fn, void* arg) {
+static ncclResult_t add_job(struct ncclComm* comm, tutti_group_job_fn fn, tutti_group_job_fn drop,
+                            void* arg, int async) {
   struct job j;
   memset(&j, 0, sizeof j);
   j.comm = comm;
   j.fn = fn;
+  j.drop = drop;
   j.arg = arg;
+  j.async = async;
   if (grp.depth == 0) {
     return run_jobs(&j, 1);
   }
-  return push_job(&j);
+  ncclResult_t res = push_job(&j);
+  if (res != ncclSuccess && drop != NULL) {
+    drop(arg);
+  }
+  return res;
+}
+
+ncclResult_t tutti_group_add_job(struct ncclComm* comm, tutti_group_job_fn fn, void* arg) {
+  return add_job(comm, fn, NULL, arg, 0);
+}
+
+ncclResult_t tutti_group_add_comm_job(struct ncclComm* comm, tutti_group_job_fn fn,
+                                      tutti_group_job_fn drop, void* arg) {
+  return add_job(comm, fn, drop, arg, 1);
+}
+
+int tutti_group_has_ops(const struct ncclComm* comm) {
+  for (int i = 0; i < grp.nops; i++) {
+    if (grp.ops[i].comm == comm) {
+      return 1;
+    }
+  }
+  return 0;
 }
 
 /* Enqueues the device operations among `q`: one launch per communicator,

@@ -17,6 +17,17 @@ ncclResult_t tutti_group_add_init(struct ncclComm* comm, ncclComm_t* out, int nr
 typedef ncclResult_t (*tutti_group_job_fn)(void* arg);
 ncclResult_t tutti_group_add_job(struct ncclComm* comm, tutti_group_job_fn fn, void* arg);
 
+/* A job on `comm` that honours its non-blocking mode (ncclCommSuspend,
+ * ncclCommResume): on a non-blocking communicator it runs on a thread of
+ * its own, ncclGroupEnd returns ncclInProgress and the communicator's
+ * asynchronous error becomes the job's result. `drop` (may be NULL) undoes
+ * the job's queuing when its group fails before running it. */
+ncclResult_t tutti_group_add_comm_job(struct ncclComm* comm, tutti_group_job_fn fn,
+                                      tutti_group_job_fn drop, void* arg);
+
+/* Whether this thread's open group holds operations of `comm`. */
+int tutti_group_has_ops(const struct ncclComm* comm);
+
 /* Queues (or runs) an operation; the group owns `op` from here on. */
 ncclResult_t tutti_group_add_op(struct tutti_op* op, struct ncclComm* comm, cudaStream_t stream);
 

@@ -238,10 +238,8 @@ ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUnique
   NCCLCHECKGOTO(tutti_bootstrap_allgather(comm->boot, comm->peers, sizeof *comm->peers), res, fail);
   NCCLCHECKGOTO(connect_ranks(comm), res, fail);
   tutti_topo_log(&comm->tc);
-  struct tutti_dev_setup ds = {comm->rank,          comm->nranks,  comm->cuda_dev,
-                               comm->peers,         comm->host_of, comm->boot,
-                               tutti_timeout_s(),   comm->secret,  comm->comm_hash,
-                               comm->tc.peer_bells, comm->tc.bell};
+  struct tutti_dev_setup ds;
+  tutti_comm_dev_setup(comm, &ds);
   NCCLCHECKGOTO(tutti_dev_comm_create(&ds, &comm->dev, comm->dev_why, sizeof comm->dev_why), res,
                 fail);
   comm->dev_mem_bytes = comm->dev != NULL ? tutti_cuda_device_mem(comm->cuda_dev) : 0;
@@ -255,6 +253,13 @@ ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUnique
 fail:
   tutti_comm_set_error(comm, res);
   return res;
+}
+
+void tutti_comm_dev_setup(struct ncclComm* comm, struct tutti_dev_setup* ds) {
+  *ds = (struct tutti_dev_setup){comm->rank,          comm->nranks,  comm->cuda_dev,
+                                 comm->peers,         comm->host_of, comm->boot,
+                                 tutti_timeout_s(),   comm->secret,  comm->comm_hash,
+                                 comm->tc.peer_bells, comm->tc.bell};
 }
 
 ncclResult_t tutti_comm_check_handle(struct ncclComm* comm, const char* what) {
@@ -274,12 +279,29 @@ ncclResult_t tutti_comm_check(struct ncclComm* comm, const char* what) {
   ncclResult_t state = __atomic_load_n(&comm->async_error, __ATOMIC_SEQ_CST);
   if (state == ncclInProgress) {
     return tutti_error(ncclInvalidUsage,
-                       "%s: comm %p is still initializing: wait until ncclCommGetAsyncError "
-                       "reports ncclSuccess",
+                       "%s: comm %p is still initializing, suspending or resuming: wait until "
+                       "ncclCommGetAsyncError reports ncclSuccess",
                        what, (void*)comm);
   }
   if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE)) {
     return tutti_error(ncclInvalidUsage, "%s: comm %p was aborted", what, (void*)comm);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t tutti_comm_check_active(struct ncclComm* comm, const char* what) {
+  NCCLCHECK(tutti_comm_check(comm, what));
+  if (__atomic_load_n(&comm->suspended, __ATOMIC_ACQUIRE)) {
+    return tutti_error(ncclInvalidUsage,
+                       "%s: comm %p is suspended: call ncclCommResume (in a group of its own) "
+                       "before using it",
+                       what, (void*)comm);
+  }
+  if (__atomic_load_n(&comm->suspend_queued, __ATOMIC_ACQUIRE)) {
+    return tutti_error(ncclInvalidUsage,
+                       "%s: comm %p has a ncclCommSuspend queued in this group: end the group "
+                       "before using it",
+                       what, (void*)comm);
   }
   return ncclSuccess;
 }

@@ -48,7 +48,7 @@ NCCL_API ncclResult_t ncclMemFree(void* ptr) {
  * handle only records the range (and is checked on deregistration). */
 NCCL_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size,
                                        void** handle) {
-  NCCLCHECK(tutti_comm_check(comm, "ncclCommRegister"));
+  NCCLCHECK(tutti_comm_check_active(comm, "ncclCommRegister"));
   if (handle == NULL || (buff == NULL && size > 0)) {
     return tutti_error(ncclInvalidArgument, "ncclCommRegister: buff or handle is NULL");
   }
@@ -83,7 +83,7 @@ NCCL_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t
   (void)buff;
   (void)size;
   (void)winFlags;
-  NCCLCHECK(tutti_comm_check(comm, "ncclCommWindowRegister"));
+  NCCLCHECK(tutti_comm_check_active(comm, "ncclCommWindowRegister"));
   if (win != NULL) {
     *win = NULL;
   }

@@ -66,12 +66,11 @@ static void release(struct tutti_dev_comm* dc) {
     td_host_region_unmap(&dc->hosts[p]);
   }
   td_region_free(&dc->own);
-  cudaFree(dc->priv);
+  td_region_free(&dc->pvt); /* priv and d_comm */
   free(dc->hosts);
   if (dc->shm_name[0] != '\0') {
     shm_unlink(dc->shm_name);
   }
-  cudaFree(dc->d_comm);
   cudaFree(dc->scratch);
   for (int i = 0; i < dc->nretired; i++) {
     cudaFree(dc->retired[i]);
@@ -103,6 +102,7 @@ static void release(struct tutti_dev_comm* dc) {
 
   free(dc->base);
   free(dc->mapped);
+  free(dc->ex);
   free(dc->remote);
   free(dc->launch_bufs);
   free(dc->turns);
@@ -172,8 +172,18 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
     NCCLCHECK(td_region_alloc(&dc->own, dc->dev, dc->lay.total, dc->side));
     dc->region = dc->own.ptr;
   }
-  CUDACHECK(cudaMalloc((void**)&dc->priv, dc->lay.priv_total), "cudaMalloc of the counters");
-  CUDACHECK(cudaMemsetAsync(dc->priv, 0, dc->lay.priv_total, dc->side), "cudaMemsetAsync");
+  /* The counters and the device communicator in one allocation of their
+   * own (zeroed), cuMem where the region is, so that a suspend can give it
+   * back and keep d_comm's address, which captured graphs hold. Whole 2 MiB
+   * pages, which cuMem's granularity and cudaMalloc's pages take anyway:
+   * cudaMalloc then shares them with nothing, and the count (mem.cu) is
+   * what cudaMemGetInfo sees. */
+  const size_t dcomm_off = (dc->lay.priv_total + 255) / 256 * 256;
+  const size_t pvt_bytes = dcomm_off + sizeof(struct td_devcomm) + (size_t)n * sizeof(char*);
+  NCCLCHECK(td_region_alloc(&dc->pvt, dc->dev, (pvt_bytes + (2 << 20) - 1) / (2 << 20) * (2 << 20),
+                            dc->side));
+  dc->priv = dc->pvt.ptr;
+  dc->d_comm = (struct td_devcomm*)(dc->pvt.ptr + dcomm_off);
   CUDACHECK(cudaHostAlloc((void**)&dc->host_flags, 64, cudaHostAllocMapped | cudaHostAllocPortable),
             "cudaHostAlloc");
   memset(dc->host_flags, 0, 64);
@@ -295,11 +305,11 @@ static ncclResult_t setup(struct tutti_dev_comm* dc, const struct tutti_dev_setu
     dc->shm_name[0] = '\0';
   }
   free(oks);
-  free(ex);
+  dc->ex = ex; /* a resume maps the peers again from it */
   return res;
 }
 
-static ncclResult_t publish(struct tutti_dev_comm* dc) {
+ncclResult_t td_publish(struct tutti_dev_comm* dc) {
   size_t bytes = sizeof(struct td_devcomm) + (size_t)dc->nranks * sizeof(char*);
   struct td_devcomm* h = (struct td_devcomm*)calloc(1, bytes);
   if (h == NULL) {
@@ -318,9 +328,6 @@ static ncclResult_t publish(struct tutti_dev_comm* dc) {
   h->error = dflags + TD_FLAG_STOP;
   h->kstate = dflags + TD_FLAG_STARTED;
   memcpy(h->base, dc->base, (size_t)dc->nranks * sizeof(char*));
-  if (e == cudaSuccess) {
-    e = cudaMalloc((void**)&dc->d_comm, bytes);
-  }
   if (e == cudaSuccess) {
     e = cudaMemcpyAsync(dc->d_comm, h, bytes, cudaMemcpyHostToDevice, dc->side);
   }
@@ -379,7 +386,7 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
                          ? tutti_error(ncclSystemError, "out of host memory")
                          : setup(dc, s, why, why_len, &mapped);
   if (res == ncclSuccess && mapped) {
-    res = publish(dc);
+    res = td_publish(dc);
   }
   if (res == ncclSuccess && mapped) {
     res = td_net_start(dc);
@@ -412,6 +419,7 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
        "device executor: %d channels, %d threads, queues of %zu bytes per peer and "
        "channel, %.1f MB on GPU %d",
        dc->nch, dc->nthreads, (size_t)dc->lay.queue_bytes, (double)dc->lay.total / 1e6, dc->dev);
+  td_mem_log(dc);
   td_dev_leave(&g);
   *out = dc;
   return ncclSuccess;
@@ -447,8 +455,8 @@ extern "C" void tutti_dev_comm_destroy(struct tutti_dev_comm* dc) {
     __atomic_store_n(&dc->host_flags[TD_FLAG_ABORT], 1, __ATOMIC_SEQ_CST);
     quiet = td_order_quiesce(dc, 5);
   }
-  if (quiet && !aborted) {
-    td_drain(dc);
+  if (quiet && !aborted && !dc->suspended) {
+    td_drain(dc); /* a suspended communicator has drained, and its region is gone */
   }
   td_net_free(dc); /* forwards what peers are still owed, then closes */
   (void)cudaGetLastError();

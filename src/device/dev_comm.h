@@ -21,8 +21,9 @@ struct tutti_dev_comm {
   size_t slot_bytes;
   struct td_layout lay;
   struct td_region own;         /* this rank's region on its GPU (not in host mode) */
+  struct td_region pvt;         /* its GPU memory of its own: priv, then d_comm */
   char* region;                 /* this rank's shared region, as kernels address it */
-  char* priv;                   /* this rank's private counters (GPU memory) */
+  char* priv;                   /* this rank's private counters (in pvt) */
   int host_mode;                /* shared regions in host memory (NCCL_P2P_DISABLE, network) */
   int ll128;                    /* LL128 inboxes: all on NVLink (or one GPU), some rank asks */
   int net;                      /* some peers are reached through the proxy (net/) */
@@ -32,9 +33,10 @@ struct tutti_dev_comm {
   char shm_name[TD_HOST_REGION_NAME]; /* this rank's segment in host mode, until unlinked */
   char** base;                        /* [nranks]: every region as mapped here */
   struct td_region* mapped;           /* [nranks]: peer processes' regions mapped here */
-  struct td_devcomm* d_comm;
-  int* host_flags; /* pinned, mapped: [TD_FLAG_*] (work.h) */
-  int32_t* pids;   /* [nranks]: peers' processes on this host (0: elsewhere) */
+  struct td_export* ex;               /* [nranks]: what each rank published of its region */
+  struct td_devcomm* d_comm;          /* in pvt: its address is in captured graphs */
+  int* host_flags;                    /* pinned, mapped: [TD_FLAG_*] (work.h) */
+  int32_t* pids;                      /* [nranks]: peers' processes on this host (0: elsewhere) */
   struct tutti_doorbell* const*
       bells; /* [nranks]: peers' doorbells (stand-ins for network peers) */
   const struct tutti_doorbell* own_bell; /* this rank's calls (exec/agree.c) */
@@ -64,6 +66,11 @@ struct tutti_dev_comm {
   int scratch_in_graph;   /* a captured graph holds the scratch's address */
   void** retired;         /* scratch buffers graphs may still use: freed at destroy */
   int nretired;
+  size_t retired_bytes;
+  /* ncclCommSuspend (suspend.cu): memory given back, and what the
+   * communicator held then (tutti_dev_comm_mem reports it meanwhile). */
+  int suspended;
+  struct tutti_dev_mem held;
   void* launch_bufs; /* the kernel parameters being filled (struct td_launch_bufs) */
   uint16_t* turns;   /* [TD_MAX_CHANNELS][2 * nranks]: turns handed out while filling */
   double timeout_s;
@@ -117,6 +124,11 @@ int td_order_quiesce(struct tutti_dev_comm* dc, double limit);
 void* td_watch_main(void* arg);
 /* Waits (bounded) until every slot this rank sent was freed by its receiver. */
 void td_drain(struct tutti_dev_comm* dc);
+/* Writes the device communicator (d_comm) from the host's view: every
+ * region's address, the private counters, the flags (dev_comm.cu). */
+ncclResult_t td_publish(struct tutti_dev_comm* dc);
+/* Logs every allocation the communicator holds (NCCL_DEBUG_SUBSYS=ALLOC; mem.cu). */
+void td_mem_log(struct tutti_dev_comm* dc);
 
 /* Kernel parameters of both sizes, filled on the host before each launch. */
 struct td_launch_bufs {

@@ -67,6 +67,31 @@ ncclResult_t tutti_dev_comm_error(struct tutti_dev_comm* dc);
  * them runs after them, as the issue order says. ncclSuccess, or why not. */
 ncclResult_t tutti_dev_comm_wait(struct tutti_dev_comm* dc);
 
+/* The memory a device communicator holds, as cudaMemGetInfo and the
+ * system count it (cuMem allocations at their granularity, cudaMalloc's in
+ * whole 2 MiB pages, host memory in pages): on its GPU and pinned on the
+ * host, what ncclCommSuspend gives back and what stays (persist). Imported
+ * peer memory is its owner's. */
+struct tutti_dev_mem {
+  uint64_t dev_suspend;
+  uint64_t dev_persist;
+  uint64_t host_suspend;
+  uint64_t host_persist;
+};
+/* What `dc` holds; while suspended, what it held when suspended. */
+void tutti_dev_comm_mem(struct tutti_dev_comm* dc, struct tutti_dev_mem* m);
+
+/* Collective (ncclCommSuspend at its group's end): waits, bounded by
+ * TUTTI_TIMEOUT, until the communicator's device work is done on every
+ * rank, stops the network proxy, and gives back the device and pinned host
+ * memory it can while keeping the addresses kernels and captured graphs
+ * use. On failure the communicator is unusable (destroy it). */
+ncclResult_t tutti_dev_comm_suspend(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s);
+/* Collective (ncclCommResume): the memory back at the same addresses, peers'
+ * memory mapped again, the proxy connected again: the device executor as
+ * freshly set up, every counter at zero on every rank. */
+ncclResult_t tutti_dev_comm_resume(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s);
+
 /* The most device operations of one communicator a group may hold: they
  * run as one launch (the large kernel parameters, work.h, hold as many). */
 #define TUTTI_DEV_MAX_OPS 32

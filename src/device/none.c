@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "device/device.h"
+#include "util/check.h"
 
 int tutti_dev_compiled(void) {
   return 0;
@@ -63,4 +64,23 @@ ncclResult_t tutti_dev_mem_alloc(void** ptr, size_t size) {
 ncclResult_t tutti_dev_mem_free(void* ptr) {
   (void)ptr;
   return ncclInternalError;
+}
+
+void tutti_dev_comm_mem(struct tutti_dev_comm* dc, struct tutti_dev_mem* m) {
+  (void)dc;
+  *m = (struct tutti_dev_mem){0, 0, 0, 0};
+}
+
+/* Never reached: without the device executor no communicator has a device
+ * part (the API suspends host communicators itself). */
+ncclResult_t tutti_dev_comm_suspend(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s) {
+  (void)dc;
+  (void)s;
+  return tutti_error(ncclInternalError, "this build of tutti has no device executor to suspend");
+}
+
+ncclResult_t tutti_dev_comm_resume(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s) {
+  (void)dc;
+  (void)s;
+  return tutti_error(ncclInternalError, "this build of tutti has no device executor to resume");
 }

@@ -105,3 +105,24 @@ foreach(c ${TUTTI_ORDERED_CASES})
   add_test(NAME coll.ordered.${name} COMMAND test_ordered ${mode} ${ranks} ${expect})
   set_tests_properties(coll.ordered.${name} PROPERTIES TIMEOUT 600 ENVIRONMENT "${env}")
 endforeach()
+
+# ncclCommSuspend / ncclCommResume / ncclCommMemStats on host communicators:
+# cycles with exact allreduces, every error, groups, non-blocking
+# communicators, destroy and abort while suspended; a rank that never
+# suspends (TUTTI_TIMEOUT=2), or whose peer's suspend an abort ends;
+# NCCL_DISABLE_MEM_MANAGER.
+add_executable(test_suspend ${CMAKE_CURRENT_LIST_DIR}/test_suspend.c
+                            ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+target_include_directories(test_suspend PRIVATE ${CMAKE_SOURCE_DIR}/tests/common)
+target_link_libraries(test_suspend PRIVATE tutti_static)
+foreach(m threads procs)
+  add_test(NAME coll.suspend.${m} COMMAND test_suspend ${m})
+  set_tests_properties(coll.suspend.${m} PROPERTIES TIMEOUT 120 ENVIRONMENT "TUTTI_TIMEOUT=20")
+endforeach()
+add_test(NAME coll.suspend.missing COMMAND test_suspend missing)
+set_tests_properties(coll.suspend.missing PROPERTIES TIMEOUT 60 ENVIRONMENT "TUTTI_TIMEOUT=2")
+add_test(NAME coll.suspend.abort COMMAND test_suspend abort)
+set_tests_properties(coll.suspend.abort PROPERTIES TIMEOUT 60 ENVIRONMENT "TUTTI_TIMEOUT=20")
+add_test(NAME coll.suspend.disabled COMMAND test_suspend disabled)
+set_tests_properties(coll.suspend.disabled PROPERTIES TIMEOUT 60
+  ENVIRONMENT "TUTTI_TIMEOUT=20;NCCL_DISABLE_MEM_MANAGER=1")

@@ -23,6 +23,19 @@ if(TUTTI_HAVE_CUDA)
   set_tests_properties(gpu.ordered PROPERTIES TIMEOUT 1800 SKIP_RETURN_CODE 77
     ENVIRONMENT "TUTTI_TIMEOUT=60;NCCL_NVLS_ENABLE=0")
 
+  # ncclCommSuspend / ncclCommResume / ncclCommMemStats on device buffers,
+  # measured with cudaMemGetInfo: bench/suspend_mem.c on tutti's
+  # libnccl.so.2 with --check, every mode (processes sharing GPU memory, ranks
+  # as hosts through the network proxy, NCCL_P2P_DISABLE, NCCL_CUMEM_ENABLE=0).
+  add_executable(test_gpu_suspend ${CMAKE_SOURCE_DIR}/bench/suspend_mem.c)
+  target_include_directories(test_gpu_suspend PRIVATE ${CMAKE_SOURCE_DIR}/include
+    ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_libraries(test_gpu_suspend PRIVATE CUDA::cudart ${CMAKE_DL_LIBS})
+  add_dependencies(test_gpu_suspend tutti_as_nccl)
+  add_test(NAME gpu.suspend COMMAND test_gpu_suspend $<TARGET_FILE:tutti_as_nccl> all 2 --check)
+  set_tests_properties(gpu.suspend PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
+    ENVIRONMENT "TUTTI_TIMEOUT=60;NCCL_NVLS_ENABLE=0")
+
   # The device region's layout, checked on the host (no GPU needed).
   add_executable(test_dev_layout ${CMAKE_CURRENT_LIST_DIR}/test_layout.cu
     ${CMAKE_SOURCE_DIR}/tests/common/harness.c)

@@ -221,6 +221,7 @@ static ncclResult_t ensure_scratch(struct tutti_dev_comm* dc, size_t bytes, cuda
     }
     dc->retired = r;
     dc->retired[dc->nretired++] = dc->scratch;
+    dc->retired_bytes += dc->scratch_cap;
   } else if (e == cudaSuccess && dc->scratch != NULL) {
     e = cudaStreamWaitEvent(stream, dc->scratch_ev, 0);
     e = e == cudaSuccess ? cudaFreeAsync(dc->scratch, stream) : e;
@@ -394,6 +395,14 @@ static void plan_launch(const struct tutti_dev_comm* dc, const struct tutti_dev_
 extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops,
                                          int nops) {
   NCCLCHECK(tutti_dev_comm_error(dc));
+  if (dc->suspended) {
+    /* Its memory is gone: a kernel would fault. The API refuses such calls
+     * first; this guards the device whatever the caller. */
+    return tutti_error(ncclInvalidUsage,
+                       "rank %d: the communicator is suspended: call ncclCommResume before using "
+                       "it",
+                       dc->rank);
+  }
   struct td_dev_guard g;
   td_dev_enter(&g, dc->dev);
   struct td_order_at at;

@@ -53,20 +53,46 @@ ncclResult_t td_host_region_map(const char* name, size_t bytes, int create,
   if (create) {
     memset(p, 0, bytes);
   }
-  cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
-  if (e == cudaSuccess) {
-    r->registered = 1;
-    e = cudaHostGetDevicePointer((void**)&r->dev, p, 0);
-  }
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
+  ncclResult_t res = td_host_region_repin(r);
+  if (res != ncclSuccess) {
     td_host_region_unmap(r);
     if (create) {
       shm_unlink(name);
     }
+  }
+  return res;
+}
+
+ncclResult_t td_host_region_repin(struct td_host_region* r) {
+  cudaError_t e =
+      cudaHostRegister(r->host, r->bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+  if (e == cudaSuccess) {
+    r->registered = 1;
+    e = cudaHostGetDevicePointer((void**)&r->dev, r->host, 0);
+  }
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
     return tutti_error(ncclUnhandledCudaError,
-                       "registering host memory for GPU queues failed: %s (%s)",
-                       cudaGetErrorString(e), cudaGetErrorName(e));
+                       "registering %zu bytes of host memory for GPU queues failed: %s (%s)",
+                       r->bytes, cudaGetErrorString(e), cudaGetErrorName(e));
+  }
+  return ncclSuccess;
+}
+
+void td_host_region_unpin(struct td_host_region* r) {
+  if (r->registered) {
+    cudaHostUnregister(r->host);
+    r->registered = 0;
+  }
+}
+
+ncclResult_t td_host_region_punch(struct td_host_region* r) {
+  /* Frees the shared memory file's pages, and so every process's view of
+   * them (the file was unlinked at setup: only the mappings hold it). */
+  if (r->host != NULL && madvise(r->host, r->bytes, MADV_REMOVE) != 0) {
+    return tutti_error(ncclSystemError,
+                       "giving back %zu bytes of host memory of GPU queues failed: %s", r->bytes,
+                       strerror(errno));
   }
   return ncclSuccess;
 }

@@ -26,4 +26,13 @@ ncclResult_t td_host_region_map(const char* name, size_t bytes, int create,
                                 struct td_host_region* r);
 void td_host_region_unmap(struct td_host_region* r);
 
+/* Suspending (device/suspend.cu): the mapping stays, so its address does
+ * too; the pages are unpinned, then given back by the segment's owner once
+ * every rank unpinned its mapping (a page still pinned elsewhere would stay
+ * in use there); pinning again later finds zeroed pages. */
+void td_host_region_unpin(struct td_host_region* r);
+ncclResult_t td_host_region_punch(struct td_host_region* r);
+/* Pins a mapping again; r->dev, the address kernels use, may change. */
+ncclResult_t td_host_region_repin(struct td_host_region* r);
+
 #endif

@@ -250,9 +250,13 @@ ncclResult_t td_region_grant(char* ptr, size_t size, int dev) {
 void td_region_free(struct td_region* r) {
   switch (r->kind) {
     case TD_REGION_CUMEM:
-      cu.unmap((CUdeviceptr)(uintptr_t)r->ptr, r->size);
+      if (!r->released) {
+        cu.unmap((CUdeviceptr)(uintptr_t)r->ptr, r->size);
+      }
       cu.addr_free((CUdeviceptr)(uintptr_t)r->ptr, r->size);
-      cu.release((CUmemGenericAllocationHandle)r->handle);
+      if (!r->released) {
+        cu.release((CUmemGenericAllocationHandle)r->handle);
+      }
       break;
     case TD_REGION_IPC:
       cudaIpcCloseMemHandle(r->ptr);
@@ -264,6 +268,67 @@ void td_region_free(struct td_region* r) {
       break;
   }
   memset(r, 0, sizeof *r);
+}
+
+int td_region_release(struct td_region* r) {
+  if (r->kind != TD_REGION_CUMEM || r->released) {
+    return r->released;
+  }
+  /* The handle goes with the mapping: once every process that imported it
+   * did the same, the driver frees the memory. */
+  cu.unmap((CUdeviceptr)(uintptr_t)r->ptr, r->size);
+  cu.release((CUmemGenericAllocationHandle)r->handle);
+  r->handle = 0;
+  r->released = 1;
+  return 1;
+}
+
+/* Maps `h` at the region's reserved addresses for GPU `dev`. */
+static ncclResult_t map_at(struct td_region* r, CUmemGenericAllocationHandle h, int dev) {
+  const CUdeviceptr va = (CUdeviceptr)(uintptr_t)r->ptr;
+  const CUmemAccessDesc a = rw_access(dev);
+  CUresult e = cu.map(va, r->size, 0, h, 0);
+  if (e != CUDA_SUCCESS) {
+    return cu_fail(e, "cuMemMap at a suspended region's addresses", dev);
+  }
+  if ((e = cu.set_access(va, r->size, &a, 1)) != CUDA_SUCCESS) {
+    cu.unmap(va, r->size);
+    return cu_fail(e, "cuMemSetAccess", dev);
+  }
+  r->handle = (uint64_t)h;
+  r->released = 0;
+  return ncclSuccess;
+}
+
+ncclResult_t td_region_restore(struct td_region* r, int dev) {
+  if (r->kind != TD_REGION_CUMEM || !r->released) {
+    return ncclSuccess;
+  }
+  CUmemAllocationProp p = region_prop(dev);
+  CUmemGenericAllocationHandle h;
+  CUCHECK(cu.create(&h, r->size, &p, 0), "cuMemCreate of a resumed region", dev);
+  ncclResult_t res = map_at(r, h, dev);
+  if (res != ncclSuccess) {
+    cu.release(h);
+  }
+  return res;
+}
+
+ncclResult_t td_region_reimport(struct td_region* r, int dev, int fd) {
+  if (r->kind != TD_REGION_CUMEM || !r->released) {
+    return tutti_error(ncclInternalError, "a peer's region was imported again while mapped");
+  }
+  if (fd < 0) {
+    return tutti_error(ncclInternalError, "no descriptor arrived for a peer's resumed GPU memory");
+  }
+  CUmemGenericAllocationHandle h;
+  CUCHECK(cu.import_fd(&h, (void*)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+          "cuMemImportFromShareableHandle", dev);
+  ncclResult_t res = map_at(r, h, dev);
+  if (res != ncclSuccess) {
+    cu.release(h);
+  }
+  return res;
 }
 
 void td_region_box_name(char* out, size_t len, const struct tutti_dev_setup* s, int rank) {

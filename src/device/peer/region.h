@@ -23,6 +23,7 @@ struct td_region {
   size_t size;     /* mapped bytes (a multiple of the allocation granularity) */
   int kind;        /* TD_REGION_NONE, _CUMEM (mapped here), _IPC (opened handle), _MALLOC */
   uint64_t handle; /* CUmemGenericAllocationHandle when _CUMEM */
+  int released;    /* _CUMEM suspended: addresses reserved, no memory behind them */
 };
 
 enum { TD_REGION_NONE = 0, TD_REGION_CUMEM = 1, TD_REGION_IPC = 2, TD_REGION_MALLOC = 3 };
@@ -43,6 +44,20 @@ ncclResult_t td_region_open_ipc(struct td_region* r, const cudaIpcMemHandle_t* h
 ncclResult_t td_region_grant(char* ptr, size_t size, int dev);
 /* Unmaps (and frees, for this process's own) a region; a no-op on NONE. */
 void td_region_free(struct td_region* r);
+
+/* Suspending (device/suspend.cu): a cuMem region's memory is unmapped and
+ * released while its addresses stay reserved, so pointers to it (the
+ * device communicator, captured graphs) stay valid. Returns 1 when the
+ * region is released, 0 when it keeps its memory (cudaMalloc and IPC
+ * regions cannot keep their addresses without it; NONE). */
+int td_region_release(struct td_region* r);
+/* New memory of the same size behind this process's own released region,
+ * at its old addresses, readable and writable by GPU `dev` (contents
+ * undefined); a no-op on a region that was not released. */
+ncclResult_t td_region_restore(struct td_region* r, int dev);
+/* A peer's released import mapped again from `fd` (the peer's restored
+ * region) at its old addresses, for GPU `dev`. */
+ncclResult_t td_region_reimport(struct td_region* r, int dev, int fd);
 
 /* The name of rank `rank`'s box (util/fdpass.h) for communicator `s`. */
 struct tutti_dev_setup;
