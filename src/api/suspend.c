@@ -13,7 +13,8 @@
 #include "util/param.h"
 
 /* NCCL's switch for its memory manager: without it nothing is suspended. */
-static TUTTI_PARAM_RANGE(disable_mem_manager, "NCCL_DISABLE_MEM_MANAGER", 0, 0, 1);
+static TUTTI_PARAM_RANGE(disable_mem_manager, "NCCL_DISABLE_MEM_MANAGER", 0, 0, 1,
+                         "1: no communicator gives its memory back (ncclCommSuspend refused)");
 
 static const char* fn_name(int resume) {
   return resume ? "ncclCommResume" : "ncclCommSuspend";
