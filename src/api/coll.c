@@ -258,10 +258,7 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   op->bufs[TUTTI_BUF_SCRATCH] = c->device ? NULL : op->scratch;
   op->seq = ++comm->er.op_count;
   call_record(comm, c, &op->call);
-  /* Board generations follow issue order, which every rank shares; an
-   * operation takes one per round. */
-  op->board_gen = algo == TUTTI_ALGO_BOARD ? comm->er.board_issued + 1 : 0;
-  comm->er.board_issued += algo == TUTTI_ALGO_BOARD ? (uint64_t)op->sched.board_gens : 0;
+  op->board_gen = 0; /* given when the operation runs (api/group.c) */
   TRACE(TUTTI_COLL, "%s #%llu: count %zu %s root %d algo %s in-place %d %s", c->fn,
         (unsigned long long)op->seq, c->count, tutti_type_name(c->type), c->root,
         tutti_algo_get(algo)->name, a.in_place, c->device ? "device" : "host");

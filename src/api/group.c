@@ -325,6 +325,13 @@ static ncclResult_t run_ops(struct queued_op* q, int n) {
     if (op->args.coll != TUTTI_COLL_SEND && op->args.coll != TUTTI_COLL_RECV) {
       op->call.seq = ++q[i].comm->er.call_seq;
     }
+    /* Board generations follow the same order; an operation takes one per
+     * round. Given here, not when queued: a group dropped at its end (an
+     * invalid call in it) must not leave generations nobody posts. */
+    if (!op->device && op->sched.algo == TUTTI_ALGO_BOARD) {
+      op->board_gen = q[i].comm->er.board_issued + 1;
+      q[i].comm->er.board_issued += (uint64_t)op->sched.board_gens;
+    }
   }
   int first = -1;
   if (ops == NULL) {
