@@ -17,6 +17,7 @@ struct job {
   ncclComm_t* out;       /* cleared when a blocking init fails */
   tutti_group_job_fn fn; /* NULL: communicator init */
   void* arg;
+  int creates; /* the job makes `comm` (an init, or tutti_group_add_create's) */
   int nranks;
   int rank;
   ncclUniqueId id;
@@ -77,11 +78,12 @@ static void free_ops(void) {
 /* A failed or simulated group runs nothing: queued inits are undone. */
 static void drop_queued(void) {
   for (int i = 0; i < grp.njobs; i++) {
-    if (grp.jobs[i].fn == NULL) {
+    if (grp.jobs[i].creates) {
       tutti_comm_free(grp.jobs[i].comm);
       if (grp.jobs[i].out != NULL) {
         *grp.jobs[i].out = NULL;
       }
+      free(grp.jobs[i].arg); /* its function, which would have freed it, never runs */
     }
   }
   free(grp.jobs);
@@ -98,7 +100,7 @@ static ncclResult_t run_jobs(struct job* jobs, int n) {
   int in_progress = 0;
   for (int i = 0; i < n; i++) {
     struct job* j = &jobs[i];
-    if (j->fn == NULL && !j->comm->blocking) {
+    if (j->creates && !j->comm->blocking) {
       struct job* copy = malloc(sizeof *copy);
       if (copy != NULL) {
         *copy = *j;
@@ -106,6 +108,8 @@ static ncclResult_t run_jobs(struct job* jobs, int n) {
       if (copy == NULL ||
           pthread_create(&j->comm->init_thread, NULL, nonblocking_init_main, copy) != 0) {
         free(copy);
+        free(j->arg); /* its function never runs */
+        j->arg = NULL;
         j->res = tutti_error(ncclSystemError, "could not start the init thread");
         continue;
       }
@@ -116,6 +120,10 @@ static ncclResult_t run_jobs(struct job* jobs, int n) {
       job_main(j);
     } else if (pthread_create(&j->thread, NULL, job_main, j) != 0) {
       j->res = tutti_error(ncclSystemError, "could not start an init thread");
+      if (j->creates) {
+        free(j->arg); /* its function never runs */
+        j->arg = NULL;
+      }
     } else {
       j->threaded = 1;
     }
@@ -134,7 +142,7 @@ static ncclResult_t run_jobs(struct job* jobs, int n) {
       res = j->res;
       tutti_set_last_error(j->err);
     }
-    if (j->fn == NULL && j->out != NULL) {
+    if (j->creates && j->out != NULL) {
       tutti_comm_free(j->comm); /* a failed blocking init leaves nothing behind */
       *j->out = NULL;
     }
@@ -162,6 +170,7 @@ ncclResult_t tutti_group_add_init(struct ncclComm* comm, ncclComm_t* out, int nr
   memset(&j, 0, sizeof j);
   j.comm = comm;
   j.out = out;
+  j.creates = 1;
   j.nranks = nranks;
   j.rank = rank;
   j.id = *id;
@@ -169,6 +178,27 @@ ncclResult_t tutti_group_add_init(struct ncclComm* comm, ncclComm_t* out, int nr
     return run_jobs(&j, 1);
   }
   return push_job(&j);
+}
+
+ncclResult_t tutti_group_add_create(struct ncclComm* comm, ncclComm_t* out, tutti_group_job_fn fn,
+                                    void* arg) {
+  struct job j;
+  memset(&j, 0, sizeof j);
+  j.comm = comm;
+  j.out = out;
+  j.creates = 1;
+  j.fn = fn;
+  j.arg = arg;
+  if (grp.depth == 0) {
+    return run_jobs(&j, 1);
+  }
+  ncclResult_t res = push_job(&j);
+  if (res != ncclSuccess) {
+    tutti_comm_free(comm);
+    *out = NULL;
+    free(arg);
+  }
+  return res;
 }
 
 ncclResult_t tutti_group_add_job(struct ncclComm* comm, tutti_group_job_fn fn, void* arg) {

@@ -17,6 +17,14 @@ ncclResult_t tutti_group_add_init(struct ncclComm* comm, ncclComm_t* out, int nr
 typedef ncclResult_t (*tutti_group_job_fn)(void* arg);
 ncclResult_t tutti_group_add_job(struct ncclComm* comm, tutti_group_job_fn fn, void* arg);
 
+/* A job that makes the communicator `comm` (ncclCommGrow): run like an
+ * init, on its own thread when `comm` is non-blocking (ncclInProgress), and
+ * on failure of a blocking one `comm` is freed and *out cleared. `fn` owns
+ * `arg` (a flat block from malloc) and frees it; a group that fails before
+ * running it frees `arg`, and `comm`, itself. */
+ncclResult_t tutti_group_add_create(struct ncclComm* comm, ncclComm_t* out, tutti_group_job_fn fn,
+                                    void* arg);
+
 /* Queues (or runs) an operation; the group owns `op` from here on. */
 ncclResult_t tutti_group_add_op(struct tutti_op* op, struct ncclComm* comm, cudaStream_t stream);
 

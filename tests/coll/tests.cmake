@@ -105,3 +105,19 @@ foreach(c ${TUTTI_ORDERED_CASES})
   add_test(NAME coll.ordered.${name} COMMAND test_ordered ${mode} ${ranks} ${expect})
   set_tests_properties(coll.ordered.${name} PROPERTIES TIMEOUT 600 ENVIRONMENT "${env}")
 endforeach()
+
+# ncclCommGetUniqueId and ncclCommGrow, ranks as threads and as processes:
+# 1 -> 2 -> 3 -> 5, every check, misuse failing on every rank, a group of
+# non-blocking grows, a grow from a revoked communicator, a rank dying then
+# shrink and grow back; every collective checked bit for bit at each step.
+add_executable(test_grow ${CMAKE_CURRENT_LIST_DIR}/test_grow.c ${CMAKE_CURRENT_LIST_DIR}/team.c
+  ${CMAKE_CURRENT_LIST_DIR}/every_coll.c ${CMAKE_CURRENT_LIST_DIR}/checker.c)
+target_include_directories(test_grow PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_CURRENT_LIST_DIR})
+target_link_libraries(test_grow PRIVATE tutti_static)
+foreach(mode threads procs)
+  foreach(case chain local misuse group revoke shrink)
+    add_test(NAME coll.grow.${mode}.${case} COMMAND test_grow ${mode} ${case})
+    set_tests_properties(coll.grow.${mode}.${case} PROPERTIES TIMEOUT 120
+                         ENVIRONMENT "TUTTI_TIMEOUT=20")
+  endforeach()
+endforeach()
