@@ -28,7 +28,53 @@ struct one {
   ncclComm_t comm;
   int n, r;
   const char* what;
+  const struct every_mem* mem; /* NULL: host buffers */
+  void* stream;
 };
+
+/* A case's two buffers: on the host, and where the call reads and writes
+ * them (the same, or device copies). */
+struct bufs {
+  char *s, *r;   /* host */
+  char *ds, *dr; /* the call's */
+  size_t bytes;
+};
+
+static int bufs_get(const struct one* o, struct bufs* b, size_t bytes) {
+  b->bytes = bytes;
+  b->s = calloc(1, bytes);
+  b->r = malloc(bytes);
+  memset(b->r, 0x5a, bytes);
+  b->ds = o->mem != NULL ? o->mem->alloc(bytes) : b->s;
+  b->dr = o->mem != NULL ? o->mem->alloc(bytes) : b->r;
+  return b->ds != NULL && b->dr != NULL;
+}
+
+/* The call's address of host address p. */
+static void* dev(const struct bufs* b, const char* p) {
+  return p >= b->s && p < b->s + b->bytes ? b->ds + (p - b->s) : b->dr + (p - b->r);
+}
+
+/* Before the call (to the device) or after it (back), with the stream done. */
+static int bufs_move(const struct one* o, struct bufs* b, int back) {
+  if (o->mem == NULL) {
+    return 1;
+  }
+  if (back) {
+    return o->mem->sync(o->stream) == 0 && o->mem->copy(b->s, b->ds, b->bytes) == 0 &&
+           o->mem->copy(b->r, b->dr, b->bytes) == 0;
+  }
+  return o->mem->copy(b->ds, b->s, b->bytes) == 0 && o->mem->copy(b->dr, b->r, b->bytes) == 0;
+}
+
+static void bufs_put(const struct one* o, struct bufs* b) {
+  if (o->mem != NULL) {
+    o->mem->release(b->ds);
+    o->mem->release(b->dr);
+  }
+  free(b->s);
+  free(b->r);
+}
 
 static int reduces(int c) {
   return c <= C_REDUCESCATTER;
@@ -38,21 +84,21 @@ static ncclResult_t call(const struct one* o, int c, const void* s, void* d, siz
                          ncclDataType_t t, ncclRedOp_t op, int root) {
   switch (c) {
     case C_ALLREDUCE:
-      return ncclAllReduce(s, d, count, t, op, o->comm, NULL);
+      return ncclAllReduce(s, d, count, t, op, o->comm, o->stream);
     case C_REDUCE:
-      return ncclReduce(s, d, count, t, op, root, o->comm, NULL);
+      return ncclReduce(s, d, count, t, op, root, o->comm, o->stream);
     case C_REDUCESCATTER:
-      return ncclReduceScatter(s, d, count, t, op, o->comm, NULL);
+      return ncclReduceScatter(s, d, count, t, op, o->comm, o->stream);
     case C_BROADCAST:
-      return ncclBroadcast(s, d, count, t, root, o->comm, NULL);
+      return ncclBroadcast(s, d, count, t, root, o->comm, o->stream);
     case C_ALLGATHER:
-      return ncclAllGather(s, d, count, t, o->comm, NULL);
+      return ncclAllGather(s, d, count, t, o->comm, o->stream);
     case C_ALLTOALL:
-      return ncclAlltoAll(s, d, count, t, o->comm, NULL);
+      return ncclAlltoAll(s, d, count, t, o->comm, o->stream);
     case C_GATHER:
-      return ncclGather(s, d, count, t, root, o->comm, NULL);
+      return ncclGather(s, d, count, t, root, o->comm, o->stream);
     default:
-      return ncclScatter(s, d, count, t, root, o->comm, NULL);
+      return ncclScatter(s, d, count, t, root, o->comm, o->stream);
   }
 }
 
@@ -97,13 +143,13 @@ static int check(const struct one* o, int c, const char* d, ncclDataType_t t, in
 static int run_case(const struct one* o, int c, ncclDataType_t t, int op, size_t count, int inplace,
                     int root, long* passed, long* failed) {
   const size_t es = tutti_type_size(t), big = count * (size_t)o->n;
-  char* sbuf = malloc(big * es);
-  char* rbuf = malloc(big * es);
+  struct bufs b;
   char* ref = malloc(big * es);
-  memset(rbuf, 0x5a, big * es);
   ncclRedOp_t rop = (ncclRedOp_t)op;
-  ncclResult_t res = ncclSuccess;
-  if (op == ncclNumOps) {
+  ncclResult_t res = bufs_get(o, &b, big * es) ? ncclSuccess : ncclSystemError;
+  char* sbuf = b.s;
+  char* rbuf = b.r;
+  if (res == ncclSuccess && op == ncclNumOps) {
     char two[8];
     chk_two(t, two);
     res = ncclRedOpCreatePreMulSum(&rop, two, t, ncclScalarHostImmediate, o->comm);
@@ -122,9 +168,13 @@ static int run_case(const struct one* o, int c, ncclDataType_t t, int op, size_t
   const size_t in = c == C_REDUCESCATTER || c == C_ALLTOALL || c == C_SCATTER ? big : count;
   chk_fill(s, t, reduces(c) && op != ncclNumOps ? op : ncclSum, o->r, 0, in);
   if (res == ncclSuccess) {
-    res = call(o, c, s, d, count, t, rop, root);
+    res = bufs_move(o, &b, 0) ? call(o, c, dev(&b, s), dev(&b, d), count, t, rop, root)
+                              : ncclSystemError;
   }
-  if (op == ncclNumOps) {
+  if (res == ncclSuccess && !bufs_move(o, &b, 1)) {
+    res = ncclSystemError;
+  }
+  if (op == ncclNumOps && rop != (ncclRedOp_t)op) {
     ncclRedOpDestroy(rop, o->comm);
   }
   const int ok = res == ncclSuccess && check(o, c, d, t, op, count, root, ref);
@@ -135,8 +185,7 @@ static int run_case(const struct one* o, int c, ncclDataType_t t, int op, size_t
   }
   *passed += ok;
   *failed += !ok;
-  free(sbuf);
-  free(rbuf);
+  bufs_put(o, &b);
   free(ref);
   return res == ncclSuccess;
 }
@@ -144,17 +193,27 @@ static int run_case(const struct one* o, int c, ncclDataType_t t, int op, size_t
 /* Every rank sends block p of its buffer to rank p and receives block p from it. */
 static int run_p2p(const struct one* o, long* passed, long* failed) {
   const size_t count = 4099;
-  int32_t* out = malloc((size_t)o->n * count * 4);
-  int32_t* in = malloc((size_t)o->n * count * 4);
-  for (size_t i = 0; i < (size_t)o->n * count; i++) {
+  struct bufs b;
+  ncclResult_t res = bufs_get(o, &b, (size_t)o->n * count * 4) ? ncclSuccess : ncclSystemError;
+  int32_t* out = (int32_t*)b.s;
+  int32_t* in = (int32_t*)b.r;
+  for (size_t i = 0; res == ncclSuccess && i < (size_t)o->n * count; i++) {
     out[i] = (int32_t)(o->r * 1000003 + (int)i);
   }
-  ncclGroupStart();
-  for (int p = 0; p < o->n; p++) {
-    ncclSend(out + (size_t)p * count, count, ncclInt32, p, o->comm, NULL);
-    ncclRecv(in + (size_t)p * count, count, ncclInt32, p, o->comm, NULL);
+  if (res == ncclSuccess && !bufs_move(o, &b, 0)) {
+    res = ncclSystemError;
   }
-  ncclResult_t res = ncclGroupEnd();
+  if (res == ncclSuccess) {
+    ncclGroupStart();
+    for (int p = 0; p < o->n; p++) {
+      ncclSend(dev(&b, (char*)(out + (size_t)p * count)), count, ncclInt32, p, o->comm, o->stream);
+      ncclRecv(dev(&b, (char*)(in + (size_t)p * count)), count, ncclInt32, p, o->comm, o->stream);
+    }
+    res = ncclGroupEnd();
+  }
+  if (res == ncclSuccess && !bufs_move(o, &b, 1)) {
+    res = ncclSystemError;
+  }
   int ok = res == ncclSuccess;
   for (size_t i = 0; ok && i < (size_t)o->n * count; i++) {
     ok = in[i] == (int32_t)((int)(i / count) * 1000003 + (int)((size_t)o->r * count + i % count));
@@ -165,13 +224,17 @@ static int run_p2p(const struct one* o, long* passed, long* failed) {
   }
   *passed += ok;
   *failed += !ok;
-  free(out);
-  free(in);
+  bufs_put(o, &b);
   return res == ncclSuccess;
 }
 
 int every_coll(ncclComm_t comm, const char* what, long* passed, long* failed) {
-  struct one o = {comm, 0, -1, what};
+  return every_coll_mem(comm, what, NULL, passed, failed);
+}
+
+int every_coll_mem(ncclComm_t comm, const char* what, const struct every_mem* mem, long* passed,
+                   long* failed) {
+  struct one o = {comm, 0, -1, what, mem, mem != NULL ? mem->stream : NULL};
   if (ncclCommCount(comm, &o.n) != ncclSuccess || ncclCommUserRank(comm, &o.r) != ncclSuccess) {
     fprintf(stderr, "%s: not a communicator: %s\n", what, ncclGetLastError(NULL));
     (*failed)++;

@@ -4,6 +4,8 @@
 #ifndef TUTTI_TEST_EVERY_COLL_H
 #define TUTTI_TEST_EVERY_COLL_H
 
+#include <stddef.h>
+
 #include "nccl.h"
 
 /* AllReduce, Reduce and ReduceScatter in every datatype (every operation,
@@ -15,5 +17,20 @@
  * rank. Returns 1 while the communicator works, 0 once a call failed (the
  * rest is skipped). */
 int every_coll(ncclComm_t comm, const char* what, long* passed, long* failed);
+
+/* Where a caller's buffers live instead of host memory (device memory):
+ * how to get and give back `bytes`, copy either way, and wait for `stream`
+ * (what the calls are given); each returns 0 on success. */
+struct every_mem {
+  void* (*alloc)(size_t bytes);
+  void (*release)(void* p);
+  int (*copy)(void* dst, const void* src, size_t bytes);
+  int (*sync)(void* stream);
+  void* stream;
+};
+
+/* every_coll on buffers from `mem` (NULL: host memory). */
+int every_coll_mem(ncclComm_t comm, const char* what, const struct every_mem* mem, long* passed,
+                   long* failed);
 
 #endif
