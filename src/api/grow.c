@@ -36,8 +36,9 @@ struct grow_job {
 /* NCCL's readiness rule for a parent: still initializing is an invalid
  * argument, a stored failure is returned as it is. A revoked (or shrunk
  * with NCCL_SHRINK_ABORT) parent may still grow: its stored failure is why
- * it was revoked. */
-static ncclResult_t parent_ready(struct ncclComm* comm, const char* what) {
+ * it was revoked. `grow_to` > 0: the size asked for, checked before the
+ * stored failure, as NCCL does (and after the init, which sets the size). */
+static ncclResult_t parent_ready(struct ncclComm* comm, const char* what, int grow_to) {
   NCCLCHECK(tutti_comm_check_handle(comm, what));
   ncclResult_t state = __atomic_load_n(&comm->async_error, __ATOMIC_SEQ_CST);
   if (state == ncclInProgress) {
@@ -45,6 +46,12 @@ static ncclResult_t parent_ready(struct ncclComm* comm, const char* what) {
                        "%s: comm %p is still initializing: wait until ncclCommGetAsyncError "
                        "reports ncclSuccess",
                        what, (void*)comm);
+  }
+  if (grow_to > 0 && grow_to <= comm->nranks) {
+    return tutti_error(ncclInvalidArgument,
+                       "%s: nRanks %d is not larger than comm %p's %d ranks: a grow adds at "
+                       "least one rank",
+                       what, grow_to, (void*)comm, comm->nranks);
   }
   if (state != ncclSuccess && !__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE)) {
     return tutti_error(state,
@@ -56,7 +63,7 @@ static ncclResult_t parent_ready(struct ncclComm* comm, const char* what) {
 }
 
 NCCL_API ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
-  NCCLCHECK(parent_ready(comm, "ncclCommGetUniqueId"));
+  NCCLCHECK(parent_ready(comm, "ncclCommGetUniqueId", 0));
   if (uniqueId == NULL) {
     return tutti_error(ncclInvalidArgument, "ncclCommGetUniqueId: uniqueId is NULL");
   }
@@ -186,14 +193,7 @@ static ncclResult_t add_job(struct grow_job* j, struct ncclComm* c, ncclComm_t* 
 /* An existing rank: checks, then the job that learns the id and joins. */
 static ncclResult_t grow_existing(struct ncclComm* comm, int nRanks, int rank, ncclComm_t* newcomm,
                                   ncclConfig_t* config) {
-  /* Ready first: the size of a communicator still initializing is not known yet. */
-  NCCLCHECK(parent_ready(comm, "ncclCommGrow"));
-  if (nRanks <= comm->nranks) {
-    return tutti_error(ncclInvalidArgument,
-                       "ncclCommGrow: nRanks %d is not larger than comm %p's %d ranks: a grow "
-                       "adds at least one rank",
-                       nRanks, (void*)comm, comm->nranks);
-  }
+  NCCLCHECK(parent_ready(comm, "ncclCommGrow", nRanks));
   if (rank != -1) {
     return tutti_error(ncclInvalidArgument,
                        "ncclCommGrow: rank is %d on an existing rank (comm %p): pass -1, existing "

@@ -408,8 +408,12 @@ static void shrink(struct team* t, int w, long* P, long* F) {
       return;
     }
     int x = 1;
-    EXPECT(ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, c, NULL) != ncclSuccess,
-           "an allreduce with a dead rank succeeded");
+    const ncclResult_t lost = ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, c, NULL);
+    EXPECT(lost != ncclSuccess, "an allreduce with a dead rank succeeded");
+    /* A failed parent returns its failure until it is revoked. */
+    ncclUniqueId unused;
+    EXPECT(ncclCommGetUniqueId(c, &unused) == lost, "%s", ncclGetLastError(NULL));
+    EXPECT(ncclCommGrow(c, 5, NULL, -1, &g, NULL) == lost, "%s", ncclGetLastError(NULL));
     EXPECT(ncclCommRevoke(c, NCCL_REVOKE_DEFAULT) == ncclSuccess, "%s", ncclGetLastError(NULL));
     int gone = 2;
     res = ncclCommShrink(c, &gone, 1, &s, NULL, NCCL_SHRINK_ABORT);
