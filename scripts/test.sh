@@ -26,7 +26,7 @@ if [ "${TUTTI_SANITIZERS:-1}" = 1 ]; then
     dir=build-san-${san%%,*}
     # The network transport's end-to-end matrix once (a context per
     # communicator, three ranks as threads: its proxies race if anything does).
-    tests='unit\.|net\.(plugin|bw_smoke|cut|socket|matrix\.v11)|coll\.procs\.default|coll\.withdraw\.|tuttirun\.|check\.|ddp\.(equiv|resume)'
+    tests='unit\.|net\.(plugin|bw_smoke|cut|socket|matrix\.v11)|coll\.procs\.default|coll\.withdraw\.|coll\.grow\.|tuttirun\.|check\.|ddp\.(equiv|resume)'
     # TSan cannot follow a multi-threaded parent into a fork that starts
     # threads (the TCP proxy), so the TCP matrix and the attacked job run
     # under ASan only, as do the fuzzers (their decoders are single-threaded).

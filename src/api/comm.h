@@ -31,8 +31,13 @@ struct ncclComm {
   char name[128];
   unsigned char secret[16];
   uint64_t comm_hash;
-  uint64_t splits;  /* children made by ncclCommSplit, to name their ids */
-  uint64_t shrinks; /* children made by ncclCommShrink, to derive their ids */
+  uint64_t splits;      /* children made by ncclCommSplit, to name their ids */
+  uint64_t shrinks;     /* children made by ncclCommShrink, to derive their ids */
+  ncclUniqueId grow_id; /* from ncclCommGetUniqueId, until an ncclCommGrow takes it */
+  int grow_id_set;
+  /* Made by ncclCommGrow: 0 no; 1 as a new rank; on an existing rank its
+   * parent's size + 1. Every rank's is checked against the others' at init. */
+  int grown_from;
 
   struct tutti_bootstrap* boot;
   struct tutti_peer_info* peers;

@@ -18,7 +18,8 @@ struct job {
   tutti_group_job_fn fn;   /* NULL: communicator init */
   tutti_group_job_fn drop; /* undoes a job that will not run */
   void* arg;
-  int async; /* fn honours a non-blocking communicator (tutti_group_add_comm_job) */
+  int async;   /* fn honours a non-blocking communicator (tutti_group_add_comm_job) */
+  int creates; /* the job makes `comm` (an init, or tutti_group_add_create's) */
   int nranks;
   int rank;
   ncclUniqueId id;
@@ -99,7 +100,7 @@ static ncclResult_t start_nonblocking(struct job* j) {
     __atomic_store_n(&comm->async_error, ncclInProgress, __ATOMIC_SEQ_CST);
   }
   if (pthread_create(&comm->init_thread, NULL,
-                     j->async ? nonblocking_job_main : nonblocking_init_main, copy) != 0) {
+                     j->creates ? nonblocking_init_main : nonblocking_job_main, copy) != 0) {
     free(copy);
     if (j->async) {
       __atomic_store_n(&comm->async_error, ncclSuccess, __ATOMIC_SEQ_CST);
@@ -125,7 +126,7 @@ static void drop_queued(void) {
     if (grp.jobs[i].drop != NULL) {
       grp.jobs[i].drop(grp.jobs[i].arg);
     }
-    if (grp.jobs[i].fn == NULL) {
+    if (grp.jobs[i].creates) {
       tutti_comm_free(grp.jobs[i].comm);
       if (grp.jobs[i].out != NULL) {
         *grp.jobs[i].out = NULL;
@@ -147,7 +148,7 @@ static ncclResult_t run_jobs(struct job* jobs, int n) {
   int in_progress = 0;
   for (int i = 0; i < n; i++) {
     struct job* j = &jobs[i];
-    if ((j->fn == NULL || j->async) && !j->comm->blocking) {
+    if ((j->creates || j->async) && !j->comm->blocking) {
       j->res = start_nonblocking(j);
       if (j->res == ncclInProgress) {
         in_progress = 1;
@@ -183,7 +184,7 @@ static ncclResult_t run_jobs(struct job* jobs, int n) {
       res = j->res;
       tutti_set_last_error(j->err);
     }
-    if (j->fn == NULL && j->out != NULL) {
+    if (j->creates && j->out != NULL) {
       tutti_comm_free(j->comm); /* a failed blocking init leaves nothing behind */
       *j->out = NULL;
     }
@@ -211,6 +212,7 @@ ncclResult_t tutti_group_add_init(struct ncclComm* comm, ncclComm_t* out, int nr
   memset(&j, 0, sizeof j);
   j.comm = comm;
   j.out = out;
+  j.creates = 1;
   j.nranks = nranks;
   j.rank = rank;
   j.id = *id;
@@ -218,6 +220,34 @@ ncclResult_t tutti_group_add_init(struct ncclComm* comm, ncclComm_t* out, int nr
     return run_jobs(&j, 1);
   }
   return push_job(&j);
+}
+
+/* A create job's argument, when its function never runs to free it. */
+static ncclResult_t free_arg(void* arg) {
+  free(arg);
+  return ncclSuccess;
+}
+
+ncclResult_t tutti_group_add_create(struct ncclComm* comm, ncclComm_t* out, tutti_group_job_fn fn,
+                                    void* arg) {
+  struct job j;
+  memset(&j, 0, sizeof j);
+  j.comm = comm;
+  j.out = out;
+  j.creates = 1;
+  j.fn = fn;
+  j.drop = free_arg;
+  j.arg = arg;
+  if (grp.depth == 0) {
+    return run_jobs(&j, 1);
+  }
+  ncclResult_t res = push_job(&j);
+  if (res != ncclSuccess) {
+    tutti_comm_free(comm);
+    *out = NULL;
+    free(arg);
+  }
+  return res;
 }
 
 static ncclResult_t add_job(struct ncclComm* comm, tutti_group_job_fn fn, tutti_group_job_fn drop,

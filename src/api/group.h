@@ -28,6 +28,14 @@ ncclResult_t tutti_group_add_comm_job(struct ncclComm* comm, tutti_group_job_fn 
 /* Whether this thread's open group holds operations of `comm`. */
 int tutti_group_has_ops(const struct ncclComm* comm);
 
+/* A job that makes the communicator `comm` (ncclCommGrow): run like an
+ * init, on its own thread when `comm` is non-blocking (ncclInProgress), and
+ * on failure of a blocking one `comm` is freed and *out cleared. `fn` owns
+ * `arg` (a flat block from malloc) and frees it; a group that fails before
+ * running it frees `arg`, and `comm`, itself. */
+ncclResult_t tutti_group_add_create(struct ncclComm* comm, ncclComm_t* out, tutti_group_job_fn fn,
+                                    void* arg);
+
 /* Queues (or runs) an operation; the group owns `op` from here on. */
 ncclResult_t tutti_group_add_op(struct tutti_op* op, struct ncclComm* comm, cudaStream_t stream);
 

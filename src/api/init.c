@@ -78,6 +78,7 @@ struct conn_caps {
   size_t can_read;      /* it can read every peer's host buffers (single copy) */
   size_t board_bytes;   /* the slot size of the host's board it maps, 0 none */
   size_t deterministic; /* its TUTTI_DETERMINISTIC: must be every rank's */
+  size_t grown_from;    /* its comm->grown_from: see agree_grow */
 };
 
 static TUTTI_PARAM_INT32(deterministic, "TUTTI_DETERMINISTIC", 0, 0, 1,
@@ -102,15 +103,63 @@ static ncclResult_t agree_deterministic(struct ncclComm* comm, const struct conn
   return ncclSuccess;
 }
 
+/* A communicator made by ncclCommGrow of a parent of N ranks: ranks 0..N-1
+ * are the parent's, at their own numbers, and N..M-1 new ones, every rank
+ * having come through ncclCommGrow. The root already refuses a rank number
+ * taken twice; this catches what it cannot see: a rank that joined with
+ * ncclCommInitRank, only new ranks, or a new rank at the number of an
+ * existing rank that learned the id and then failed before it joined. Every rank reads the same
+ * table, so a mismatch fails creation on every rank with the same sentence. */
+static ncclResult_t agree_grow(struct ncclComm* comm, const struct conn_caps* all) {
+  const int n = comm->nranks;
+  int plain = -1, grown = -1, old = -1;
+  for (int r = 0; r < n; r++) {
+    plain = plain < 0 && all[r].grown_from == 0 ? r : plain;
+    grown = grown < 0 && all[r].grown_from != 0 ? r : grown;
+    old = old < 0 && all[r].grown_from > 1 ? r : old;
+  }
+  if (grown < 0) {
+    return ncclSuccess;
+  }
+  if (plain >= 0) {
+    return tutti_error(ncclInvalidUsage,
+                       "rank %d of %d joined with ncclCommInitRank but rank %d with "
+                       "ncclCommGrow, on the same id: an id from ncclCommGetUniqueId is for "
+                       "ncclCommGrow only; call ncclCommGrow on every rank, existing and new",
+                       plain, n, grown);
+  }
+  if (old < 0) {
+    return tutti_error(ncclInvalidUsage,
+                       "all %d ranks joined as new ranks (ncclCommGrow without a parent): the "
+                       "ranks of the communicator ncclCommGetUniqueId was called on must call "
+                       "ncclCommGrow(comm, ...) too, and keep ranks 0..(its size - 1)",
+                       n);
+  }
+  /* Every existing rank grew the same parent (they learned the id over its ring). */
+  const size_t parent = all[old].grown_from - 1;
+  for (int r = 0; (size_t)r < parent && r < n; r++) {
+    if (all[r].grown_from == 1) {
+      return tutti_error(ncclInvalidUsage,
+                         "new rank %d joined the communicator grown from %zu ranks to %d, but "
+                         "ranks 0..%zu are the existing ranks': give new ranks %zu..%d, one each",
+                         r, parent, n, parent - 1, parent, n - 1);
+    }
+  }
+  return ncclSuccess;
+}
+
 /* What this rank's connections allow, agreed with every rank: the piece
  * and queue sizes (the smallest anywhere), single copy, the board. */
 static ncclResult_t agree_caps(struct ncclComm* comm) {
   struct tutti_transport_comm* tc = &comm->tc;
   struct tutti_exec_rank* er = &comm->er;
   const int n = comm->nranks;
-  struct conn_caps mine = {0, 0, comm->nhosts == 1,
+  struct conn_caps mine = {0,
+                           0,
+                           comm->nhosts == 1,
                            comm->nhosts == 1 && tc->board.base != NULL ? tc->board.slot_bytes : 0,
-                           (size_t)tutti_param_deterministic()};
+                           (size_t)tutti_param_deterministic(),
+                           (size_t)comm->grown_from};
   for (int r = 0; r < n; r++) {
     struct tutti_conn* cs[2] = {tc->send[r], tc->recv[r]};
     /* Single copy: the offer's slot is its completion flag (send_idle), and
@@ -150,6 +199,9 @@ static ncclResult_t agree_caps(struct ncclComm* comm) {
     }
     comm->can_pull = comm->can_pull && all[r].can_read != 0;
     comm->board_bytes = all[r].board_bytes == comm->board_bytes ? comm->board_bytes : 0;
+  }
+  if (res == ncclSuccess) {
+    res = agree_grow(comm, all);
   }
   if (res == ncclSuccess) {
     res = agree_deterministic(comm, all);

@@ -61,6 +61,12 @@ ncclResult_t tutti_bootstrap_job_check(const struct tutti_bootstrap* b);
  * rank's block (index rank) is the input, the others are filled. */
 ncclResult_t tutti_bootstrap_allgather(struct tutti_bootstrap* b, void* data, size_t bytes);
 
+/* The same, stopped by `abort_flag` instead of the communicator's own: a
+ * revoked communicator's ring (its own flag raised) still serves
+ * ncclCommGrow, which the new communicator's abort then stops. */
+ncclResult_t tutti_bootstrap_allgather_watch(struct tutti_bootstrap* b, void* data, size_t bytes,
+                                             volatile int* abort_flag);
+
 /* Returns once every rank has entered the barrier. */
 ncclResult_t tutti_bootstrap_barrier(struct tutti_bootstrap* b);
 

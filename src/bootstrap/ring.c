@@ -213,7 +213,8 @@ static ncclResult_t expect(struct tutti_bootstrap* b, const unsigned char* hdr, 
                      doing, b->prev_desc, describe(t), l, describe(type), len);
 }
 
-ncclResult_t tutti_bootstrap_allgather(struct tutti_bootstrap* b, void* data, size_t bytes) {
+static ncclResult_t allgather(struct tutti_bootstrap* b, void* data, size_t bytes,
+                              volatile int* abort_flag) {
   NCCLCHECK(ready(b, "bootstrap all-gather"));
   if (b->nranks == 1) {
     return ncclSuccess;
@@ -227,8 +228,8 @@ ncclResult_t tutti_bootstrap_allgather(struct tutti_bootstrap* b, void* data, si
   char doing[64];
   snprintf(doing, sizeof doing, "bootstrap all-gather of rank %d", b->rank);
   double deadline = tutti_socket_now() + b->timeout_s;
-  struct tutti_socket_io to = {deadline, b->abort_flag, b->next_desc, doing};
-  struct tutti_socket_io from = {deadline, b->abort_flag, b->prev_desc, doing};
+  struct tutti_socket_io to = {deadline, abort_flag, b->next_desc, doing};
+  struct tutti_socket_io from = {deadline, abort_flag, b->prev_desc, doing};
   unsigned char* d = data;
   ncclResult_t res = ncclSuccess;
   /* Step s forwards the block that arrived in step s-1 (at first our own). */
@@ -248,6 +249,15 @@ ncclResult_t tutti_bootstrap_allgather(struct tutti_bootstrap* b, void* data, si
     }
   }
   return res == ncclSuccess ? res : ring_fail(b, res);
+}
+
+ncclResult_t tutti_bootstrap_allgather(struct tutti_bootstrap* b, void* data, size_t bytes) {
+  return allgather(b, data, bytes, b != NULL ? b->abort_flag : NULL);
+}
+
+ncclResult_t tutti_bootstrap_allgather_watch(struct tutti_bootstrap* b, void* data, size_t bytes,
+                                             volatile int* abort_flag) {
+  return allgather(b, data, bytes, abort_flag);
 }
 
 static ncclResult_t token(struct tutti_bootstrap* b, int sending, uint32_t type,

@@ -126,3 +126,19 @@ set_tests_properties(coll.suspend.abort PROPERTIES TIMEOUT 60 ENVIRONMENT "TUTTI
 add_test(NAME coll.suspend.disabled COMMAND test_suspend disabled)
 set_tests_properties(coll.suspend.disabled PROPERTIES TIMEOUT 60
   ENVIRONMENT "TUTTI_TIMEOUT=20;NCCL_DISABLE_MEM_MANAGER=1")
+
+# ncclCommGetUniqueId and ncclCommGrow, ranks as threads and as processes:
+# 1 -> 2 -> 3 -> 5, every check, misuse failing on every rank, a group of
+# non-blocking grows, a grow from a revoked communicator, a rank dying then
+# shrink and grow back; every collective checked bit for bit at each step.
+add_executable(test_grow ${CMAKE_CURRENT_LIST_DIR}/test_grow.c ${CMAKE_CURRENT_LIST_DIR}/team.c
+  ${CMAKE_CURRENT_LIST_DIR}/every_coll.c ${CMAKE_CURRENT_LIST_DIR}/checker.c)
+target_include_directories(test_grow PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_CURRENT_LIST_DIR})
+target_link_libraries(test_grow PRIVATE tutti_static)
+foreach(mode threads procs)
+  foreach(case chain local misuse group revoke shrink)
+    add_test(NAME coll.grow.${mode}.${case} COMMAND test_grow ${mode} ${case})
+    set_tests_properties(coll.grow.${mode}.${case} PROPERTIES TIMEOUT 120
+                         ENVIRONMENT "TUTTI_TIMEOUT=20")
+  endforeach()
+endforeach()

@@ -36,6 +36,17 @@ if(TUTTI_HAVE_CUDA)
   set_tests_properties(gpu.suspend PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
     ENVIRONMENT "TUTTI_TIMEOUT=60;NCCL_NVLS_ENABLE=0")
 
+  # ncclCommGrow on device buffers: 2 processes grow to 4, then shrink to 3.
+  add_executable(test_gpu_grow ${CMAKE_CURRENT_LIST_DIR}/test_gpu_grow.c
+    ${CMAKE_SOURCE_DIR}/tests/coll/team.c ${CMAKE_SOURCE_DIR}/tests/coll/every_coll.c
+    ${CMAKE_SOURCE_DIR}/tests/coll/checker.c)
+  target_include_directories(test_gpu_grow PRIVATE ${CMAKE_SOURCE_DIR}/src
+    ${CMAKE_SOURCE_DIR}/tests/coll ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_libraries(test_gpu_grow PRIVATE tutti_static CUDA::cudart_static)
+  add_test(NAME gpu.grow COMMAND test_gpu_grow)
+  set_tests_properties(gpu.grow PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+    ENVIRONMENT "TUTTI_TIMEOUT=60;NCCL_NVLS_ENABLE=0")
+
   # The device region's layout, checked on the host (no GPU needed).
   add_executable(test_dev_layout ${CMAKE_CURRENT_LIST_DIR}/test_layout.cu
     ${CMAKE_SOURCE_DIR}/tests/common/harness.c)

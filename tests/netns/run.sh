@@ -6,6 +6,7 @@
 #   run.sh TUTTIRUN JOB RAWBW stall                     a host's ranks stop mid-loop
 #   run.sh TUTTIRUN JOB RAWBW trials [N]                N random faults in random collectives
 #   run.sh TUTTIRUN JOB RAWBW bw                        allreduce vs raw TCP rate
+#   run.sh TUTTIRUN JOB RAWBW grow GROW                 2 hosts grow to 3, shrink back to 2
 # JOB is test_netns_job, RAWBW tcp_raw_bw. Exits 77 (skip) without namespaces.
 # With NET_PLUGIN=path (a network plugin, e.g. libnccl-net-tutti.so) every
 # rank loads it (NCCL_NET_PLUGIN) and hosts talk through it instead of the
@@ -317,12 +318,45 @@ bw() {
   awk -v a="$a" -v r="$r" 'BEGIN {exit !(a > 0.1 * r)}' || fail "allreduce reaches under 10% of raw TCP"
 }
 
+# Hosts 0 and 1 (one rank each) grow their job to host 2, whose process
+# gets the grow's id through a file, as a job would hand it to a process it
+# starts; then shrink back to hosts 0 and 1. GROW is test_netns_grow: every
+# collective, bit for bit, on each communicator of each step.
+grow() {
+  local bin=$1 all
+  up 3
+  unset NCCL_SOCKET_IFNAME
+  export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET TUTTI_TIMEOUT=30
+  local t0=$SECONDS
+  for i in 0 1 2; do
+    ($HOSTS run "$i" timeout -s TERM 150 "$bin" "$TMP" "$([ $i = 2 ] && echo new || echo $i)" \
+      >"$TMP/host$i.log" 2>&1; exit $?) &
+    PIDS[$i]=$!
+  done
+  for i in 0 1 2; do finish $i || fail "host $i: exited with status $?"; done
+  all=$(cat "$TMP"/host*.log)
+  for i in 0 1 2; do
+    grep -Eq "^grow host $i: [0-9]+ passed, 0 failed" "$TMP/host$i.log" || fail "host $i did not pass"
+  done
+  for step in "2 hosts" "grown to 3 hosts" "the parent after the grow" "shrunk back to 2 hosts"; do
+    [ "$(grep -Ec "^grow host [0-9]: $step: [1-9][0-9]* passed, 0 failed" <<<"$all")" = \
+      "$([ "$step" = "grown to 3 hosts" ] && echo 3 || echo 2)" ] || fail "step \"$step\" did not pass"
+  done
+  grep -q "via $VIA/eth0" <<<"$all" || fail "no ring pair runs over $VIA/eth0"
+  grep -E "using network interface" <<<"$all" | grep -Ev "interface eth0 " &&
+    fail "an interface other than eth0 was chosen (the decoys are docker0 and veth*)"
+  echo "grow 2 -> 3 -> 2 hosts: $(grep -Eo "^grow host [0-9]: [0-9]+ passed" <<<"$all" |
+    awk '{s += $4} END {print s}') checks passed in $((SECONDS - t0)) s"
+  [ $FAILED = 0 ] || show 30
+}
+
 case "$WHAT" in
   job) job "$@" ;;
   cut) cut "$@" ;;
   stall) stall ;;
   trials) trials "$@" ;;
   bw) bw ;;
+  grow) grow "$@" ;;
   *) echo "unknown scenario $WHAT"; exit 2 ;;
 esac
 exit $FAILED

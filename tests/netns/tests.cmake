@@ -7,6 +7,12 @@ target_include_directories(test_netns_job PRIVATE ${CMAKE_SOURCE_DIR}/src
                                                   ${CMAKE_SOURCE_DIR}/tests/coll
                                                   ${CMAKE_SOURCE_DIR}/tests/common)
 target_link_libraries(test_netns_job PRIVATE tutti_static)
+add_executable(test_netns_grow ${CMAKE_CURRENT_LIST_DIR}/test_netns_grow.c
+                               ${CMAKE_SOURCE_DIR}/tests/coll/every_coll.c
+                               ${CMAKE_SOURCE_DIR}/tests/coll/checker.c)
+target_include_directories(test_netns_grow PRIVATE ${CMAKE_SOURCE_DIR}/src
+                                                   ${CMAKE_SOURCE_DIR}/tests/coll)
+target_link_libraries(test_netns_grow PRIVATE tutti_static)
 add_executable(tcp_raw_bw ${CMAKE_CURRENT_LIST_DIR}/tcp_raw_bw.c)
 target_link_libraries(tcp_raw_bw PRIVATE pthread)
 
@@ -29,6 +35,10 @@ foreach(how kill link)
   add_test(NAME netns.cut.${how} COMMAND ${TUTTI_NETNS_RUN} cut ${how})
   list(APPEND TUTTI_NETNS_TESTS netns.cut.${how})
 endforeach()
+# ncclCommGrow across hosts: 2 hosts grow to 3 (a process started in the
+# third), then shrink back to 2; every collective at each step.
+add_test(NAME netns.grow COMMAND ${TUTTI_NETNS_RUN} grow $<TARGET_FILE:test_netns_grow>)
+list(APPEND TUTTI_NETNS_TESTS netns.grow)
 add_test(NAME netns.stall COMMAND ${TUTTI_NETNS_RUN} stall)
 add_test(NAME netns.trials COMMAND ${TUTTI_NETNS_RUN} trials 5)
 list(APPEND TUTTI_NETNS_TESTS netns.stall netns.trials)
@@ -41,8 +51,9 @@ foreach(how kill link)
   add_test(NAME netns.plugin.cut.${how} COMMAND ${TUTTI_NETNS_RUN} cut ${how})
 endforeach()
 add_test(NAME netns.plugin.trials COMMAND ${TUTTI_NETNS_RUN} trials 3)
+add_test(NAME netns.plugin.grow COMMAND ${TUTTI_NETNS_RUN} grow $<TARGET_FILE:test_netns_grow>)
 set(TUTTI_NETNS_PLUGIN_TESTS netns.plugin.job.2x2 netns.plugin.job.3x1 netns.plugin.cut.kill
-    netns.plugin.cut.link netns.plugin.trials)
+    netns.plugin.cut.link netns.plugin.trials netns.plugin.grow)
 set_tests_properties(${TUTTI_NETNS_PLUGIN_TESTS} PROPERTIES ENVIRONMENT "${TUTTI_NETNS_PLUGIN_ENV}")
 list(APPEND TUTTI_NETNS_TESTS ${TUTTI_NETNS_PLUGIN_TESTS})
 add_test(NAME netns.bw COMMAND ${TUTTI_NETNS_RUN} bw)
