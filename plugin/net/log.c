@@ -1,6 +1,7 @@
-/* Logging and errors inside the plugin library: the util and net files it
- * reuses log through util/log.h and fail through tutti_error; here both go
- * to the logger NCCL passed to init, which filters them by its own
+/* Logging inside the plugin library: the util and net files it reuses log
+ * through util/log.h (and fail through util/error.c's tutti_error, which
+ * logs its warning the same way); here lines go to the logger NCCL passed
+ * to init, which filters them by its own
  * NCCL_DEBUG and NCCL_DEBUG_SUBSYS (nothing is parsed here). Lines before
  * the first init, or with a NULL logger, are dropped. */
 #include <stdarg.h>
@@ -11,7 +12,6 @@
 #include "util/log.h"
 
 static tutti_net_abi_logger logger; /* atomic */
-static __thread char last_error[1024];
 
 /* Every line reaches the logger, which decides. */
 int tutti_log_level_v = TUTTI_LOG_TRACE;
@@ -47,25 +47,4 @@ int tutti_log_wants(enum tutti_log_level level, unsigned long subsys) {
   TUTTI_UNUSED(level);
   TUTTI_UNUSED(subsys);
   return __atomic_load_n(&logger, __ATOMIC_ACQUIRE) != NULL;
-}
-
-ncclResult_t tutti_error(ncclResult_t res, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
-  va_end(ap);
-  WARN("%s", last_error);
-  return res;
-}
-
-const char* tutti_last_error(void) {
-  return last_error;
-}
-
-void tutti_clear_error(void) {
-  last_error[0] = '\0';
-}
-
-void tutti_set_last_error(const char* text) {
-  snprintf(last_error, sizeof last_error, "%s", text);
 }

@@ -1,5 +1,6 @@
-/* Error strings: ncclGetErrorString, ncclGetLastError and the per-thread
- * record that tutti_error fills where a failure starts. */
+/* Error strings: ncclGetErrorString, ncclGetLastError, and a
+ * communicator's record of its failure (the per-thread record that
+ * tutti_error fills is util/error.c's). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,36 +9,13 @@
 #include "api/comm.h"
 #include "util/check.h"
 
-static __thread char last_error[1024];
-
-ncclResult_t tutti_error(ncclResult_t res, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
-  va_end(ap);
-  WARN("%s", last_error);
-  return res;
-}
-
-const char* tutti_last_error(void) {
-  return last_error;
-}
-
-void tutti_clear_error(void) {
-  last_error[0] = '\0';
-}
-
-void tutti_set_last_error(const char* text) {
-  snprintf(last_error, sizeof last_error, "%s", text);
-}
-
 void tutti_comm_set_error(struct ncclComm* comm, ncclResult_t res) {
   if (comm == NULL || res == ncclSuccess || res == ncclInProgress) {
     return;
   }
   pthread_mutex_lock(&comm->error_lock);
-  if (last_error[0] != '\0') {
-    snprintf(comm->last_error, sizeof comm->last_error, "%s", last_error);
+  if (tutti_last_error()[0] != '\0') {
+    snprintf(comm->last_error, sizeof comm->last_error, "%s", tutti_last_error());
   }
   pthread_mutex_unlock(&comm->error_lock);
   ncclResult_t expected = ncclSuccess;
@@ -71,8 +49,8 @@ NCCL_API const char* ncclGetErrorString(ncclResult_t result) {
 }
 
 NCCL_API const char* ncclGetLastError(ncclComm_t comm) {
-  if (last_error[0] != '\0' || comm == NULL || !tutti_comm_is_live(comm)) {
-    return last_error;
+  if (tutti_last_error()[0] != '\0' || comm == NULL || !tutti_comm_is_live(comm)) {
+    return tutti_last_error();
   }
   static __thread char copy[1024];
   pthread_mutex_lock(&comm->error_lock);
