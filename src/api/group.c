@@ -31,6 +31,11 @@ struct queued_op {
   struct ncclComm* comm;
 };
 
+struct queued_rma {
+  struct tutti_rma_call call;
+  struct ncclComm* comm;
+};
+
 static __thread struct {
   int depth;
   ncclResult_t error;
@@ -38,6 +43,8 @@ static __thread struct {
   int njobs, cap_jobs;
   struct queued_op* ops;
   int nops, cap_ops;
+  struct queued_rma* rmas;
+  int nrmas, cap_rmas;
 } grp;
 
 int tutti_group_depth(void) {
@@ -72,6 +79,12 @@ static void free_ops(void) {
   free(grp.ops);
   grp.ops = NULL;
   grp.nops = grp.cap_ops = 0;
+  for (int i = 0; i < grp.nrmas; i++) {
+    free(grp.rmas[i].call.descs);
+  }
+  free(grp.rmas);
+  grp.rmas = NULL;
+  grp.nrmas = grp.cap_rmas = 0;
 }
 
 /* A failed or simulated group runs nothing: queued inits are undone. */
@@ -237,12 +250,30 @@ static ncclResult_t launch_device(struct queued_op* q, int n, int* cause) {
  * communicator counts as busy (ncclCommAbort waits for that) until nothing
  * of it is touched any more. Device operations are enqueued on their
  * streams first; host operations then run to completion. */
-static ncclResult_t run_ops(struct queued_op* q, int n) {
+/* Runs the one-sided calls among rq that are (waits) or are not (puts and
+ * signals) waits, in issue order, while res is ncclSuccess. */
+static ncclResult_t run_rmas(struct queued_rma* rq, int nr, int waits, ncclResult_t res) {
+  for (int i = 0; i < nr && res == ncclSuccess; i++) {
+    if ((rq[i].call.kind == TUTTI_RMA_WAIT) == waits) {
+      res = tutti_rma_run(rq[i].comm->rma, &rq[i].call);
+      /* A lost or silent peer, an abort: the communicator says so too. */
+      if (res == ncclRemoteError || res == ncclSystemError || res == ncclInternalError) {
+        tutti_comm_set_error(rq[i].comm, res);
+      }
+    }
+  }
+  return res;
+}
+
+static ncclResult_t run_ops(struct queued_op* q, int n, struct queued_rma* rq, int nr) {
   struct tutti_op* stack_ops[16];
   struct tutti_op** ops = n <= 16 ? stack_ops : malloc((size_t)n * sizeof *ops);
   ncclResult_t res;
   for (int i = 0; i < n; i++) {
     __atomic_fetch_add(&q[i].comm->active_calls, 1, __ATOMIC_SEQ_CST);
+  }
+  for (int i = 0; i < nr; i++) {
+    __atomic_fetch_add(&rq[i].comm->active_calls, 1, __ATOMIC_SEQ_CST);
   }
   /* The group's collectives get their numbers in issue order, per
    * communicator: the same on every rank that makes the same calls. */
@@ -257,6 +288,9 @@ static ncclResult_t run_ops(struct queued_op* q, int n) {
     res = tutti_error(ncclSystemError, "out of host memory");
   } else {
     res = launch_device(q, n, &first);
+    /* Puts before host operations and waits after them: a rank's waits
+     * never hold up the puts its peers wait for. */
+    res = run_rmas(rq, nr, 0, res);
     int nh = 0;
     for (int i = 0; i < n; i++) {
       if (!q[i].op->device) {
@@ -266,6 +300,7 @@ static ncclResult_t run_ops(struct queued_op* q, int n) {
     if (res == ncclSuccess && nh > 0) {
       res = tutti_exec_run(ops, nh);
     }
+    res = run_rmas(rq, nr, 1, res);
   }
   for (int i = 0; i < n; i++) {
     if (res != ncclSuccess) {
@@ -278,6 +313,9 @@ static ncclResult_t run_ops(struct queued_op* q, int n) {
   }
   for (int i = 0; i < n; i++) {
     __atomic_fetch_sub(&q[i].comm->active_calls, 1, __ATOMIC_SEQ_CST);
+  }
+  for (int i = 0; i < nr; i++) {
+    __atomic_fetch_sub(&rq[i].comm->active_calls, 1, __ATOMIC_SEQ_CST);
   }
   if (ops != stack_ops) {
     free(ops);
@@ -299,7 +337,7 @@ ncclResult_t tutti_group_add_op(struct tutti_op* op, struct ncclComm* comm, cuda
   ncclResult_t res = op->device ? ncclSuccess : host_ready(comm, stream);
   if (res == ncclSuccess && grp.depth == 0) {
     struct queued_op q = {op, comm};
-    return run_ops(&q, 1); /* op is back in its pool */
+    return run_ops(&q, 1, NULL, 0); /* op is back in its pool */
   } else if (res == ncclSuccess && grp.nops == grp.cap_ops) {
     int cap = grp.cap_ops ? 2 * grp.cap_ops : 16;
     struct queued_op* n = realloc(grp.ops, (size_t)cap * sizeof *n);
@@ -318,6 +356,29 @@ ncclResult_t tutti_group_add_op(struct tutti_op* op, struct ncclComm* comm, cuda
   }
   tutti_op_put(op);
   return tutti_group_fail(res);
+}
+
+ncclResult_t tutti_group_add_rma(struct ncclComm* comm, const struct tutti_rma_call* c) {
+  if (grp.depth == 0) {
+    struct queued_rma q = {*c, comm};
+    ncclResult_t res = run_ops(NULL, 0, &q, 1);
+    free(q.call.descs);
+    return res;
+  }
+  if (grp.nrmas == grp.cap_rmas) {
+    int cap = grp.cap_rmas ? 2 * grp.cap_rmas : 16;
+    struct queued_rma* n = realloc(grp.rmas, (size_t)cap * sizeof *n);
+    if (n == NULL) {
+      free(c->descs);
+      return tutti_group_fail(tutti_error(ncclSystemError, "out of host memory"));
+    }
+    grp.rmas = n;
+    grp.cap_rmas = cap;
+  }
+  grp.rmas[grp.nrmas].call = *c;
+  grp.rmas[grp.nrmas].comm = comm;
+  grp.nrmas++;
+  return ncclSuccess;
 }
 
 NCCL_API ncclResult_t ncclGroupStart(void) {
@@ -346,8 +407,8 @@ NCCL_API ncclResult_t ncclGroupEnd(void) {
   free(grp.jobs);
   grp.jobs = NULL;
   grp.njobs = grp.cap_jobs = 0;
-  if ((res == ncclSuccess || res == ncclInProgress) && grp.nops > 0) {
-    ncclResult_t ores = run_ops(grp.ops, grp.nops);
+  if ((res == ncclSuccess || res == ncclInProgress) && grp.nops + grp.nrmas > 0) {
+    ncclResult_t ores = run_ops(grp.ops, grp.nops, grp.rmas, grp.nrmas);
     res = ores != ncclSuccess ? ores : res;
   }
   free_ops();

@@ -105,3 +105,18 @@ foreach(c ${TUTTI_ORDERED_CASES})
   add_test(NAME coll.ordered.${name} COMMAND test_ordered ${mode} ${ranks} ${expect})
   set_tests_properties(coll.ordered.${name} PROPERTIES TIMEOUT 600 ENVIRONMENT "${env}")
 endforeach()
+
+# One-sided operations on host buffers (windows, ncclPutSignal, ncclSignal,
+# ncclWaitSignal), checked byte for byte: ranks as threads, as processes over
+# shared memory, and over TCP (tests/net adds the network transport).
+add_executable(test_rma ${CMAKE_CURRENT_LIST_DIR}/test_rma.c ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+target_include_directories(test_rma PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_CURRENT_LIST_DIR}
+  ${CMAKE_SOURCE_DIR}/tests/common)
+target_link_libraries(test_rma PRIVATE tutti_static)
+add_test(NAME coll.rma.threads COMMAND test_rma threads 1,2,3,4)
+add_test(NAME coll.rma.procs COMMAND test_rma procs 2,3,4)
+add_test(NAME coll.rma.tcp COMMAND test_rma procs 2,3,4)
+set_tests_properties(coll.rma.threads coll.rma.procs PROPERTIES TIMEOUT 300
+  ENVIRONMENT "TUTTI_TIMEOUT=30")
+set_tests_properties(coll.rma.tcp PROPERTIES TIMEOUT 300
+  ENVIRONMENT "TUTTI_TIMEOUT=30;NCCL_SHM_DISABLE=1")

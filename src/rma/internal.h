@@ -1,0 +1,107 @@
+/* The one-sided state of a communicator, as the files of src/rma/ share it. */
+#ifndef TUTTI_RMA_INTERNAL_H
+#define TUTTI_RMA_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "rma/rma.h"
+
+/* This rank's sending side toward one peer: producers (user threads, CUDA
+ * host functions) take turns, since a queue has one producer. */
+struct tutti_rma_out {
+  pthread_mutex_t lock;
+  uint64_t seq; /* operations sent to this peer so far */
+};
+
+/* The service thread's view of one origin. */
+struct tutti_rma_in {
+  uint64_t seq; /* the operation whose pieces arrive now (0: none yet) */
+  int strikes;  /* idle checks that found the origin gone */
+};
+
+struct tutti_rma {
+  struct tutti_rma_setup s;
+  size_t payload;  /* payload bytes one slot carries after its record header */
+  int on_device;   /* signals live on the device (tutti_dev_rma_start) */
+  int dev_started; /* tutti_dev_rma_start succeeded: tutti_dev_rma_stop at the end */
+  int spin;        /* idle passes spent spinning, then yielding, before sleeping */
+  int yield;
+
+  /* Windows, by registration order; the service thread looks them up under
+   * the lock and copies into them holding it, so deregistration waits for
+   * a copy in progress. */
+  pthread_mutex_t win_lock;
+  struct tutti_win** wins;
+  int nwins, cap_wins;
+  uint32_t next_win_id; /* the last id given (ids from 1, alike on every rank) */
+
+  struct tutti_rma_out* out; /* [nranks] */
+
+  pthread_t thread;
+  int thread_live;
+  uint32_t stop;
+  struct tutti_rma_in* in; /* [nranks]: the service thread's only */
+
+  /* Signals in host memory (on_device 0), [(ctx * SIGNALS + sig) * nranks +
+   * origin]: raised by the service thread after the data is in place,
+   * consumed by waits under consume_lock. */
+  uint64_t* arrived;
+  uint64_t* consumed;
+  pthread_mutex_t consume_lock;
+  uint32_t sig_word;     /* futex word bumped at every raise */
+  uint32_t sig_sleepers; /* waiters sleeping on it */
+
+  /* Origins the service thread found gone after reading all they sent,
+   * and why, for waits on them. */
+  uint32_t* gone;        /* [nranks] */
+  char (*gone_why)[256]; /* [nranks], written before gone is set */
+  /* The receiving side failed (a record for an unknown window, a copy that
+   * failed): every later wait fails with this. */
+  uint32_t failed;
+  ncclResult_t failed_res;
+  char failed_why[512];
+};
+
+static inline size_t tutti_rma_sig_index(const struct tutti_rma* r, int ctx, int sig, int origin) {
+  return ((size_t)ctx * TUTTI_RMA_SIGNALS + (size_t)sig) * (size_t)r->s.nranks + (size_t)origin;
+}
+
+/* Waiting (signal.c): spin, yield, then sleep on a futex word that several
+ * threads may sleep on at once; wakers bump the word and wake every sleeper
+ * when the count of sleepers is non-zero. A waiter counts itself in, then
+ * looks at its condition once more before it sleeps, so a raise that raced
+ * with it is never missed (both sides sequentially consistent). */
+struct tutti_rma_nap {
+  uint32_t* word;
+  uint32_t* sleepers;
+  int spin, yield;
+  uint32_t seen;
+  int armed;
+  int idle;
+};
+/* One idle pass; non-zero once past spinning and yielding (slow checks
+ * are due, and the condition must be looked at again before the next). */
+int tutti_rma_nap_idle(struct tutti_rma_nap* n);
+/* Ends a wait (or an idle spell after progress). */
+void tutti_rma_nap_reset(struct tutti_rma_nap* n);
+/* Bumps `word` and wakes its sleepers, if any. */
+void tutti_rma_wake(uint32_t* word, const uint32_t* sleepers);
+
+/* Raises signal (sig, ctx) from `origin` by one, after the put's data is in
+ * place (signal.c). */
+ncclResult_t tutti_rma_raise(struct tutti_rma* r, int origin, int sig, int ctx);
+/* Blocks until every desc's signal arrived, then consumes them (signal.c). */
+ncclResult_t tutti_rma_wait_host(struct tutti_rma* r, const ncclWaitSignalDesc_t* descs, int n);
+/* Records the receiving side's failure (the first stays) and wakes waiters. */
+void tutti_rma_fail(struct tutti_rma* r, ncclResult_t res, const char* why);
+
+/* Windows (window.c): the registered window numbered `id`, or NULL; call
+ * with win_lock held. Frees every window (destroy). */
+struct tutti_win* tutti_rma_win_by_id(struct tutti_rma* r, uint32_t id);
+void tutti_rma_win_free_all(struct tutti_rma* r);
+
+/* What a peer is (for errors): "rank 3 (pid 1234 on host h)". */
+void tutti_rma_name_peer(const struct tutti_rma* r, int peer, char* buf, size_t len);
+
+#endif
