@@ -100,6 +100,18 @@ static void win_free(struct tutti_rma* r, struct tutti_win* w) {
   free(w);
 }
 
+/* Takes `w` out of the table again (a registration that failed). */
+static void drop(struct tutti_rma* r, struct tutti_win* w) {
+  pthread_mutex_lock(&r->win_lock);
+  for (int i = 0; i < r->nwins; i++) {
+    if (r->wins[i] == w) {
+      r->wins[i] = r->wins[--r->nwins];
+      break;
+    }
+  }
+  pthread_mutex_unlock(&r->win_lock);
+}
+
 ncclResult_t tutti_rma_win_register(struct tutti_rma* r, void* buff, size_t size, int flags,
                                     struct tutti_win** out) {
   const int n = r->s.nranks;
@@ -108,40 +120,52 @@ ncclResult_t tutti_rma_win_register(struct tutti_rma* r, void* buff, size_t size
   const uint32_t id = ++r->next_win_id;
   struct tutti_win* w = calloc(1, sizeof *w);
   struct tutti_rma_peer_win* peers = calloc((size_t)n, sizeof *peers);
-  struct tutti_rma_peer_win lost; /* this rank's part when memory ran out */
-  memset(&lost, 0, sizeof lost);
-  struct tutti_rma_peer_win* me = peers != NULL ? &peers[r->s.rank] : &lost;
-  fill_mine(r, me, buff, size, id);
   if (w == NULL || peers == NULL) {
     free(w);
     free(peers);
-    /* The peers still wait for this rank's part: without memory for theirs
-     * it cannot take part, and the all-gather fails them by its timeout. */
+    /* Without memory for the peers' parts this rank cannot take part: the
+     * all-gather fails them by its timeout. */
     return tutti_error(ncclSystemError, "ncclCommWindowRegister: out of host memory for %d ranks",
                        n);
   }
-  ncclResult_t res = tutti_bootstrap_allgather(r->s.boot, peers, sizeof *peers);
+  struct tutti_rma_peer_win* me = &peers[r->s.rank];
+  fill_mine(r, me, buff, size, id);
+  *w = (struct tutti_win){TUTTI_WIN_MAGIC, r, id, flags, buff, size, me->kind, peers, NULL};
+  /* In the table before this rank's part leaves: a peer may put into it as
+   * soon as its all-gather ends, and the service thread must find it. */
+  ncclResult_t res = me->status == ncclSuccess ? add(r, w) : ncclSuccess;
+  const int added = res == ncclSuccess && me->status == ncclSuccess;
+  if (res != ncclSuccess) {
+    me->status = res;
+  }
+  res = tutti_bootstrap_allgather(r->s.boot, peers, sizeof *peers);
   if (res == ncclSuccess) {
     res = check_all(r, peers, id);
   }
-  *w = (struct tutti_win){TUTTI_WIN_MAGIC, r, id, flags, buff, size, me->kind, peers, NULL};
   int any_dev = 0;
   for (int p = 0; p < n && res == ncclSuccess; p++) {
     any_dev |= peers[p].kind == TUTTI_MEM_DEVICE;
   }
-  if (any_dev && r->s.dev == NULL) {
+  if (res == ncclSuccess && any_dev && r->s.dev == NULL) {
     res = tutti_error(ncclInvalidUsage,
                       "ncclCommWindowRegister on rank %d: a peer's part of window #%u is device "
                       "memory but this rank has no device executor",
                       r->s.rank, id);
-  } else if (any_dev) {
-    /* Collective among the ranks with device communicators: all of them. */
-    res = tutti_dev_rma_win_register(r->s.dev, id, buff, size, peers, n, &w->dev);
-  }
-  if (res == ncclSuccess) {
-    res = add(r, w);
+  } else if (res == ncclSuccess && any_dev) {
+    /* Collective among the ranks with device communicators (all of them);
+     * then a barrier, so that no put reaches a rank still mapping. */
+    struct tutti_rma_dev_win* dw = NULL;
+    res = tutti_dev_rma_win_register(r->s.dev, id, buff, size, peers, n, &dw);
+    pthread_mutex_lock(&r->win_lock);
+    w->dev = dw;
+    pthread_mutex_unlock(&r->win_lock);
+    ncclResult_t bres = tutti_bootstrap_barrier(r->s.boot);
+    res = res != ncclSuccess ? res : bres;
   }
   if (res != ncclSuccess) {
+    if (added) {
+      drop(r, w);
+    }
     win_free(r, w);
     return res;
   }

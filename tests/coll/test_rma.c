@@ -226,6 +226,7 @@ static void windows_case(struct rt* t) {
     return;
   }
   t->win[1] = NULL;
+  memset(t->buf[2], RMA_SENTINEL, wsize(2, r)); /* peers may put once it is registered */
   if (!ok_call(t, ncclCommWindowRegister(t->k.comm, t->buf[2], wsize(2, r), &t->win[2], 0),
                "register a third window")) {
     return;
@@ -233,6 +234,18 @@ static void windows_case(struct rt* t) {
   void* p = NULL;
   RCHECK(&t->k, ncclWinGetUserPtr(t->k.comm, t->win[2], &p) == ncclSuccess && p == t->buf[2],
          "ncclWinGetUserPtr gave %p for %p", p, (void*)t->buf[2]);
+  /* Puts right after registration (no barrier): a peer's window is in its
+   * table before its registration returns anywhere. */
+  const int n = t->k.n, next = (r + 1) % n, prev = (r + n - 1) % n;
+  rma_fill(t->src, r, next, 9100, 333);
+  ncclWaitSignalDesc_t d = {1, prev, 1, 1};
+  if (ok_call(t, ncclPutSignal(t->src, 333, ncclInt8, next, t->win[2], 5, 1, 1, 0, t->k.comm, NULL),
+              "put at once after registering") &&
+      ok_call(t, ncclWaitSignal(1, &d, t->k.comm, NULL), "wait at once after registering")) {
+    expect_begin(t, 2);
+    expect_put(t, 5, prev, 9100, 333);
+    expect_check(t, 2, "a put right after registration");
+  }
   a2a_case(t, 2, ncclUint8, 70001, 1, 0, 7, 3, 9101);
   /* Deregistered (no window registered after, which could take its
    * address): its handle is refused. */
