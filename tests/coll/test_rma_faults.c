@@ -8,6 +8,8 @@
  *              5 s (TUTTI_TIMEOUT stays large), then still put to each other
  *   abort      ncclCommAbort from another thread ends rank 0's wait; rank 1,
  *              waiting for rank 0, fails naming it (threads or processes)
+ *   dropped    rank 0 deregisters its window; rank 1's later put into it is
+ *              dropped and rank 0's wait for its signal fails saying so
  *   abort_put  rank 1 is stopped (SIGSTOP) so rank 0's puts fill the queue;
  *              an abort from another thread ends the blocked put; rank 1,
  *              continued, fails its wait naming rank 0 (processes)
@@ -61,20 +63,47 @@ static void teardown(struct fx* f, int destroy) {
   free(f->src);
 }
 
-/* Expects `res` to be ncclRemoteError with every word of `words` (a
+/* Expects `res` to be `want` with every word of `words` (a
  * NULL-ended list) in the text, `dt` seconds after the cause, within [lo, hi]. */
-static void expect_fail(struct fx* f, ncclResult_t res, const char* const* words, double dt,
-                        double lo, double hi, const char* what) {
+static void expect_code(struct fx* f, ncclResult_t res, ncclResult_t want, const char* const* words,
+                        double dt, double lo, double hi, const char* what) {
   const char* why = ncclGetLastError(NULL);
   int has = 1;
   for (int i = 0; words[i] != NULL; i++) {
     has = has && strstr(why, words[i]) != NULL;
   }
-  RCHECK(&f->k, res == ncclRemoteError && has && dt >= lo && dt <= hi,
-         "%s: returned %d after %.2f s (expected ncclRemoteError within [%.1f, %.1f] s) with "
-         "\"%s\"",
-         what, (int)res, dt, lo, hi, why);
+  RCHECK(&f->k, res == want && has && dt >= lo && dt <= hi,
+         "%s: returned %d after %.2f s (expected %d within [%.1f, %.1f] s) with \"%s\"", what,
+         (int)res, dt, (int)want, lo, hi, why);
   printf("rank %d: %s: %.2f s: %s\n", f->k.r, what, dt, why);
+}
+
+static void expect_fail(struct fx* f, ncclResult_t res, const char* const* words, double dt,
+                        double lo, double hi, const char* what) {
+  expect_code(f, res, ncclRemoteError, words, dt, lo, hi, what);
+}
+
+/* A put into a window its owner has deregistered is dropped, and the
+ * owner's wait for it fails, naming the origin and the window. */
+static void dropped_rank(struct fx* f) {
+  if (f->k.r == 0) {
+    RCHECK(&f->k, ncclCommWindowDeregister(f->k.comm, f->win) == ncclSuccess, "deregister");
+    f->win = NULL;
+  }
+  RCHECK(&f->k, rma_barrier(f->k.comm) == ncclSuccess, "barrier");
+  if (f->k.r == 1) {
+    RCHECK(&f->k,
+           ncclPutSignal(f->src, 1000, ncclInt8, 0, f->win, 0, 0, 0, 0, f->k.comm, NULL) ==
+               ncclSuccess,
+           "the put into a window its owner deregistered failed at the origin");
+  } else {
+    ncclWaitSignalDesc_t d = {1, 1, 0, 0};
+    const double t0 = rma_now();
+    ncclResult_t res = ncclWaitSignal(1, &d, f->k.comm, NULL);
+    const char* words[] = {"dropped a put of rank 1", "window #1", NULL};
+    expect_code(f, res, ncclInvalidUsage, words, rma_now() - t0, 0, 2, "a put dropped");
+  }
+  RCHECK(&f->k, rma_barrier(f->k.comm) == ncclSuccess, "barrier");
 }
 
 static void timeout_rank(struct fx* f) {
@@ -217,6 +246,8 @@ static long run_rank(int n, int r, const ncclUniqueId* id) {
     timeout_rank(&f);
   } else if (strcmp(mode, "kill") == 0) {
     kill_rank(&f);
+  } else if (strcmp(mode, "dropped") == 0) {
+    dropped_rank(&f);
   } else {
     abort_rank(&f, strcmp(mode, "abort_put") == 0);
   }

@@ -137,7 +137,8 @@ set(TUTTI_RMA_FAULTS
   "kill.tcp|kill procs|TUTTI_TIMEOUT=60&NCCL_SHM_DISABLE=1"
   "abort.threads|abort threads|TUTTI_TIMEOUT=60"
   "abort.procs|abort procs|TUTTI_TIMEOUT=60"
-  "abort_put|abort_put procs|TUTTI_TIMEOUT=60")
+  "abort_put|abort_put procs|TUTTI_TIMEOUT=60"
+  "dropped|dropped threads|TUTTI_TIMEOUT=60")
 foreach(c ${TUTTI_RMA_FAULTS})
   string(REPLACE "|" ";" f "${c}")
   list(GET f 0 name)
