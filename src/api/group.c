@@ -24,6 +24,10 @@ struct job {
   char err[1024];
   pthread_t thread;
   int threaded; /* runs on `thread`, joined before res is read */
+  /* Jobs on one communicator (windows, splits) use its bootstrap ring, so
+   * they run one after the other, in issue order, on the first one's thread. */
+  struct job* then;
+  int chained; /* run by an earlier job of its communicator */
 };
 
 struct queued_op {
@@ -59,11 +63,27 @@ ncclResult_t tutti_group_fail(ncclResult_t res) {
 }
 
 static void* job_main(void* p) {
-  struct job* j = p;
-  tutti_clear_error();
-  j->res = j->fn ? j->fn(j->arg) : tutti_comm_init(j->comm, j->nranks, &j->id, j->rank);
-  snprintf(j->err, sizeof j->err, "%s", tutti_last_error());
+  for (struct job* j = p; j != NULL; j = j->then) {
+    tutti_clear_error();
+    j->res = j->fn ? j->fn(j->arg) : tutti_comm_init(j->comm, j->nranks, &j->id, j->rank);
+    snprintf(j->err, sizeof j->err, "%s", tutti_last_error());
+  }
   return NULL;
+}
+
+/* Chains each job after the last earlier one of its communicator. */
+static void chain_jobs(struct job* jobs, int n) {
+  for (int i = 0; i < n; i++) {
+    jobs[i].then = NULL;
+    jobs[i].chained = 0;
+    for (int k = i - 1; k >= 0 && jobs[i].fn != NULL; k--) {
+      if (jobs[k].fn != NULL && jobs[k].comm == jobs[i].comm) {
+        jobs[k].then = &jobs[i];
+        jobs[i].chained = 1;
+        break;
+      }
+    }
+  }
 }
 
 static void* nonblocking_init_main(void* p) {
@@ -109,8 +129,12 @@ static void drop_queued(void) {
 static ncclResult_t run_jobs(struct job* jobs, int n) {
   ncclResult_t res = ncclSuccess;
   int in_progress = 0;
+  chain_jobs(jobs, n);
   for (int i = 0; i < n; i++) {
     struct job* j = &jobs[i];
+    if (j->chained) {
+      continue;
+    }
     if (j->fn == NULL && !j->comm->blocking) {
       struct job* copy = malloc(sizeof *copy);
       if (copy != NULL) {
