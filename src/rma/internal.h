@@ -41,7 +41,10 @@ struct tutti_rma {
   pthread_t thread;
   int thread_live;
   uint32_t stop;
-  struct tutti_rma_in* in; /* [nranks]: the service thread's only */
+  /* The receiving end of every connection has one consumer at a time: the
+   * service thread, or a waiting user thread (tutti_rma_receive). */
+  pthread_mutex_t rx_lock;
+  struct tutti_rma_in* in; /* [nranks]: under rx_lock */
 
   /* Signals in host memory (on_device 0), [(ctx * SIGNALS + sig) * nranks +
    * origin]: raised by the service thread after the data is in place,
@@ -67,7 +70,7 @@ static inline size_t tutti_rma_sig_index(const struct tutti_rma* r, int ctx, int
   return ((size_t)ctx * TUTTI_RMA_SIGNALS + (size_t)sig) * (size_t)r->s.nranks + (size_t)origin;
 }
 
-/* Waiting (signal.c): spin, yield, then sleep on a futex word that several
+/* Waiting (wait.c): spin, yield, then sleep on a futex word that several
  * threads may sleep on at once; wakers bump the word and wake every sleeper
  * when the count of sleepers is non-zero. A waiter counts itself in, then
  * looks at its condition once more before it sleeps, so a raise that raced
@@ -89,19 +92,22 @@ void tutti_rma_nap_reset(struct tutti_rma_nap* n);
 void tutti_rma_wake(uint32_t* word, const uint32_t* sleepers);
 
 /* Raises signal (sig, ctx) from `origin` by one, after the put's data is in
- * place (signal.c). */
+ * place (service.c). */
 ncclResult_t tutti_rma_raise(struct tutti_rma* r, int origin, int sig, int ctx);
-/* Blocks until every desc's signal arrived, then consumes them (signal.c). */
-ncclResult_t tutti_rma_wait_host(struct tutti_rma* r, const ncclWaitSignalDesc_t* descs, int n);
 /* Records the receiving side's failure (the first stays) and wakes waiters. */
 void tutti_rma_fail(struct tutti_rma* r, ncclResult_t res, const char* why);
+/* Applies what has arrived from every origin, unless another thread is at
+ * it: non-zero when anything was applied (service.c). */
+int tutti_rma_receive(struct tutti_rma* r);
+/* Blocks until every desc's signal arrived, then consumes them (signal.c). */
+ncclResult_t tutti_rma_wait_host(struct tutti_rma* r, const ncclWaitSignalDesc_t* descs, int n);
 
 /* Windows (window.c): the registered window numbered `id`, or NULL; call
  * with win_lock held. Frees every window (destroy). */
 struct tutti_win* tutti_rma_win_by_id(struct tutti_rma* r, uint32_t id);
 void tutti_rma_win_free_all(struct tutti_rma* r);
 
-/* What a peer is (for errors): "rank 3 (pid 1234 on host h)". */
+/* What a peer is (for errors): "rank 3 (pid 1234 on host h)" (wait.c). */
 void tutti_rma_name_peer(const struct tutti_rma* r, int peer, char* buf, size_t len);
 
 #endif

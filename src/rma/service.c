@@ -1,8 +1,9 @@
 /* The service thread: one per rank with windows. It owns the receiving end
- * of every connection of the service communicator, applies each record
- * (data into the window, then the signal) and frees its slot, and sleeps on
- * the rank's doorbell there when nothing arrives. Since it never sends, a
- * put waits only for it, never for the target's user thread. */
+ * of every connection of the service communicator (shared, under a lock,
+ * with a user thread waiting for a signal), applies each record (data into
+ * the window, then the signal) and frees its slot, and sleeps on the rank's
+ * doorbell there when nothing arrives. Since it never sends, a put waits
+ * only for it, never for the target's user thread. */
 #define _GNU_SOURCE 1
 #include <limits.h>
 #include <stdarg.h>
@@ -24,6 +25,29 @@
 /* Slots taken from one origin before looking at the next: no origin that
  * streams a large put holds up a signal from another for long. */
 #define SLOTS_PER_TURN 4
+
+void tutti_rma_fail(struct tutti_rma* r, ncclResult_t res, const char* why) {
+  uint32_t none = 0;
+  /* 1 while the first failure writes its cause, 2 once readable. */
+  if (__atomic_compare_exchange_n(&r->failed, &none, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    r->failed_res = res;
+    snprintf(r->failed_why, sizeof r->failed_why, "%s", why);
+    __atomic_store_n(&r->failed, 2, __ATOMIC_SEQ_CST);
+  }
+  __atomic_add_fetch(&r->sig_word, 1, __ATOMIC_SEQ_CST);
+  syscall(SYS_futex, &r->sig_word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+ncclResult_t tutti_rma_raise(struct tutti_rma* r, int origin, int sig, int ctx) {
+  if (r->on_device) {
+    return tutti_dev_rma_signal(r->s.dev, origin, sig, ctx);
+  }
+  /* Sequentially consistent: releases the data written before, and pairs
+   * with a waiter counting itself in (tutti_rma_wake). */
+  __atomic_add_fetch(&r->arrived[tutti_rma_sig_index(r, ctx, sig, origin)], 1, __ATOMIC_SEQ_CST);
+  tutti_rma_wake(&r->sig_word, &r->sig_sleepers);
+  return ncclSuccess;
+}
 
 /* Records a failure of the receiving side (a warning, once per cause). */
 static void fail(struct tutti_rma* r, ncclResult_t res, const char* fmt, ...)
@@ -144,27 +168,42 @@ static void check_gone(struct tutti_rma* r) {
   }
 }
 
+/* Applies what has arrived, a few slots per origin in turn: 1 when
+ * anything was. Holds rx_lock. */
+static int poll_all(struct tutti_rma* r) {
+  int moved = 0;
+  for (int p = 0; p < r->s.nranks; p++) {
+    struct tutti_conn* c = r->s.recv[p];
+    for (int k = 0; p != r->s.rank && k < SLOTS_PER_TURN; k++) {
+      size_t bytes;
+      const void* slot = c->ops->recv_begin(c, &bytes);
+      if (slot == NULL) {
+        break;
+      }
+      apply(r, p, slot, bytes);
+      c->ops->recv_end(c);
+      r->in[p].strikes = 0;
+      moved = 1;
+    }
+  }
+  return moved;
+}
+
+int tutti_rma_receive(struct tutti_rma* r) {
+  if (r->s.nranks == 1 || pthread_mutex_trylock(&r->rx_lock) != 0) {
+    return 0;
+  }
+  const int moved = poll_all(r);
+  pthread_mutex_unlock(&r->rx_lock);
+  return moved;
+}
+
 static void* service_main(void* arg) {
   struct tutti_rma* r = arg;
   struct tutti_rma_nap nap = {&r->s.bell->ring, &r->s.bell->sleeping, r->spin, r->yield, 0, 0, 0};
   double last_check = 0;
   while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
-    int moved = 0;
-    for (int p = 0; p < r->s.nranks; p++) {
-      struct tutti_conn* c = r->s.recv[p];
-      for (int k = 0; p != r->s.rank && k < SLOTS_PER_TURN; k++) {
-        size_t bytes;
-        const void* slot = c->ops->recv_begin(c, &bytes);
-        if (slot == NULL) {
-          break;
-        }
-        apply(r, p, slot, bytes);
-        c->ops->recv_end(c);
-        r->in[p].strikes = 0;
-        moved = 1;
-      }
-    }
-    if (moved) {
+    if (tutti_rma_receive(r)) {
       tutti_rma_nap_reset(&nap);
       continue;
     }
@@ -174,7 +213,13 @@ static void* service_main(void* arg) {
     const double t = tutti_socket_now();
     if (t - last_check >= 0.05) {
       last_check = t;
-      check_gone(r);
+      /* Drained right before, in one hold of the lock: an origin seen gone
+       * has nothing left in its queue. */
+      pthread_mutex_lock(&r->rx_lock);
+      if (!poll_all(r)) {
+        check_gone(r);
+      }
+      pthread_mutex_unlock(&r->rx_lock);
     }
   }
   tutti_rma_nap_reset(&nap);
@@ -195,6 +240,7 @@ ncclResult_t tutti_rma_create(const struct tutti_rma_setup* s, struct tutti_rma*
   r->yield = s->yield;
   pthread_mutex_init(&r->win_lock, NULL);
   pthread_mutex_init(&r->consume_lock, NULL);
+  pthread_mutex_init(&r->rx_lock, NULL);
   r->out = calloc((size_t)n, sizeof *r->out);
   r->in = calloc((size_t)n, sizeof *r->in);
   r->arrived = calloc(nsig, sizeof *r->arrived);
@@ -265,6 +311,7 @@ void tutti_rma_destroy(struct tutti_rma* r) {
   }
   pthread_mutex_destroy(&r->win_lock);
   pthread_mutex_destroy(&r->consume_lock);
+  pthread_mutex_destroy(&r->rx_lock);
   free(r->out);
   free(r->in);
   free(r->arrived);

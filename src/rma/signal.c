@@ -1,100 +1,14 @@
-/* Signals counted in host memory: raised by the service thread once a put's
- * data is in place, awaited and consumed by ncclWaitSignal on the calling
- * thread; and the waiting that puts and the service thread share. */
-#define _GNU_SOURCE 1
-#include <limits.h>
-#include <linux/futex.h>
-#include <sched.h>
+/* Signals counted in host memory: ncclWaitSignal on the calling thread
+ * waits until every awaited signal arrived, receiving what has come itself
+ * while it spins (no hop through the service thread), then consumes them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "rma/internal.h"
 #include "util/check.h"
 #include "util/proc.h"
 #include "util/socket.h"
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
-
-int tutti_rma_nap_idle(struct tutti_rma_nap* n) {
-  n->idle++;
-  if (n->idle <= n->spin) {
-    cpu_relax();
-    return 0;
-  }
-  if (n->idle <= n->spin + n->yield) {
-    sched_yield();
-    return 0;
-  }
-  if (!n->armed) {
-    n->seen = __atomic_load_n(n->word, __ATOMIC_SEQ_CST);
-    __atomic_add_fetch(n->sleepers, 1, __ATOMIC_SEQ_CST);
-    n->armed = 1;
-    return 1; /* one more look before sleeping */
-  }
-  /* Bounded, so that aborts, lost peers and the timeout are noticed. Not a
-   * private futex: the word may be a doorbell in shared memory, which
-   * peers' processes ring. */
-  struct timespec ts = {0, 100 * 1000 * 1000};
-  syscall(SYS_futex, n->word, FUTEX_WAIT, n->seen, &ts, NULL, 0);
-  __atomic_sub_fetch(n->sleepers, 1, __ATOMIC_SEQ_CST);
-  n->armed = 0;
-  return 1;
-}
-
-void tutti_rma_nap_reset(struct tutti_rma_nap* n) {
-  if (n->armed) {
-    __atomic_sub_fetch(n->sleepers, 1, __ATOMIC_SEQ_CST);
-    n->armed = 0;
-  }
-  n->idle = 0;
-}
-
-void tutti_rma_wake(uint32_t* word, const uint32_t* sleepers) {
-  /* The caller's store (sequentially consistent) then this load pair with a
-   * sleeper's count then its look at the condition. */
-  if (__atomic_load_n(sleepers, __ATOMIC_SEQ_CST) != 0) {
-    __atomic_add_fetch(word, 1, __ATOMIC_SEQ_CST);
-    syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-  }
-}
-
-void tutti_rma_name_peer(const struct tutti_rma* r, int peer, char* buf, size_t len) {
-  const struct tutti_peer_info* p = &r->s.peers[peer];
-  snprintf(buf, len, "rank %d (pid %d on host %s)", peer, (int)p->pid, p->hostname);
-}
-
-void tutti_rma_fail(struct tutti_rma* r, ncclResult_t res, const char* why) {
-  uint32_t none = 0;
-  /* 1 while the first failure writes its cause, 2 once readable. */
-  if (__atomic_compare_exchange_n(&r->failed, &none, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    r->failed_res = res;
-    snprintf(r->failed_why, sizeof r->failed_why, "%s", why);
-    __atomic_store_n(&r->failed, 2, __ATOMIC_SEQ_CST);
-  }
-  __atomic_add_fetch(&r->sig_word, 1, __ATOMIC_SEQ_CST);
-  syscall(SYS_futex, &r->sig_word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
-ncclResult_t tutti_rma_raise(struct tutti_rma* r, int origin, int sig, int ctx) {
-  if (r->on_device) {
-    return tutti_dev_rma_signal(r->s.dev, origin, sig, ctx);
-  }
-  /* Sequentially consistent: releases the data written before, and pairs
-   * with a waiter counting itself in (tutti_rma_wake). */
-  __atomic_add_fetch(&r->arrived[tutti_rma_sig_index(r, ctx, sig, origin)], 1, __ATOMIC_SEQ_CST);
-  tutti_rma_wake(&r->sig_word, &r->sig_sleepers);
-  return ncclSuccess;
-}
 
 /* One awaited signal: descs naming the same one are added up. */
 struct awaited {
@@ -207,6 +121,12 @@ ncclResult_t tutti_rma_wait_host(struct tutti_rma* r, const ncclWaitSignalDesc_t
   double since = 0, last_check = 0;
   uint64_t seen_total = 0;
   while (!try_consume(r, a, na)) {
+    /* While spinning, receive what came (when the service thread is not
+     * at it): the signal is seen without waking another thread. */
+    if (tutti_rma_receive(r)) {
+      tutti_rma_nap_reset(&nap);
+      continue;
+    }
     if (!tutti_rma_nap_idle(&nap)) {
       continue;
     }
