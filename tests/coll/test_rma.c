@@ -398,9 +398,12 @@ static long run_rank(int n, int r, const ncclUniqueId* id) {
     fprintf(stderr, "rank %d: init failed: %s\n", r, ncclGetLastError(NULL));
     return 1;
   }
+  /* Two registrations in one group: they run in order at its end. */
+  ncclGroupStart();
   for (int w = 0; w < 2; w++) {
     ok_call(&t, ncclCommWindowRegister(t.k.comm, t.buf[w], wsize(w, r), &t.win[w], 0), "register");
   }
+  ok_call(&t, ncclGroupEnd(), "group of two registrations");
   if (t.win[0] != NULL && t.win[1] != NULL) {
     argument_errors(&t);
     split_errors(&t);
