@@ -94,8 +94,9 @@ void tutti_rma_wake(uint32_t* word, const uint32_t* sleepers);
 /* Raises signal (sig, ctx) from `origin` by one, after the put's data is in
  * place (service.c). */
 ncclResult_t tutti_rma_raise(struct tutti_rma* r, int origin, int sig, int ctx);
-/* Records the receiving side's failure (the first stays) and wakes waiters. */
-void tutti_rma_fail(struct tutti_rma* r, ncclResult_t res, const char* why);
+/* Records the receiving side's failure (the first stays: 1 when this was
+ * it) and wakes waiters. */
+int tutti_rma_fail(struct tutti_rma* r, ncclResult_t res, const char* why);
 /* Applies what has arrived from every origin, unless another thread is at
  * it: non-zero when anything was applied (service.c). */
 int tutti_rma_receive(struct tutti_rma* r);

@@ -26,16 +26,19 @@
  * streams a large put holds up a signal from another for long. */
 #define SLOTS_PER_TURN 4
 
-void tutti_rma_fail(struct tutti_rma* r, ncclResult_t res, const char* why) {
+int tutti_rma_fail(struct tutti_rma* r, ncclResult_t res, const char* why) {
   uint32_t none = 0;
   /* 1 while the first failure writes its cause, 2 once readable. */
-  if (__atomic_compare_exchange_n(&r->failed, &none, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  const int first =
+      __atomic_compare_exchange_n(&r->failed, &none, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  if (first) {
     r->failed_res = res;
     snprintf(r->failed_why, sizeof r->failed_why, "%s", why);
     __atomic_store_n(&r->failed, 2, __ATOMIC_SEQ_CST);
   }
   __atomic_add_fetch(&r->sig_word, 1, __ATOMIC_SEQ_CST);
   syscall(SYS_futex, &r->sig_word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+  return first;
 }
 
 ncclResult_t tutti_rma_raise(struct tutti_rma* r, int origin, int sig, int ctx) {
@@ -49,7 +52,8 @@ ncclResult_t tutti_rma_raise(struct tutti_rma* r, int origin, int sig, int ctx) 
   return ncclSuccess;
 }
 
-/* Records a failure of the receiving side (a warning, once per cause). */
+/* Records a failure of the receiving side; the first is also a warning
+ * (the pieces of one dropped put would repeat it). */
 static void fail(struct tutti_rma* r, ncclResult_t res, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void fail(struct tutti_rma* r, ncclResult_t res, const char* fmt, ...) {
@@ -58,8 +62,9 @@ static void fail(struct tutti_rma* r, ncclResult_t res, const char* fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(why, sizeof why, fmt, ap);
   va_end(ap);
-  WARN("%s", why);
-  tutti_rma_fail(r, res, why);
+  if (tutti_rma_fail(r, res, why)) {
+    WARN("%s", why);
+  }
 }
 
 /* Copies a piece into this rank's part of window `id`, holding the window
@@ -70,12 +75,13 @@ static int deliver(struct tutti_rma* r, int origin, const struct tutti_rma_rec* 
   struct tutti_win* w = tutti_rma_win_by_id(r, rec->win_id);
   ncclResult_t res = ncclSuccess;
   if (w != NULL && (rec->offset > w->size || rec->bytes > w->size - rec->offset)) {
+    const size_t size = w->size;
     pthread_mutex_unlock(&r->win_lock);
     fail(r, ncclInvalidUsage,
          "rank %d dropped %llu bytes from rank %d at offset %llu of window #%u: they end beyond "
          "this rank's part of it (%zu bytes)",
          r->s.rank, (unsigned long long)rec->bytes, origin, (unsigned long long)rec->offset,
-         rec->win_id, w->size);
+         rec->win_id, size);
     return -1;
   }
   if (w != NULL && rec->bytes > 0) {
