@@ -10,8 +10,9 @@ if [ "${TUTTI_SANITIZERS:-1}" = 1 ]; then
   for san in address,undefined thread; do
     dir=build-san-${san%%,*}
     # The network transport's end-to-end matrix once (a context per
-    # communicator, three ranks as threads: its proxies race if anything does).
-    tests='unit\.|net\.(plugin|bw_smoke|cut|socket|matrix\.v11)|coll\.procs\.default|coll\.withdraw\.|tuttirun\.|check\.|ddp\.(equiv|resume)'
+    # communicator, three ranks as threads: its proxies race if anything does),
+    # and the one-sided tests (service threads, puts and waits from any thread).
+    tests='unit\.|net\.(plugin|bw_smoke|cut|socket|matrix\.v11|rma\.v11)|coll\.procs\.default|coll\.withdraw\.|coll\.rma|tuttirun\.|check\.|ddp\.(equiv|resume)'
     # TSan cannot follow a multi-threaded parent into a fork that starts
     # threads (the TCP proxy), so the TCP matrix and the attacked job run
     # under ASan only, as do the fuzzers (their decoders are single-threaded).

@@ -331,6 +331,13 @@ static void argument_errors(struct rt* t) {
   expect_err(t, ncclWaitSignal(2, d, c, NULL), IA, "sigIdx", "wait on sigIdx 8");
   d[1] = (ncclWaitSignalDesc_t){1, next, 0, NCTX};
   expect_err(t, ncclWaitSignal(2, d, c, NULL), IA, "ctx", "wait on ctx numRmaCtx");
+  expect_err(t, ncclWaitSignal(1, d, NULL, NULL), IA, "comm is NULL", "wait, comm NULL");
+  expect_err(t, ncclCommWindowRegister(NULL, s, 16, &w, 0), IA, "comm is NULL",
+             "register, comm NULL");
+  expect_err(t, ncclCommWindowDeregister(NULL, w), IA, "comm is NULL", "deregister, comm NULL");
+  expect_err(t, ncclWinGetUserPtr(NULL, w, (void**)&s), IA, "comm is NULL",
+             "user pointer, comm NULL");
+  RCHECK(&t->k, w == t->win[0] && s == t->src, "a refused call changed its arguments");
   expect_err(t, ncclCommWindowRegister(c, s, 16, NULL, 0), IA, "win is NULL", "register, win NULL");
   ncclWindow_t nw = (ncclWindow_t)(void*)&dummy;
   expect_err(t, ncclCommWindowRegister(c, NULL, 16, &nw, 0), IA, "buff is NULL", "register NULL");

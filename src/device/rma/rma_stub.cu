@@ -1,7 +1,7 @@
 /* Placeholder for the device side of one-sided operations (rma/rma_dev.h)
  * until the device path exists: signals stay in host memory (host windows
  * and buffers work on a GPU host too) and device memory is refused with a
- * sentence. To be replaced by src/device/rma/*.cu. */
+ * sentence. The device path replaces this file with its own in this folder. */
 #include "rma/rma_dev.h"
 
 extern "C" {
