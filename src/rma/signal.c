@@ -17,6 +17,11 @@ struct awaited {
   uint64_t need;
 };
 
+static int by_index(const void* x, const void* y) {
+  const size_t a = ((const struct awaited*)x)->idx, b = ((const struct awaited*)y)->idx;
+  return a < b ? -1 : a > b;
+}
+
 /* Consumes every awaited signal when all have arrived: 1, else 0. */
 static int try_consume(struct tutti_rma* r, const struct awaited* a, int n) {
   pthread_mutex_lock(&r->consume_lock);
@@ -103,18 +108,21 @@ ncclResult_t tutti_rma_wait_host(struct tutti_rma* r, const ncclWaitSignalDesc_t
   if (a == NULL) {
     return tutti_error(ncclSystemError, "ncclWaitSignal: out of host memory for %d descs", n);
   }
-  int na = 0;
+  /* Sorted by signal, descs naming the same one added up: n log n, as an
+   * all-to-all's wait names every rank. */
   for (int i = 0; i < n; i++) {
     const ncclWaitSignalDesc_t* d = &descs[i];
-    const size_t idx = tutti_rma_sig_index(r, d->ctx, d->sigIdx, d->peer);
-    int k = 0;
-    while (k < na && a[k].idx != idx) {
-      k++;
+    a[i] = (struct awaited){tutti_rma_sig_index(r, d->ctx, d->sigIdx, d->peer), d->peer, d->sigIdx,
+                            d->ctx, (uint64_t)d->opCnt};
+  }
+  qsort(a, (size_t)n, sizeof *a, by_index);
+  int na = 0;
+  for (int i = 0; i < n; i++) {
+    if (na > 0 && a[na - 1].idx == a[i].idx) {
+      a[na - 1].need += a[i].need;
+    } else {
+      a[na++] = a[i];
     }
-    if (k == na) {
-      a[na++] = (struct awaited){idx, d->peer, d->sigIdx, d->ctx, 0};
-    }
-    a[k].need += (uint64_t)d->opCnt;
   }
   struct tutti_rma_nap nap = {&r->sig_word, &r->sig_sleepers, r->spin, r->yield, 0, 0, 0};
   ncclResult_t res = ncclSuccess;

@@ -72,8 +72,8 @@ static int ok_call(struct rt* t, ncclResult_t res, const char* what) {
   return res == ncclSuccess;
 }
 
-/* Rank r puts k pieces of `count` to the next rank and waits for k signals
- * from the previous one with one desc (opCnt k). */
+/* Rank r puts k (at most 3) pieces of `count` to the next rank and waits
+ * for k signals from the previous one. */
 static void ring_case(struct rt* t, ncclDataType_t type, size_t count, size_t off, int k, int sig,
                       int ctx, uint32_t tag) {
   const int n = t->k.n, r = t->k.r, next = (r + 1) % n, prev = (r + n - 1) % n;
@@ -94,8 +94,13 @@ static void ring_case(struct rt* t, ncclDataType_t type, size_t count, size_t of
       return;
     }
   }
-  ncclWaitSignalDesc_t d = {k, prev, sig, ctx};
-  if (!ok_call(t, ncclWaitSignal(1, &d, t->k.comm, NULL), what)) {
+  /* One desc of opCnt k, or (odd tags) k descs of 1 naming the same signal. */
+  ncclWaitSignalDesc_t d[3] = {{k, prev, sig, ctx}, {1, prev, sig, ctx}, {1, prev, sig, ctx}};
+  const int split = k > 1 && tag % 2 == 1;
+  if (split) {
+    d[0].opCnt = 1;
+  }
+  if (!ok_call(t, ncclWaitSignal(split ? k : 1, d, t->k.comm, NULL), what)) {
     return;
   }
   expect_begin(t, 0);
