@@ -66,6 +66,7 @@ static ncclResult_t rma_start(struct ncclComm* p) {
       .dev = p->dev,
       .timeout_s = tutti_timeout_s(),
       .spin = s->er.spin_passes,
+      .spin_max = s->er.spin_max,
       .yield = s->er.yield_passes,
   };
   res = tutti_rma_create(&setup, &p->rma);

@@ -25,8 +25,10 @@ struct tutti_rma {
   size_t payload;  /* payload bytes one slot carries after its record header */
   int on_device;   /* signals live on the device (tutti_dev_rma_start) */
   int dev_started; /* tutti_dev_rma_start succeeded: tutti_dev_rma_stop at the end */
-  int spin;        /* idle passes spent spinning, then yielding, before sleeping */
+  int spin;        /* idle passes spent spinning (adapted, as the executor's: */
+  int spin_max;    /* up to this), then yielding, before sleeping */
   int yield;
+  int wait_spin; /* what waits learnt so far (any thread: relaxed atomics) */
 
   /* Windows, by registration order; the service thread looks them up under
    * the lock and copies into them holding it, so deregistration waits for
@@ -78,7 +80,7 @@ static inline size_t tutti_rma_sig_index(const struct tutti_rma* r, int ctx, int
 struct tutti_rma_nap {
   uint32_t* word;
   uint32_t* sleepers;
-  int spin, yield;
+  int spin, spin_max, yield;
   uint32_t seen;
   int armed;
   int idle;
@@ -86,7 +88,9 @@ struct tutti_rma_nap {
 /* One idle pass; non-zero once past spinning and yielding (slow checks
  * are due, and the condition must be looked at again before the next). */
 int tutti_rma_nap_idle(struct tutti_rma_nap* n);
-/* Ends a wait (or an idle spell after progress). */
+/* Ends a wait (or an idle spell after progress), adapting the spin: a
+ * wait that ended while spinning or just after says the peer runs and
+ * spinning pays; one that needed long yields or a sleep says it does not. */
 void tutti_rma_nap_reset(struct tutti_rma_nap* n);
 /* Bumps `word` and wakes its sleepers, if any. */
 void tutti_rma_wake(uint32_t* word, const uint32_t* sleepers);

@@ -19,7 +19,8 @@
 static ncclResult_t wait_slot(struct tutti_rma* r, int peer, uint64_t seq, size_t done,
                               size_t bytes, void** slot) {
   struct tutti_conn* c = r->s.send[peer];
-  struct tutti_rma_nap nap = {&r->s.bell->ring, &r->s.bell->sleeping, r->spin, r->yield, 0, 0, 0};
+  struct tutti_rma_nap nap = {
+      &r->s.bell->ring, &r->s.bell->sleeping, r->spin, r->spin_max, r->yield, 0, 0, 0};
   double since = 0, last_check = 0;
   ncclResult_t res = ncclSuccess;
   char who[192];

@@ -206,7 +206,8 @@ int tutti_rma_receive(struct tutti_rma* r) {
 
 static void* service_main(void* arg) {
   struct tutti_rma* r = arg;
-  struct tutti_rma_nap nap = {&r->s.bell->ring, &r->s.bell->sleeping, r->spin, r->yield, 0, 0, 0};
+  struct tutti_rma_nap nap = {
+      &r->s.bell->ring, &r->s.bell->sleeping, r->spin, r->spin_max, r->yield, 0, 0, 0};
   double last_check = 0;
   while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
     if (tutti_rma_receive(r)) {
@@ -243,6 +244,8 @@ ncclResult_t tutti_rma_create(const struct tutti_rma_setup* s, struct tutti_rma*
   }
   r->s = *s;
   r->spin = s->spin;
+  r->spin_max = s->spin_max > s->spin ? s->spin_max : s->spin;
+  r->wait_spin = s->spin;
   r->yield = s->yield;
   pthread_mutex_init(&r->win_lock, NULL);
   pthread_mutex_init(&r->consume_lock, NULL);

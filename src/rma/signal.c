@@ -124,7 +124,14 @@ ncclResult_t tutti_rma_wait_host(struct tutti_rma* r, const ncclWaitSignalDesc_t
       a[na++] = a[i];
     }
   }
-  struct tutti_rma_nap nap = {&r->sig_word, &r->sig_sleepers, r->spin, r->yield, 0, 0, 0};
+  struct tutti_rma_nap nap = {&r->sig_word,
+                              &r->sig_sleepers,
+                              __atomic_load_n(&r->wait_spin, __ATOMIC_RELAXED),
+                              r->spin_max,
+                              r->yield,
+                              0,
+                              0,
+                              0};
   ncclResult_t res = ncclSuccess;
   double since = 0, last_check = 0;
   uint64_t seen_total = 0;
@@ -162,6 +169,7 @@ ncclResult_t tutti_rma_wait_host(struct tutti_rma* r, const ncclWaitSignalDesc_t
     }
   }
   tutti_rma_nap_reset(&nap);
+  __atomic_store_n(&r->wait_spin, nap.spin, __ATOMIC_RELAXED); /* for the next wait */
   if (a != stack) {
     free(a);
   }

@@ -50,6 +50,12 @@ void tutti_rma_nap_reset(struct tutti_rma_nap* n) {
     __atomic_sub_fetch(n->sleepers, 1, __ATOMIC_SEQ_CST);
     n->armed = 0;
   }
+  if (n->idle > 0 && n->idle <= n->spin + 2) {
+    const int more = n->spin > 0 ? n->spin * 2 : 1;
+    n->spin = more < n->spin_max ? more : n->spin_max;
+  } else if (n->idle > n->spin + 2 && n->spin > 4) {
+    n->spin /= 2;
+  }
   n->idle = 0;
 }
 
