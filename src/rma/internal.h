@@ -54,8 +54,6 @@ struct tutti_rma {
   uint64_t* arrived;
   uint64_t* consumed;
   pthread_mutex_t consume_lock;
-  uint32_t sig_word;     /* futex word bumped at every raise */
-  uint32_t sig_sleepers; /* waiters sleeping on it */
 
   /* Origins the service thread found gone after reading all they sent,
    * and why, for waits on them. */
@@ -74,7 +72,12 @@ static inline size_t tutti_rma_sig_index(const struct tutti_rma* r, int ctx, int
 
 /* Waiting (wait.c): spin, yield, then sleep on a futex word that several
  * threads may sleep on at once; wakers bump the word and wake every sleeper
- * when the count of sleepers is non-zero. A waiter counts itself in, then
+ * when the count of sleepers is non-zero. Every thread of a rank sleeps on
+ * its doorbell in the service communicator (`ring`, counted in `sleeping`):
+ * the service thread, waits and puts waiting for a slot; whatever happens
+ * (a slot posted or freed by a peer, a signal raised, a failure, the stop)
+ * rings it, so that a sleeping wait wakes at the peer's post and receives
+ * it itself, one wake-up per hop rather than two. A waiter counts itself in, then
  * looks at its condition once more before it sleeps, so a raise that raced
  * with it is never missed (both sides sequentially consistent). */
 struct tutti_rma_nap {

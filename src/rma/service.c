@@ -36,8 +36,8 @@ int tutti_rma_fail(struct tutti_rma* r, ncclResult_t res, const char* why) {
     snprintf(r->failed_why, sizeof r->failed_why, "%s", why);
     __atomic_store_n(&r->failed, 2, __ATOMIC_SEQ_CST);
   }
-  __atomic_add_fetch(&r->sig_word, 1, __ATOMIC_SEQ_CST);
-  syscall(SYS_futex, &r->sig_word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+  __atomic_add_fetch(&r->s.bell->ring, 1, __ATOMIC_SEQ_CST);
+  syscall(SYS_futex, &r->s.bell->ring, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
   return first;
 }
 
@@ -48,7 +48,7 @@ ncclResult_t tutti_rma_raise(struct tutti_rma* r, int origin, int sig, int ctx) 
   /* Sequentially consistent: releases the data written before, and pairs
    * with a waiter counting itself in (tutti_rma_wake). */
   __atomic_add_fetch(&r->arrived[tutti_rma_sig_index(r, ctx, sig, origin)], 1, __ATOMIC_SEQ_CST);
-  tutti_rma_wake(&r->sig_word, &r->sig_sleepers);
+  tutti_rma_wake(&r->s.bell->ring, &r->s.bell->sleeping);
   return ncclSuccess;
 }
 
@@ -169,7 +169,7 @@ static void check_gone(struct tutti_rma* r) {
     } else if (++r->in[p].strikes >= 2) {
       snprintf(r->gone_why[p], sizeof r->gone_why[p], "%s", why);
       __atomic_store_n(&r->gone[p], 1, __ATOMIC_RELEASE);
-      tutti_rma_wake(&r->sig_word, &r->sig_sleepers);
+      tutti_rma_wake(&r->s.bell->ring, &r->s.bell->sleeping);
     }
   }
 }

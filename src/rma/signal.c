@@ -124,8 +124,8 @@ ncclResult_t tutti_rma_wait_host(struct tutti_rma* r, const ncclWaitSignalDesc_t
       a[na++] = a[i];
     }
   }
-  struct tutti_rma_nap nap = {&r->sig_word,
-                              &r->sig_sleepers,
+  struct tutti_rma_nap nap = {&r->s.bell->ring,
+                              &r->s.bell->sleeping,
                               __atomic_load_n(&r->wait_spin, __ATOMIC_RELAXED),
                               r->spin_max,
                               r->yield,
