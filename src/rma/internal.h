@@ -37,6 +37,7 @@ struct tutti_rma {
   struct tutti_win** wins;
   int nwins, cap_wins;
   uint32_t next_win_id; /* the last id given (ids from 1, alike on every rank) */
+  int dev_wins;         /* this rank's registered windows in device memory */
 
   struct tutti_rma_out* out; /* [nranks] */
 

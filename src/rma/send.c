@@ -12,6 +12,12 @@
 #include "util/cuda.h"
 #include "util/socket.h"
 
+/* Whether applying what arrives stays on the host: no signals on the
+ * device, no window of this rank in device memory. */
+static int host_only(const struct tutti_rma* r) {
+  return !r->on_device && __atomic_load_n(&r->dev_wins, __ATOMIC_ACQUIRE) == 0;
+}
+
 /* Waits until the queue to `peer` has a free slot (*slot), bounded: the
  * communicator aborted, the peer gone, or no slot freed for TUTTI_TIMEOUT
  * end it with an error naming the peer. A free slot needs only the peer's
@@ -25,6 +31,15 @@ static ncclResult_t wait_slot(struct tutti_rma* r, int peer, uint64_t seq, size_
   ncclResult_t res = ncclSuccess;
   char who[192];
   while ((*slot = c->ops->send_begin(c)) == NULL) {
+    /* Meanwhile receive what peers put here: two ranks putting to each
+     * other then move both ways on their own threads, as an exchange of
+     * sends and receives does, rather than wait on their service threads
+     * (twice the rate on 2 cores). Not where receiving may call the device
+     * layer: this may be a CUDA host function, which must not call CUDA. */
+    if (host_only(r) && tutti_rma_receive(r)) {
+      tutti_rma_nap_reset(&nap);
+      continue;
+    }
     if (!tutti_rma_nap_idle(&nap)) {
       continue;
     }

@@ -74,6 +74,13 @@ static ncclResult_t check_all(struct tutti_rma* r, const struct tutti_rma_peer_w
   return ncclSuccess;
 }
 
+/* A window leaves the table (under the lock). */
+static void forget_kind(struct tutti_rma* r, const struct tutti_win* w) {
+  if (w->kind == TUTTI_MEM_DEVICE) {
+    __atomic_sub_fetch(&r->dev_wins, 1, __ATOMIC_RELEASE);
+  }
+}
+
 static ncclResult_t add(struct tutti_rma* r, struct tutti_win* w) {
   pthread_mutex_lock(&r->win_lock);
   if (r->nwins == r->cap_wins) {
@@ -87,6 +94,9 @@ static ncclResult_t add(struct tutti_rma* r, struct tutti_win* w) {
     r->cap_wins = cap;
   }
   r->wins[r->nwins++] = w;
+  if (w->kind == TUTTI_MEM_DEVICE) {
+    __atomic_add_fetch(&r->dev_wins, 1, __ATOMIC_RELEASE);
+  }
   pthread_mutex_unlock(&r->win_lock);
   return ncclSuccess;
 }
@@ -106,6 +116,7 @@ static void drop(struct tutti_rma* r, struct tutti_win* w) {
   for (int i = 0; i < r->nwins; i++) {
     if (r->wins[i] == w) {
       r->wins[i] = r->wins[--r->nwins];
+      forget_kind(r, w);
       break;
     }
   }
@@ -204,6 +215,7 @@ ncclResult_t tutti_rma_win_deregister(struct tutti_rma* r, struct tutti_win* w) 
   for (int i = 0; i < r->nwins && !found; i++) {
     if (r->wins[i] == w) {
       r->wins[i] = r->wins[--r->nwins];
+      forget_kind(r, w);
       found = 1;
     }
   }
