@@ -1,6 +1,6 @@
 /* The service thread: one per rank with windows. It owns the receiving end
  * of every connection of the service communicator (shared, under a lock,
- * with a user thread waiting for a signal), applies each record (data into
+ * with user threads waiting for a signal or a slot), applies each record (data into
  * the window, then the signal) and frees its slot, and sleeps on the rank's
  * doorbell there when nothing arrives. Since it never sends, a put waits
  * only for it, never for the target's user thread. */
