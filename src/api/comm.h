@@ -8,6 +8,7 @@
 #include "device/device.h"
 #include "exec/exec.h"
 #include "nccl.h"
+#include "rma/rma.h"
 #include "transport/transport.h"
 
 #define TUTTI_MAX_USER_REDOPS 64
@@ -52,6 +53,13 @@ struct ncclComm {
   struct tutti_dev_comm* dev; /* device buffers; NULL when they cannot run, and why: */
   char dev_why[256];
   size_t dev_mem_bytes; /* the GPU's memory (0 unknown): no device buffer is larger */
+
+  /* One-sided operations (api/window.c): made at the first window
+   * registration. The service communicator carries only their records; it
+   * has no device executor and no user handle. */
+  struct tutti_rma* rma;
+  struct ncclComm* rma_svc;
+  int internal; /* this is a service communicator: no device executor */
 
   volatile int abort_flag;
   int finalized;

@@ -27,10 +27,19 @@ struct job {
   char err[1024];
   pthread_t thread;
   int threaded; /* runs on `thread`, joined before res is read */
+  /* Jobs on one communicator (windows, splits) use its bootstrap ring, so
+   * they run one after the other, in issue order, on the first one's thread. */
+  struct job* then;
+  int chained; /* run by an earlier job of its communicator */
 };
 
 struct queued_op {
   struct tutti_op* op;
+  struct ncclComm* comm;
+};
+
+struct queued_rma {
+  struct tutti_rma_call call;
   struct ncclComm* comm;
 };
 
@@ -41,6 +50,8 @@ static __thread struct {
   int njobs, cap_jobs;
   struct queued_op* ops;
   int nops, cap_ops;
+  struct queued_rma* rmas;
+  int nrmas, cap_rmas;
 } grp;
 
 int tutti_group_depth(void) {
@@ -55,11 +66,33 @@ ncclResult_t tutti_group_fail(ncclResult_t res) {
 }
 
 static void* job_main(void* p) {
-  struct job* j = p;
-  tutti_clear_error();
-  j->res = j->fn ? j->fn(j->arg) : tutti_comm_init(j->comm, j->nranks, &j->id, j->rank);
-  snprintf(j->err, sizeof j->err, "%s", tutti_last_error());
+  for (struct job* j = p; j != NULL; j = j->then) {
+    tutti_clear_error();
+    j->res = j->fn ? j->fn(j->arg) : tutti_comm_init(j->comm, j->nranks, &j->id, j->rank);
+    snprintf(j->err, sizeof j->err, "%s", tutti_last_error());
+  }
   return NULL;
+}
+
+/* A job that runs on the group's threads (not one that makes its
+ * communicator, nor one honouring a non-blocking communicator). */
+static int plain(const struct job* j) {
+  return j->fn != NULL && !j->creates && !j->async;
+}
+
+/* Chains each plain job after the last earlier one of its communicator. */
+static void chain_jobs(struct job* jobs, int n) {
+  for (int i = 0; i < n; i++) {
+    jobs[i].then = NULL;
+    jobs[i].chained = 0;
+    for (int k = i - 1; k >= 0 && plain(&jobs[i]); k--) {
+      if (plain(&jobs[k]) && jobs[k].comm == jobs[i].comm) {
+        jobs[k].then = &jobs[i];
+        jobs[i].chained = 1;
+        break;
+      }
+    }
+  }
 }
 
 static void* nonblocking_init_main(void* p) {
@@ -118,6 +151,12 @@ static void free_ops(void) {
   free(grp.ops);
   grp.ops = NULL;
   grp.nops = grp.cap_ops = 0;
+  for (int i = 0; i < grp.nrmas; i++) {
+    free(grp.rmas[i].call.descs);
+  }
+  free(grp.rmas);
+  grp.rmas = NULL;
+  grp.nrmas = grp.cap_rmas = 0;
 }
 
 /* A failed or simulated group runs nothing: queued inits are undone. */
@@ -146,8 +185,12 @@ static void drop_queued(void) {
 static ncclResult_t run_jobs(struct job* jobs, int n) {
   ncclResult_t res = ncclSuccess;
   int in_progress = 0;
+  chain_jobs(jobs, n);
   for (int i = 0; i < n; i++) {
     struct job* j = &jobs[i];
+    if (j->chained) {
+      continue;
+    }
     if ((j->creates || j->async) && !j->comm->blocking) {
       j->res = start_nonblocking(j);
       if (j->res == ncclInProgress) {
@@ -162,6 +205,10 @@ static ncclResult_t run_jobs(struct job* jobs, int n) {
       job_main(j);
     } else if (pthread_create(&j->thread, NULL, job_main, j) != 0) {
       j->res = tutti_error(ncclSystemError, "could not start an init thread");
+      for (struct job* c = j->then; c != NULL; c = c->then) {
+        c->res = j->res; /* its chain never runs either */
+        snprintf(c->err, sizeof c->err, "%s", tutti_last_error());
+      }
       snprintf(j->err, sizeof j->err, "%s", tutti_last_error());
       if (j->drop != NULL) {
         j->drop(j->arg);
@@ -341,12 +388,30 @@ static ncclResult_t launch_device(struct queued_op* q, int n, int* cause) {
  * communicator counts as busy (ncclCommAbort waits for that) until nothing
  * of it is touched any more. Device operations are enqueued on their
  * streams first; host operations then run to completion. */
-static ncclResult_t run_ops(struct queued_op* q, int n) {
+/* Runs the one-sided calls among rq that are (waits) or are not (puts and
+ * signals) waits, in issue order, while res is ncclSuccess. */
+static ncclResult_t run_rmas(struct queued_rma* rq, int nr, int waits, ncclResult_t res) {
+  for (int i = 0; i < nr && res == ncclSuccess; i++) {
+    if ((rq[i].call.kind == TUTTI_RMA_WAIT) == waits) {
+      res = tutti_rma_run(rq[i].comm->rma, &rq[i].call);
+      /* A lost or silent peer, an abort: the communicator says so too. */
+      if (res == ncclRemoteError || res == ncclSystemError || res == ncclInternalError) {
+        tutti_comm_set_error(rq[i].comm, res);
+      }
+    }
+  }
+  return res;
+}
+
+static ncclResult_t run_ops(struct queued_op* q, int n, struct queued_rma* rq, int nr) {
   struct tutti_op* stack_ops[16];
   struct tutti_op** ops = n <= 16 ? stack_ops : malloc((size_t)n * sizeof *ops);
   ncclResult_t res;
   for (int i = 0; i < n; i++) {
     __atomic_fetch_add(&q[i].comm->active_calls, 1, __ATOMIC_SEQ_CST);
+  }
+  for (int i = 0; i < nr; i++) {
+    __atomic_fetch_add(&rq[i].comm->active_calls, 1, __ATOMIC_SEQ_CST);
   }
   /* The group's collectives get their numbers in issue order, per
    * communicator: the same on every rank that makes the same calls. */
@@ -368,6 +433,9 @@ static ncclResult_t run_ops(struct queued_op* q, int n) {
     res = tutti_error(ncclSystemError, "out of host memory");
   } else {
     res = launch_device(q, n, &first);
+    /* Puts before host operations and waits after them: a rank's waits
+     * never hold up the puts its peers wait for. */
+    res = run_rmas(rq, nr, 0, res);
     int nh = 0;
     for (int i = 0; i < n; i++) {
       if (!q[i].op->device) {
@@ -377,6 +445,7 @@ static ncclResult_t run_ops(struct queued_op* q, int n) {
     if (res == ncclSuccess && nh > 0) {
       res = tutti_exec_run(ops, nh);
     }
+    res = run_rmas(rq, nr, 1, res);
   }
   for (int i = 0; i < n; i++) {
     if (res != ncclSuccess) {
@@ -389,6 +458,9 @@ static ncclResult_t run_ops(struct queued_op* q, int n) {
   }
   for (int i = 0; i < n; i++) {
     __atomic_fetch_sub(&q[i].comm->active_calls, 1, __ATOMIC_SEQ_CST);
+  }
+  for (int i = 0; i < nr; i++) {
+    __atomic_fetch_sub(&rq[i].comm->active_calls, 1, __ATOMIC_SEQ_CST);
   }
   if (ops != stack_ops) {
     free(ops);
@@ -410,7 +482,7 @@ ncclResult_t tutti_group_add_op(struct tutti_op* op, struct ncclComm* comm, cuda
   ncclResult_t res = op->device ? ncclSuccess : host_ready(comm, stream);
   if (res == ncclSuccess && grp.depth == 0) {
     struct queued_op q = {op, comm};
-    return run_ops(&q, 1); /* op is back in its pool */
+    return run_ops(&q, 1, NULL, 0); /* op is back in its pool */
   } else if (res == ncclSuccess && grp.nops == grp.cap_ops) {
     int cap = grp.cap_ops ? 2 * grp.cap_ops : 16;
     struct queued_op* n = realloc(grp.ops, (size_t)cap * sizeof *n);
@@ -429,6 +501,29 @@ ncclResult_t tutti_group_add_op(struct tutti_op* op, struct ncclComm* comm, cuda
   }
   tutti_op_put(op);
   return tutti_group_fail(res);
+}
+
+ncclResult_t tutti_group_add_rma(struct ncclComm* comm, const struct tutti_rma_call* c) {
+  if (grp.depth == 0) {
+    struct queued_rma q = {*c, comm};
+    ncclResult_t res = run_ops(NULL, 0, &q, 1);
+    free(q.call.descs);
+    return res;
+  }
+  if (grp.nrmas == grp.cap_rmas) {
+    int cap = grp.cap_rmas ? 2 * grp.cap_rmas : 16;
+    struct queued_rma* n = realloc(grp.rmas, (size_t)cap * sizeof *n);
+    if (n == NULL) {
+      free(c->descs);
+      return tutti_group_fail(tutti_error(ncclSystemError, "out of host memory"));
+    }
+    grp.rmas = n;
+    grp.cap_rmas = cap;
+  }
+  grp.rmas[grp.nrmas].call = *c;
+  grp.rmas[grp.nrmas].comm = comm;
+  grp.nrmas++;
+  return ncclSuccess;
 }
 
 NCCL_API ncclResult_t ncclGroupStart(void) {
@@ -457,8 +552,8 @@ NCCL_API ncclResult_t ncclGroupEnd(void) {
   free(grp.jobs);
   grp.jobs = NULL;
   grp.njobs = grp.cap_jobs = 0;
-  if ((res == ncclSuccess || res == ncclInProgress) && grp.nops > 0) {
-    ncclResult_t ores = run_ops(grp.ops, grp.nops);
+  if ((res == ncclSuccess || res == ncclInProgress) && grp.nops + grp.nrmas > 0) {
+    ncclResult_t ores = run_ops(grp.ops, grp.nops, grp.rmas, grp.nrmas);
     res = ores != ncclSuccess ? ores : res;
   }
   free_ops();

@@ -39,6 +39,11 @@ ncclResult_t tutti_group_add_create(struct ncclComm* comm, ncclComm_t* out, tutt
 /* Queues (or runs) an operation; the group owns `op` from here on. */
 ncclResult_t tutti_group_add_op(struct tutti_op* op, struct ncclComm* comm, cudaStream_t stream);
 
+/* Queues (or runs) a validated one-sided call; the group owns c->descs
+ * from here on. At ncclGroupEnd puts and signals run after the device
+ * launches and before host operations, waits after them. */
+ncclResult_t tutti_group_add_rma(struct ncclComm* comm, const struct tutti_rma_call* c);
+
 /* Records an error that makes the whole group fail at ncclGroupEnd. */
 ncclResult_t tutti_group_fail(ncclResult_t res);
 

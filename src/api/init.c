@@ -57,6 +57,16 @@ struct ncclComm* tutti_comm_alloc(const ncclConfig_t* config, ncclResult_t* res)
 
 void tutti_comm_free(struct ncclComm* comm) {
   tutti_comm_unregister(comm);
+  /* The service thread first: it reads the service communicator's queues. */
+  tutti_rma_destroy(comm->rma);
+  comm->rma = NULL;
+  if (comm->rma_svc != NULL) {
+    if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE)) {
+      __atomic_store_n(&comm->rma_svc->abort_flag, 1, __ATOMIC_RELEASE); /* flush nothing */
+    }
+    tutti_comm_free(comm->rma_svc);
+    comm->rma_svc = NULL;
+  }
   tutti_exec_rank_free_pool(&comm->er);
   tutti_dev_comm_destroy(comm->dev);
   comm->dev = NULL;
@@ -292,10 +302,14 @@ ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUnique
   tutti_topo_log(&comm->tc);
   struct tutti_dev_setup ds;
   tutti_comm_dev_setup(comm, &ds);
-  NCCLCHECKGOTO(tutti_dev_comm_create(&ds, &comm->dev, comm->dev_why, sizeof comm->dev_why), res,
-                fail);
+  if (comm->internal) {
+    snprintf(comm->dev_why, sizeof comm->dev_why, "a service communicator moves host data only");
+  } else {
+    NCCLCHECKGOTO(tutti_dev_comm_create(&ds, &comm->dev, comm->dev_why, sizeof comm->dev_why), res,
+                  fail);
+  }
   comm->dev_mem_bytes = comm->dev != NULL ? tutti_cuda_device_mem(comm->cuda_dev) : 0;
-  if (comm->dev == NULL && comm->cuda_dev >= 0) {
+  if (comm->dev == NULL && comm->cuda_dev >= 0 && !comm->internal) {
     INFO(TUTTI_INIT, "device buffers unavailable on this communicator: %s", comm->dev_why);
   }
   INFO(TUTTI_INIT, "comm %p rank %d nranks %d cudaDev %d%s%s - Init COMPLETE", (void*)comm, rank,

@@ -1,4 +1,5 @@
-/* Memory calls: ncclMemAlloc / ncclMemFree, buffer registration, windows. */
+/* Memory calls: ncclMemAlloc / ncclMemFree, buffer registration (windows:
+ * api/window.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,33 +76,6 @@ NCCL_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   return ncclSuccess;
 }
 
-/* Symmetric windows need device memory mapped by every peer: not offered.
- * ncclInvalidUsage is what NCCL answers where symmetric memory is unsupported,
- * and callers (PyTorch) fall back to ordinary buffers. */
-NCCL_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size,
-                                             ncclWindow_t* win, int winFlags) {
-  (void)buff;
-  (void)size;
-  (void)winFlags;
-  NCCLCHECK(tutti_comm_check_active(comm, "ncclCommWindowRegister"));
-  if (win != NULL) {
-    *win = NULL;
-  }
-  return tutti_error(ncclInvalidUsage,
-                     "ncclCommWindowRegister: tutti has no symmetric memory windows; use "
-                     "ordinary buffers");
-}
-
-NCCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
-  NCCLCHECK(tutti_comm_check(comm, "ncclCommWindowDeregister"));
-  if (win != NULL) {
-    return tutti_error(ncclInvalidArgument,
-                       "ncclCommWindowDeregister: window %p was not registered", (void*)win);
-  }
-  return ncclSuccess;
-}
-
-/* Device communicators (nccl_device.h) are not offered; same answer. */
 /* Reads NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE again. */
 NCCL_API void ncclResetDebugInit(void) {
   tutti_log_reload();

@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "device/device.h"
+#include "rma/rma_dev.h"
 #include "util/check.h"
 
 int tutti_dev_compiled(void) {
@@ -83,4 +84,87 @@ ncclResult_t tutti_dev_comm_resume(struct tutti_dev_comm* dc, const struct tutti
   (void)dc;
   (void)s;
   return tutti_error(ncclInternalError, "this build of tutti has no device executor to resume");
+/* One-sided operations (rma/rma_dev.h): without a device executor no
+ * communicator has a device communicator, so src/rma/ never calls these;
+ * they still answer with the reason. */
+static ncclResult_t no_device_rma(const char* what) {
+  return tutti_error(ncclInvalidUsage,
+                     "%s: this build of tutti has no device executor (nvcc was not found when it "
+                     "was built): register host memory as the window",
+                     what);
+}
+
+ncclResult_t tutti_dev_rma_start(struct tutti_dev_comm* dc, int nranks, int num_ctx, int nsignals,
+                                 int* on_device) {
+  (void)dc;
+  (void)nranks;
+  (void)num_ctx;
+  (void)nsignals;
+  *on_device = 0;
+  return no_device_rma("one-sided operations on device memory");
+}
+
+void tutti_dev_rma_stop(struct tutti_dev_comm* dc) {
+  (void)dc;
+}
+
+ncclResult_t tutti_dev_rma_win_export(struct tutti_dev_comm* dc, void* buff, size_t size,
+                                      unsigned char out[TUTTI_RMA_DEV_EXPORT]) {
+  (void)dc;
+  (void)buff;
+  (void)size;
+  (void)out;
+  return no_device_rma("ncclCommWindowRegister on device memory");
+}
+
+ncclResult_t tutti_dev_rma_win_register(struct tutti_dev_comm* dc, uint32_t win_id, void* buff,
+                                        size_t size, const struct tutti_rma_peer_win* peers,
+                                        int nranks, struct tutti_rma_dev_win** out) {
+  (void)dc;
+  (void)win_id;
+  (void)buff;
+  (void)size;
+  (void)peers;
+  (void)nranks;
+  *out = NULL;
+  return no_device_rma("ncclCommWindowRegister on device memory");
+}
+
+void tutti_dev_rma_win_deregister(struct tutti_dev_comm* dc, struct tutti_rma_dev_win* w) {
+  (void)dc;
+  (void)w;
+}
+
+ncclResult_t tutti_dev_rma_put(struct tutti_dev_comm* dc, const struct tutti_rma_dev_put* p) {
+  (void)dc;
+  (void)p;
+  return no_device_rma("ncclPutSignal from or into device memory");
+}
+
+ncclResult_t tutti_dev_rma_deliver(struct tutti_dev_comm* dc, struct tutti_rma_dev_win* w,
+                                   int origin, uint64_t offset, const void* src, size_t bytes) {
+  (void)dc;
+  (void)w;
+  (void)origin;
+  (void)offset;
+  (void)src;
+  (void)bytes;
+  return no_device_rma("a put into device memory");
+}
+
+ncclResult_t tutti_dev_rma_signal(struct tutti_dev_comm* dc, int origin, int sig, int ctx) {
+  (void)dc;
+  (void)origin;
+  (void)sig;
+  (void)ctx;
+  return no_device_rma("a signal counted in device memory");
+}
+
+ncclResult_t tutti_dev_rma_wait(struct tutti_dev_comm* dc, const ncclWaitSignalDesc_t* descs,
+                                int ndesc, cudaStream_t stream) {
+  (void)dc;
+  (void)descs;
+  (void)ndesc;
+  (void)stream;
+  return no_device_rma("ncclWaitSignal on a stream");
 }

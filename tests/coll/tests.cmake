@@ -142,3 +142,47 @@ foreach(mode threads procs)
                          ENVIRONMENT "TUTTI_TIMEOUT=20")
   endforeach()
 endforeach()
+
+# One-sided operations on host buffers (windows, ncclPutSignal, ncclSignal,
+# ncclWaitSignal), checked byte for byte: ranks as threads, as processes over
+# shared memory, and over TCP (tests/net adds the network transport).
+add_executable(test_rma ${CMAKE_CURRENT_LIST_DIR}/test_rma.c ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+target_include_directories(test_rma PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_CURRENT_LIST_DIR}
+  ${CMAKE_SOURCE_DIR}/tests/common)
+target_link_libraries(test_rma PRIVATE tutti_static)
+add_test(NAME coll.rma.threads COMMAND test_rma threads 1,2,3,4)
+add_test(NAME coll.rma.procs COMMAND test_rma procs 2,3,4)
+add_test(NAME coll.rma.tcp COMMAND test_rma procs 2,3,4)
+set_tests_properties(coll.rma.threads coll.rma.procs PROPERTIES TIMEOUT 300
+  ENVIRONMENT "TUTTI_TIMEOUT=30")
+set_tests_properties(coll.rma.tcp PROPERTIES TIMEOUT 300
+  ENVIRONMENT "TUTTI_TIMEOUT=30;NCCL_SHM_DISABLE=1")
+
+# One-sided operations when a peer stays silent (TUTTI_TIMEOUT), is killed,
+# or the communicator is aborted from another thread: every wait and put
+# ends with an error naming the peer, within the bound.
+add_executable(test_rma_faults ${CMAKE_CURRENT_LIST_DIR}/test_rma_faults.c
+                               ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+target_include_directories(test_rma_faults PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_CURRENT_LIST_DIR}
+  ${CMAKE_SOURCE_DIR}/tests/common)
+target_link_libraries(test_rma_faults PRIVATE tutti_static)
+# name | arguments | environment (& between variables)
+set(TUTTI_RMA_FAULTS
+  "timeout|timeout procs|TUTTI_TIMEOUT=2"
+  "timeout.tcp|timeout procs|TUTTI_TIMEOUT=2&NCCL_SHM_DISABLE=1"
+  "kill|kill procs|TUTTI_TIMEOUT=60"
+  "kill.tcp|kill procs|TUTTI_TIMEOUT=60&NCCL_SHM_DISABLE=1"
+  "abort.threads|abort threads|TUTTI_TIMEOUT=60"
+  "abort.procs|abort procs|TUTTI_TIMEOUT=60"
+  "abort_put|abort_put procs|TUTTI_TIMEOUT=60"
+  "dropped|dropped threads|TUTTI_TIMEOUT=60")
+foreach(c ${TUTTI_RMA_FAULTS})
+  string(REPLACE "|" ";" f "${c}")
+  list(GET f 0 name)
+  list(GET f 1 args)
+  list(GET f 2 env)
+  separate_arguments(args UNIX_COMMAND "${args}")
+  string(REPLACE "&" ";" env "${env}")
+  add_test(NAME coll.rma_faults.${name} COMMAND test_rma_faults ${args})
+  set_tests_properties(coll.rma_faults.${name} PROPERTIES TIMEOUT 120 ENVIRONMENT "${env}")
+endforeach()

@@ -168,3 +168,15 @@ foreach(t socket socket_faults)
   set_tests_properties(net.${t}.no_threads PROPERTIES TIMEOUT 300
                        ENVIRONMENT "NCCL_SOCKET_NTHREADS=0;TUTTI_TIMEOUT=20")
 endforeach()
+
+# One-sided operations over the network transport: ranks as threads whose
+# every pair crosses the in-process mock network (one ABI of each family),
+# and processes over tutti's socket network plugin.
+foreach(abi 6 9 11 12)
+  add_test(NAME net.rma.v${abi} COMMAND test_rma threads 2,3)
+  set_tests_properties(net.rma.v${abi} PROPERTIES TIMEOUT 300 ENVIRONMENT
+    "NCCL_SHM_DISABLE=1;NCCL_NET=;NCCL_NET_PLUGIN=${TUTTI_NET_PLUGINS}/libnccl-net-mock${abi}.so;TUTTI_TIMEOUT=30")
+endforeach()
+add_test(NAME net.rma.plugin COMMAND test_rma procs 2,3)
+set_tests_properties(net.rma.plugin PROPERTIES TIMEOUT 300 ENVIRONMENT
+  "NCCL_SHM_DISABLE=1;NCCL_NET=;NCCL_NET_PLUGIN=$<TARGET_FILE:nccl_net_tutti>;TUTTI_TIMEOUT=30")

@@ -2,6 +2,7 @@
 # The multi-host scenarios of the tcp transport, hosts being network
 # namespaces (hosts.sh), one tuttirun per host; one ctest test each.
 #   run.sh TUTTIRUN JOB RAWBW job HOSTS RANKS [IFNAME]  the collective matrix
+#   run.sh TUTTIRUN JOB RAWBW rma HOSTS RANKS           one-sided all-to-all and relay
 #   run.sh TUTTIRUN JOB RAWBW cut kill|link             a host is lost mid-loop
 #   run.sh TUTTIRUN JOB RAWBW stall                     a host's ranks stop mid-loop
 #   run.sh TUTTIRUN JOB RAWBW trials [N]                N random faults in random collectives
@@ -90,7 +91,7 @@ job() {
   if [ -n "$ifname" ]; then export NCCL_SOCKET_IFNAME=$ifname; else unset NCCL_SOCKET_IFNAME; fi
   export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET TUTTI_TIMEOUT=30
   local t0=$SECONDS
-  for ((i = 0; i < nh; i++)); do start $i "$nh" "$np" matrix; done
+  for ((i = 0; i < nh; i++)); do start $i "$nh" "$np" "${JOB_MODE:-matrix}"; done
   for ((i = 0; i < nh; i++)); do finish $i || fail "host $i: tuttirun exited with status $?"; done
   local n=$((nh * np)) all
   all=$(cat "$TMP"/host*.log)
@@ -102,7 +103,7 @@ job() {
   [ "$np" = 1 ] || grep -q "via SHM" <<<"$all" || fail "no ring pair within a host uses SHM"
   grep -E "using network interface" <<<"$all" | grep -Ev "interface eth0 " &&
     fail "an interface other than eth0 was chosen (the decoys are docker0 and veth*)"
-  echo "job ${nh}x$np${ifname:+ NCCL_SOCKET_IFNAME=$ifname}: $(grep -Eo "[0-9]+ passed" <<<"$all" |
+  echo "${JOB_MODE:-job} ${nh}x$np${ifname:+ NCCL_SOCKET_IFNAME=$ifname}: $(grep -Eo "[0-9]+ passed" <<<"$all" |
     awk '{s += $1} END {print s}') checks passed on $n ranks in $((SECONDS - t0)) s"
   [ $FAILED = 0 ] || show
 }
@@ -352,6 +353,7 @@ grow() {
 
 case "$WHAT" in
   job) job "$@" ;;
+  rma) JOB_MODE=rma job "$@" ;;
   cut) cut "$@" ;;
   stall) stall ;;
   trials) trials "$@" ;;

@@ -14,6 +14,10 @@
  *                           on every rank from SEED; ignores SIGTERM
  *   test_netns_job bw B N   N timed allreduces of B bytes of floats (after
  *                           2 warm-up ones); rank 0 prints the bus bandwidth
+ *   test_netns_job rma      one-sided operations: an all-to-all of puts with
+ *                           signals (every rank at once, waits after) and a
+ *                           relay of put + signal around the ring, each
+ *                           checked byte for byte, in several rounds
  *   test_netns_job threads N  the matrix with N ranks as threads of this
  *                           process (no tuttirun): with NCCL_SHM_DISABLE=1
  *                           every pair crosses the network transport, such
@@ -211,6 +215,116 @@ static int matrix(ncclComm_t comm, int n, int r) {
   return failed == 0 && usable ? 0 : 1;
 }
 
+/* One-sided operations across hosts (mode rma). Each rank's window holds a
+ * block per rank (odd sizes, more than a queue, different per rank); every
+ * byte a put writes is known from (origin, target, round, index). */
+#define RMA_BLK 100003
+#define RMA_RELAY 300007
+
+static uint8_t rma_byte(int origin, int target, int round, size_t i) {
+  uint32_t x = (uint32_t)origin * 0x9E3779B1u ^ (uint32_t)target * 0x85EBCA77u ^
+               (uint32_t)round * 0xC2B2AE3Du ^ (uint32_t)i * 0x27D4EB2Fu;
+  x ^= x >> 15;
+  x *= 0x2C1B3C6Du;
+  return (uint8_t)(x ^ (x >> 12));
+}
+
+static size_t rma_wsize(int n, int r) {
+  return (size_t)n * RMA_BLK + RMA_RELAY + 64 + (size_t)r * 17;
+}
+
+static int rma_check(int r, const char* what, int round, const uint8_t* got, const uint8_t* want,
+                     size_t bytes) {
+  size_t i = 0;
+  while (i < bytes && got[i] == want[i]) {
+    i++;
+  }
+  if (i < bytes) {
+    fprintf(stderr, "rank %d: %s round %d: byte %zu is 0x%02x, expected 0x%02x\n", r, what, round,
+            i, got[i], want[i]);
+  }
+  passed += i == bytes;
+  failed += i < bytes;
+  return i == bytes;
+}
+
+static int rma_job(ncclComm_t comm, int n, int r) {
+  const size_t ws = rma_wsize(n, r), relay_off = (size_t)n * RMA_BLK + 5;
+  uint8_t* win_buf = malloc(ws);
+  uint8_t* want = malloc(ws);
+  uint8_t* src = malloc((size_t)n * RMA_BLK + RMA_RELAY);
+  ncclWaitSignalDesc_t* d = calloc((size_t)n, sizeof *d);
+  ncclWindow_t win = NULL;
+  int32_t one = 1;
+  int ok = win_buf != NULL && want != NULL && src != NULL && d != NULL;
+  if (ok) {
+    memset(win_buf, 0xA5, ws);
+    ok = ncclCommWindowRegister(comm, win_buf, ws, &win, 0) == ncclSuccess;
+  }
+  for (int round = 0; round < 3 && ok; round++) {
+    /* All-to-all: block p of every window is rank p's, at an odd offset. */
+    ncclGroupStart();
+    for (int k = 0; k < n; k++) {
+      const int p = (r + 1 + k) % n;
+      uint8_t* s = src + (size_t)p * RMA_BLK;
+      for (size_t i = 0; i < RMA_BLK - 3; i++) {
+        s[i] = rma_byte(r, p, round, i);
+      }
+      ncclPutSignal(s, RMA_BLK - 3, ncclUint8, p, win, (size_t)r * RMA_BLK + 1, 0, 0, 0, comm,
+                    NULL);
+      d[k] = (ncclWaitSignalDesc_t){1, p, 0, 0};
+    }
+    ok = ncclGroupEnd() == ncclSuccess && ncclWaitSignal(n, d, comm, NULL) == ncclSuccess;
+    if (!ok) {
+      fprintf(stderr, "rank %d: one-sided all-to-all failed: %s\n", r, ncclGetLastError(comm));
+      break;
+    }
+    memset(want, 0xA5, ws);
+    for (int p = 0; p < n; p++) {
+      for (size_t i = 0; i < RMA_BLK - 3; i++) {
+        want[(size_t)p * RMA_BLK + 1 + i] = rma_byte(p, r, round, i);
+      }
+    }
+    /* All but the relay's part, which a peer may be writing already. */
+    rma_check(r, "all-to-all", round, win_buf, want, relay_off);
+    rma_check(r, "all-to-all", round, win_buf + relay_off + RMA_RELAY,
+              want + relay_off + RMA_RELAY, ws - relay_off - RMA_RELAY);
+    /* The relay: rank 0 starts it; each rank waits for its predecessor's
+     * put, checks it and passes it on; rank 0 gets its own bytes back. */
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    ncclWaitSignalDesc_t w1 = {1, prev, 3, 0};
+    uint8_t* relay = src + (size_t)n * RMA_BLK;
+    for (size_t i = 0; i < RMA_RELAY; i++) {
+      relay[i] = rma_byte(0, 0, round + 100, i);
+    }
+    if (r == 0) {
+      ok = ncclPutSignal(relay, RMA_RELAY, ncclUint8, next, win, relay_off, 3, 0, 0, comm, NULL) ==
+           ncclSuccess;
+    }
+    ok = ok && ncclWaitSignal(1, &w1, comm, NULL) == ncclSuccess;
+    ok = ok && rma_check(r, "relay", round, win_buf + relay_off, relay, RMA_RELAY);
+    if (ok && r != 0) {
+      ok = ncclPutSignal(win_buf + relay_off, RMA_RELAY, ncclUint8, next, win, relay_off, 3, 0, 0,
+                         comm, NULL) == ncclSuccess;
+    }
+    /* Nobody writes a window its owner still checks. */
+    ok = ok && ncclAllReduce(&one, &one, 1, ncclInt32, ncclSum, comm, NULL) == ncclSuccess;
+    if (!ok) {
+      fprintf(stderr, "rank %d: one-sided relay failed: %s\n", r, ncclGetLastError(comm));
+    }
+  }
+  if (win != NULL && ncclCommWindowDeregister(comm, win) != ncclSuccess) {
+    ok = 0;
+  }
+  failed += !ok;
+  printf("rank %d/%d: %ld passed, %ld failed\n", r, n, passed, failed);
+  free(win_buf);
+  free(want);
+  free(src);
+  free(d);
+  return failed == 0 && ok ? 0 : 1;
+}
+
 /* One collective drawn from `rng` (the same draws on every rank): a kind,
  * a count up to `cap` elements of buffer, a root. */
 static ncclResult_t random_op(ncclComm_t comm, int n, int r, uint64_t* rng, float* a, float* b,
@@ -355,7 +469,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "%s: run under tuttirun (RANK, WORLD_SIZE, NCCL_COMM_ID)\n", argv[0]);
     return 2;
   }
-  if (strcmp(mode, "matrix") == 0) {
+  if (strcmp(mode, "matrix") == 0 || strcmp(mode, "rma") == 0) {
     setenv("NCCL_BUFFSIZE", "65536", 0); /* small queues: counts far exceed them */
   }
   int r = atoi(rs), n = atoi(ns);
@@ -377,7 +491,7 @@ int main(int argc, char** argv) {
     return bandwidth(comm, n, r, argc > 2 ? strtoull(argv[2], NULL, 0) : 64u << 20,
                      argc > 3 ? atoi(argv[3]) : 5);
   }
-  int rc = matrix(comm, n, r);
+  int rc = strcmp(mode, "rma") == 0 ? rma_job(comm, n, r) : matrix(comm, n, r);
   ncclCommDestroy(comm);
   return rc;
 }

@@ -8,7 +8,11 @@
  * of them in /proc/self/maps, and VmRSS.
  * Process cycles: 2 ranks as processes, each running its own cycles.
  * Resident memory may grow by at most RSS_SLACK_KB after the warm-up (not
- * checked when built with a sanitizer, whose allocator keeps freed memory). */
+ * checked when built with a sanitizer, whose allocator keeps freed memory).
+ * With a third argument "windows", every cycle also registers a window on
+ * each rank (which starts the one-sided service communicator and thread),
+ * puts into the peer's and waits for its put; odd cycles deregister the
+ * window, even ones leave it to ncclCommDestroy. */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +38,8 @@
 #ifndef SANITIZED
 #define SANITIZED 0
 #endif
+
+static int use_windows;
 
 struct usage {
   long fds, threads, shm, maps, rss_kb;
@@ -147,6 +153,31 @@ static void fill(float* buf, int rank, int cycle) {
     buf[i] = (float)(rank + 1 + (i + cycle) % 7);
 }
 
+/* The bytes rank `from` puts into rank `to`'s window in cycle `cycle`. */
+static unsigned char put_byte(int from, int to, int cycle, int i) {
+  return (unsigned char)(from * 37 + to * 11 + cycle * 7 + i * 13 + (i >> 8));
+}
+
+static int check_window(const unsigned char* win, int from, int to, int cycle) {
+  for (int i = 0; i < COUNT; i++) {
+    if (win[i] != put_byte(from, to, cycle, i)) {
+      fprintf(stderr, "cycle %d: window byte %d from rank %d is %u, expected %u\n", cycle, i, from,
+              win[i], put_byte(from, to, cycle, i));
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Rank `rank`'s put into its peer's window, with a signal. */
+static ncclResult_t put_peer(ncclComm_t comm, ncclWindow_t w, unsigned char* src, int rank,
+                             int cycle) {
+  for (int i = 0; i < COUNT; i++) {
+    src[i] = put_byte(rank, 1 - rank, cycle, i);
+  }
+  return ncclPutSignal(src, COUNT, ncclUint8, 1 - rank, w, 0, 0, 0, 0, comm, NULL);
+}
+
 /* One cycle with both ranks as threads of this process. */
 static int thread_cycle(int cycle, float bufs[2][COUNT]) {
   ncclComm_t comms[2];
@@ -168,6 +199,32 @@ static int thread_cycle(int cycle, float bufs[2][COUNT]) {
   }
   for (int r = 0; r < 2 && !bad; r++)
     bad = check_sum(bufs[r], 2, cycle);
+  static unsigned char wins[2][COUNT], srcs[2][COUNT];
+  ncclWindow_t w[2] = {NULL, NULL};
+  if (use_windows && !bad) {
+    /* Registration is collective: both ranks in one group (one thread each). */
+    ncclGroupStart();
+    for (int r = 0; r < 2; r++)
+      ncclCommWindowRegister(comms[r], wins[r], COUNT, &w[r], 0);
+    res = ncclGroupEnd();
+    /* Puts need only the target's service thread: one thread drives both. */
+    for (int r = 0; r < 2 && res == ncclSuccess; r++)
+      res = put_peer(comms[r], w[r], srcs[r], r, cycle);
+    for (int r = 0; r < 2 && res == ncclSuccess; r++) {
+      ncclWaitSignalDesc_t d = {1, 1 - r, 0, 0};
+      res = ncclWaitSignal(1, &d, comms[r], NULL);
+    }
+    if (res != ncclSuccess) {
+      fprintf(stderr, "cycle %d: one-sided exchange failed (%d): %s\n", cycle, (int)res,
+              ncclGetLastError(NULL));
+      bad = 1;
+    }
+    for (int r = 0; r < 2 && !bad; r++)
+      bad = check_window(wins[r], 1 - r, r, cycle);
+    for (int r = 0; r < 2 && cycle % 2 == 1; r++)
+      if (w[r] != NULL && ncclCommWindowDeregister(comms[r], w[r]) != ncclSuccess)
+        bad = 1;
+  }
   if (cycle == 0)
     print_usage("threads", "while open", measure()); /* what the counts see */
   for (int r = 0; r < 2; r++) {
@@ -231,6 +288,24 @@ static int process_rank(int rank, int cycles, int idpipe[2]) {
     } else {
       bad = check_sum(buf, 2, c);
     }
+    if (use_windows && !bad) {
+      static unsigned char win[COUNT], src[COUNT];
+      ncclWindow_t w = NULL;
+      ncclWaitSignalDesc_t d = {1, 1 - rank, 0, 0};
+      ncclResult_t res = ncclCommWindowRegister(comm, win, COUNT, &w, 0);
+      res = res == ncclSuccess ? put_peer(comm, w, src, rank, c) : res;
+      res = res == ncclSuccess ? ncclWaitSignal(1, &d, comm, NULL) : res;
+      if (res != ncclSuccess) {
+        fprintf(stderr, "%s cycle %d: one-sided exchange failed: %s\n", who, c,
+                ncclGetLastError(comm));
+        bad = 1;
+      } else {
+        bad = check_window(win, 1 - rank, rank, c);
+      }
+      /* The peer may still read nothing of it: its put into us is done. */
+      if (w != NULL && c % 2 == 1 && ncclCommWindowDeregister(comm, w) != ncclSuccess)
+        bad = 1;
+    }
     if (ncclCommDestroy(comm) != ncclSuccess)
       bad = 1;
     if (c + 1 == WARMUP || (c + 1 == cycles && cycles < WARMUP))
@@ -256,8 +331,12 @@ static int run_processes(int cycles) {
   pid_t pids[2];
   for (int r = 0; r < 2; r++) {
     pids[r] = fork();
-    if (pids[r] == 0)
+    if (pids[r] == 0) {
+      /* Rank 1 only reads: with rank 0 gone its read ends instead of waiting. */
+      if (r == 1)
+        close(idpipe[1]);
       _exit(process_rank(r, cycles, idpipe));
+    }
   }
   close(idpipe[0]);
   close(idpipe[1]);
@@ -282,6 +361,7 @@ static int run_processes(int cycles) {
 int main(int argc, char** argv) {
   int tcycles = argc > 1 ? atoi(argv[1]) : 2000;
   int pcycles = argc > 2 ? atoi(argv[2]) : 500;
+  use_windows = argc > 3 && strcmp(argv[3], "windows") == 0;
   if (SANITIZED)
     printf("built with a sanitizer: resident memory is reported, not checked\n");
   /* The process ranks first, from a parent that has not initialised the

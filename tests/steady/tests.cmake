@@ -32,3 +32,7 @@ target_include_directories(test_stall PRIVATE ${CMAKE_SOURCE_DIR}/tests/common)
 target_link_libraries(test_stall PRIVATE tutti_static)
 add_test(NAME steady.stall COMMAND test_stall)
 set_tests_properties(steady.stall PROPERTIES TIMEOUT 120 ENVIRONMENT "TUTTI_TIMEOUT=3")
+# The same with a window per rank and a put each way in every cycle: the
+# one-sided service communicator and its thread leave nothing behind either.
+add_test(NAME steady.leaks.windows COMMAND test_leaks 400 150 windows)
+set_tests_properties(steady.leaks.windows PROPERTIES TIMEOUT 300 ENVIRONMENT "TUTTI_TIMEOUT=30")

@@ -48,7 +48,7 @@ static void usage(FILE* f, const char* prog) {
       "Usage: %s [COLLECTIVE] [options]\n"
       "Measures and verifies one NCCL-API collective, as nccl-tests does.\n"
       "COLLECTIVE: allreduce (default), allgather, reducescatter, broadcast, reduce,\n"
-      "            alltoall, gather, scatter, sendrecv\n"
+      "            alltoall, gather, scatter, sendrecv, putsignal (one-sided ring)\n"
       "  -t,--nthreads N         threads per process, each driving -g ranks [1]\n"
       "  -g,--ngpus N            ranks (GPUs) per thread [1]\n"
       "  -b,--minbytes SIZE      smallest size, e.g. 8, 64K, 1M [32M]\n"

@@ -63,7 +63,9 @@ static void start_coll(struct perf_thread* t, const struct perf_case* k, int in_
         .nranks = w->nranks,
         .comm = r->comm,
         .stream = r->stream,
+        .win = r->recv_win,
     };
+    c.win_off = (size_t)((char*)c.recv - r->recv);
     if (k->op == PERF_OP_MULSUM) {
       uint64_t scalar = 0;
       perf_store(&scalar, 0, k->type, perf_gen_premul(r->rank));
@@ -171,6 +173,9 @@ static long long check(struct perf_thread* t, const struct perf_case* k, int in_
   for (int c = 0; c < o->check; c++) {
     struct perf_gen gen;
     init_data(t, k, in_place, 1000 + ++t->rep, &gen);
+    if (o->coll->one_sided) {
+      perf_world_barrier(t); /* no put lands before its target reset the buffer */
+    }
     if (use_graphs) {
       capture_begin(t);
     }
@@ -317,6 +322,9 @@ void* perf_bench_thread(void* arg) {
   if (o->parallel_init) {
     perf_world_init_thread(t);
   }
+  if (o->coll->one_sided) {
+    perf_world_windows(t, 1);
+  }
   perf_world_device_lines(t, w->lines);
   if (prints(t)) {
     perf_report_devices(w, w->lines);
@@ -333,6 +341,10 @@ void* perf_bench_thread(void* arg) {
         time_test(t, o->types[ti], o->ops[oi], root);
       }
     }
+  }
+  if (o->coll->one_sided) {
+    /* Every put into this rank's window was awaited here: none is left. */
+    perf_world_windows(t, 0);
   }
   return NULL;
 }

@@ -117,6 +117,17 @@ static void run_sendrecv(const struct perf_call* c) {
   CALL(perf_nccl.GroupEnd());
 }
 
+/* The one-sided ring: put to the next rank's window (the receive buffer, at
+ * the same place as sendrecv receives), then wait for the signal of the
+ * previous rank's put: what sendrecv moves, so the two compare directly. */
+static void run_putsignal(const struct perf_call* c) {
+  int next = (c->rank + 1) % c->nranks, prev = (c->rank - 1 + c->nranks) % c->nranks;
+  ncclWaitSignalDesc_t d = {1, prev, 0, 0};
+  CALL(perf_nccl.PutSignal(c->send, c->count, c->type, next, c->win, c->win_off, 0, 0, 0, c->comm,
+                           c->stream));
+  CALL(perf_nccl.WaitSignal(1, &d, c->comm, c->stream));
+}
+
 const struct perf_coll perf_colls[] = {
     {"allreduce", "ncclAllReduce", 1, 0, 0, PERF_BUSBW_ALLREDUCE, 1, counts_same, run_allreduce,
      perf_fill_allreduce, perf_verify_allreduce},
@@ -136,6 +147,8 @@ const struct perf_coll perf_colls[] = {
      perf_fill_scatter, perf_verify_scatter},
     {"sendrecv", "ncclSend/ncclRecv", 0, 0, 0, PERF_BUSBW_ONE, 0, counts_same, run_sendrecv,
      perf_fill_sendrecv, perf_verify_sendrecv},
+    {"putsignal", "ncclPutSignal/ncclWaitSignal", 0, 0, 0, PERF_BUSBW_ONE, 0, counts_same,
+     run_putsignal, perf_fill_sendrecv, perf_verify_sendrecv, 1},
 };
 
 const int perf_ncolls = (int)(sizeof perf_colls / sizeof perf_colls[0]);

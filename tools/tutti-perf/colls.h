@@ -28,6 +28,8 @@ struct perf_call {
   int rank, nranks;
   ncclComm_t comm;
   cudaStream_t stream;
+  ncclWindow_t win; /* one-sided: the window of receive buffers */
+  size_t win_off;   /* where `recv` lies in it, on every rank */
 };
 
 /* What fill and verify need: host images of one rank's buffers. */
@@ -56,6 +58,7 @@ struct perf_coll {
   void (*fill)(const struct perf_images* im);
   /* Wrong elements of the result in the receive image. */
   size_t (*verify)(const struct perf_images* im);
+  int one_sided; /* peers write the receive buffer, a window: every rank fills before any puts */
 };
 
 extern const struct perf_coll perf_colls[];

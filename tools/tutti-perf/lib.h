@@ -40,6 +40,12 @@ struct perf_nccl_api {
   ncclResult_t (*RedOpCreatePreMulSum)(ncclRedOp_t*, void*, ncclDataType_t, ncclScalarResidence_t,
                                        ncclComm_t); /* optional (NCCL >= 2.11) */
   ncclResult_t (*RedOpDestroy)(ncclRedOp_t, ncclComm_t);
+  /* Optional (NCCL >= 2.29): windows and one-sided operations (putsignal). */
+  ncclResult_t (*CommWindowRegister)(ncclComm_t, void*, size_t, ncclWindow_t*, int);
+  ncclResult_t (*CommWindowDeregister)(ncclComm_t, ncclWindow_t);
+  ncclResult_t (*PutSignal)(const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int,
+                            int, unsigned int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*WaitSignal)(int, ncclWaitSignalDesc_t*, ncclComm_t, cudaStream_t);
 };
 
 extern struct perf_nccl_api perf_nccl;

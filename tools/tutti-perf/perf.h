@@ -51,7 +51,10 @@ struct perf_rank {
   char* recv;
   char* send_img; /* host images that are filled and verified; == send/recv on host */
   char* recv_img;
-  void* xbuf;         /* scratch for exchanges between processes through the library */
+  void* xbuf; /* scratch for exchanges between processes through the library */
+  /* One-sided operations: the receive buffer is the window peers put into,
+   * the send buffer a window too (NCCL wants a put's source in one). */
+  ncclWindow_t recv_win, send_win;
   size_t free_before; /* device memory free before the communicator existed */
 };
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "colls.h"
 #include "gpu.h"
 #include "lib.h"
 
@@ -162,6 +163,47 @@ static double lib_allreduce(struct perf_thread* t, double v, int rank0_only, ncc
   double out = 0;
   perf_buf_copy(w->gpu, &out, t->ranks[0].xbuf, sizeof out, t->ranks[0].stream);
   return out;
+}
+
+void perf_world_windows(struct perf_thread* t, int on) {
+  struct perf_world* w = t->w;
+  const int n = w->o->ngpus;
+  if (perf_nccl.CommWindowRegister == NULL || perf_nccl.PutSignal == NULL ||
+      perf_nccl.WaitSignal == NULL) {
+    perf_die("%s: %s has no windows or one-sided operations (NCCL 2.29 or later has them)",
+             w->o->coll->name, perf_nccl.path);
+  }
+  if (!on) {
+    for (int g = 0; g < n; g++) {
+      struct perf_rank* r = &t->ranks[g];
+      PERF_NCCL(perf_nccl.CommWindowDeregister(r->comm, r->recv_win), r->comm, r->rank);
+      PERF_NCCL(perf_nccl.CommWindowDeregister(r->comm, r->send_win), r->comm, r->rank);
+    }
+    return;
+  }
+  /* Collective: this thread's ranks in one group, other threads at once.
+   * Symmetric (every rank the same size), as NCCL wants of a put's source. */
+  PERF_NCCL(perf_nccl.GroupStart(), NULL, t->ranks[0].rank);
+  for (int g = 0; g < n; g++) {
+    struct perf_rank* r = &t->ranks[g];
+    perf_set_device(w->gpu, r->dev);
+    PERF_NCCL(perf_nccl.CommWindowRegister(r->comm, r->recv, w->o->maxbytes, &r->recv_win,
+                                           NCCL_WIN_COLL_SYMMETRIC),
+              r->comm, r->rank);
+    PERF_NCCL(perf_nccl.CommWindowRegister(r->comm, r->send, w->o->maxbytes, &r->send_win,
+                                           NCCL_WIN_COLL_SYMMETRIC),
+              r->comm, r->rank);
+  }
+  PERF_NCCL(perf_nccl.GroupEnd(), NULL, t->ranks[0].rank);
+  for (int g = 0; g < n; g++) {
+    if (t->ranks[g].recv_win == NULL || t->ranks[g].send_win == NULL) {
+      perf_die(
+          "%s: %s gave no window on rank %d (its buffers cannot be windows here: NCCL "
+          "wants ncclMemAlloc'd device memory)",
+          w->o->coll->name, perf_nccl.path, t->ranks[g].rank);
+    }
+  }
+  perf_set_device(w->gpu, t->ranks[0].dev);
 }
 
 void perf_world_barrier(struct perf_thread* t) {

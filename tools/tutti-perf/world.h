@@ -16,6 +16,9 @@ void perf_world_setup(struct perf_world* w, struct perf_thread* threads);
 void perf_world_init_thread(struct perf_thread* t);
 void perf_world_teardown(struct perf_world* w, struct perf_thread* threads);
 void perf_world_barrier(struct perf_thread* t);
+/* One-sided runs: registers (on, collective) or deregisters (0, local) the
+ * windows over this thread's ranks' buffers. */
+void perf_world_windows(struct perf_thread* t, int on);
 /* Combines `v` over all ranks (all threads of every process). */
 double perf_world_reduce(struct perf_thread* t, double v, enum perf_reduce mode);
 /* Waits until the work queued on this thread's ranks is done. */

@@ -1,0 +1,114 @@
+/* What one-sided operations ask of the device layer: the hooks src/rma/
+ * calls, implemented by the device executor (src/device/rma/) or, without
+ * nvcc, by src/device/none.c, which refuses device memory with a sentence.
+ * The device layer never calls into src/rma/: what it needs of it (the host
+ * sender) comes as a function pointer, so the two stay one-way. */
+#ifndef TUTTI_RMA_RMA_DEV_H
+#define TUTTI_RMA_RMA_DEV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tutti_dev_comm;
+struct tutti_rma;
+struct tutti_rma_dev_win; /* the device layer's state of one window */
+
+/* Bytes the device layer may fill, per rank and window, with what peers need
+ * to map that rank's device buffer (a cuMem export, an IPC handle). */
+#define TUTTI_RMA_DEV_EXPORT 64
+
+/* One rank's part of a window as every rank learns it from the all-gather
+ * at registration: peers[r] of every window is rank r's. */
+struct tutti_rma_peer_win {
+  uint64_t addr;                           /* the registered buffer, in the owner's process */
+  uint64_t size;                           /* bytes: puts into it must end at or before this */
+  uint32_t kind;                           /* enum tutti_mem of the buffer (util/cuda.h) */
+  int32_t pid;                             /* the owner's process */
+  uint32_t win_id;                         /* the window's number: the same on every rank */
+  uint32_t status;                         /* ncclSuccess, or why this rank's registration failed */
+  unsigned char dev[TUTTI_RMA_DEV_EXPORT]; /* tutti_dev_rma_win_export's, for device buffers */
+};
+
+/* The host sender (src/rma/send.c, tutti_rma_send_put): writes a put's (or a
+ * signal's: src NULL, bytes 0) records into the service communicator's queue
+ * to `peer`. Callable from any thread (CUDA host functions included), makes
+ * no CUDA call, returns once every record is queued, bounded by
+ * TUTTI_TIMEOUT. with_signal 0: the data only (the signal follows later). */
+typedef ncclResult_t (*tutti_rma_send_fn)(struct tutti_rma* rma, int peer, uint32_t win_id,
+                                          uint64_t offset, const void* src, size_t bytes, int sig,
+                                          int ctx, int with_signal);
+
+/* Called once per communicator, on every rank, when its one-sided state is
+ * made (the first window registration): `num_ctx` contexts of `nsignals`
+ * signals from each of `nranks` origins. *on_device 1 (alike on every rank,
+ * as the device communicator is): signals are counted in device memory,
+ * raised by tutti_dev_rma_signal and awaited by tutti_dev_rma_wait on a
+ * stream; 0: src/rma counts them in host memory and waits block the caller. */
+ncclResult_t tutti_dev_rma_start(struct tutti_dev_comm* dc, int nranks, int num_ctx, int nsignals,
+                                 int* on_device);
+/* Frees what tutti_dev_rma_start made (when the communicator goes). */
+void tutti_dev_rma_stop(struct tutti_dev_comm* dc);
+
+/* Registration of a window any part of which is device memory (kind
+ * TUTTI_MEM_DEVICE on some rank). Export: this rank's buffer is device
+ * memory; fill `out`, which every rank then receives in peers[me].dev. */
+ncclResult_t tutti_dev_rma_win_export(struct tutti_dev_comm* dc, void* buff, size_t size,
+                                      unsigned char out[TUTTI_RMA_DEV_EXPORT]);
+/* Collective: every rank calls it after the all-gather, in the same order,
+ * with the same `peers` (of `nranks`); maps the peers' device buffers where
+ * it can. *out may stay NULL when this rank keeps nothing. A rank that fails
+ * here fails its own registration only: peers must not wait for it forever
+ * (bounded by TUTTI_TIMEOUT). */
+ncclResult_t tutti_dev_rma_win_register(struct tutti_dev_comm* dc, uint32_t win_id, void* buff,
+                                        size_t size, const struct tutti_rma_peer_win* peers,
+                                        int nranks, struct tutti_rma_dev_win** out);
+/* Local and immediate: drops this rank's mappings of the window. */
+void tutti_dev_rma_win_deregister(struct tutti_dev_comm* dc, struct tutti_rma_dev_win* w);
+
+/* A put or a signal the host path cannot carry: the local buffer or the
+ * target's part of the window is device memory, or signals live on the
+ * device (on_device). Enqueued on `stream`; returns without waiting for it.
+ * Copies into mapped peers itself; for other peers, stages the data and
+ * calls `send(rma, ...)` from a host function once it is staged. */
+struct tutti_rma_dev_put {
+  int peer;                                /* the target (may be this rank) */
+  uint32_t win_id;                         /* 0 for ncclSignal */
+  struct tutti_rma_dev_win* win;           /* this rank's device state of the window, or NULL */
+  const struct tutti_rma_peer_win* target; /* the peer's part of the window (NULL: signal) */
+  uint64_t offset;                         /* into the target's part */
+  const void* src;                         /* NULL for ncclSignal */
+  size_t bytes;
+  uint32_t src_kind; /* enum tutti_mem of src */
+  int sig;
+  int ctx;
+  cudaStream_t stream;
+  struct tutti_rma* rma; /* for `send` */
+  tutti_rma_send_fn send;
+};
+ncclResult_t tutti_dev_rma_put(struct tutti_dev_comm* dc, const struct tutti_rma_dev_put* p);
+
+/* Service thread: a piece of a put from `origin` arrived for this rank's
+ * device-memory part of a window: copy `bytes` at `src` (host memory, valid
+ * only during the call) to `offset` of it before returning. */
+ncclResult_t tutti_dev_rma_deliver(struct tutti_dev_comm* dc, struct tutti_rma_dev_win* w,
+                                   int origin, uint64_t offset, const void* src, size_t bytes);
+/* Service thread, and puts to this rank itself, when on_device: the data of
+ * a put from `origin` is in place; raise signal (sig, ctx) from it by one. */
+ncclResult_t tutti_dev_rma_signal(struct tutti_dev_comm* dc, int origin, int sig, int ctx);
+/* ncclWaitSignal when on_device: enqueue on `stream` a wait until each
+ * desc's signal has risen by opCnt past what earlier waits consumed, then
+ * consume it. Descs are validated (peer, sigIdx, ctx in range, opCnt > 0). */
+ncclResult_t tutti_dev_rma_wait(struct tutti_dev_comm* dc, const ncclWaitSignalDesc_t* descs,
+                                int ndesc, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
