@@ -80,6 +80,10 @@ struct ncclComm {
 void tutti_comm_register(struct ncclComm* comm);
 void tutti_comm_unregister(struct ncclComm* comm);
 int tutti_comm_is_live(const struct ncclComm* comm);
+/* The registered window `win` of a live communicator (and that one in
+ * *comm), or NULL: never dereferences an unknown pointer. */
+struct tutti_win;
+struct tutti_win* tutti_comm_find_window(const void* win, struct ncclComm** comm);
 
 /* Checks a handle passed by the user: non-NULL and alive (usable for
  * queries even while it initializes). */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "api/comm.h"
+#include "rma/rma.h"
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static const struct ncclComm** live;
@@ -49,4 +50,17 @@ int tutti_comm_is_live(const struct ncclComm* comm) {
   }
   pthread_mutex_unlock(&reg_lock);
   return found;
+}
+
+struct tutti_win* tutti_comm_find_window(const void* win, struct ncclComm** comm) {
+  struct tutti_win* w = NULL;
+  pthread_mutex_lock(&reg_lock);
+  for (size_t i = 0; i < nlive && w == NULL; i++) {
+    struct ncclComm* c = (struct ncclComm*)live[i];
+    if (c->rma != NULL && (w = tutti_rma_win_find(c->rma, win)) != NULL) {
+      *comm = c;
+    }
+  }
+  pthread_mutex_unlock(&reg_lock);
+  return w;
 }

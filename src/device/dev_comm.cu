@@ -16,6 +16,7 @@
 #include "device/peer/host_region.h"
 #include "device/kernels/kernel.h"
 #include "device/net/net.h"
+#include "rma/rma_dev.h"
 
 extern "C" {
 #include "tune/tune.h"
@@ -58,6 +59,7 @@ static cudaEvent_t* ce_event(struct tutti_dev_comm* dc, int i) {
 }
 
 static void release(struct tutti_dev_comm* dc) {
+  tutti_dev_rma_stop(dc); /* when the one-sided state has not stopped it */
   td_net_free(dc);
   for (int p = 0; dc->mapped != NULL && p < dc->nranks; p++) {
     td_region_free(&dc->mapped[p]);

@@ -74,6 +74,7 @@ struct tutti_dev_comm {
   void* launch_bufs; /* the kernel parameters being filled (struct td_launch_bufs) */
   uint16_t* turns;   /* [TD_MAX_CHANNELS][2 * nranks]: turns handed out while filling */
   double timeout_s;
+  struct td_rma* rma; /* one-sided operations (rma/rma.h), from the first window on */
 };
 
 /* Fills `l` for `n` ranks, `nch` channels and queues of `queue_bytes`; the

@@ -84,6 +84,8 @@ ncclResult_t tutti_dev_comm_resume(struct tutti_dev_comm* dc, const struct tutti
   (void)dc;
   (void)s;
   return tutti_error(ncclInternalError, "this build of tutti has no device executor to resume");
+}
+
 /* One-sided operations (rma/rma_dev.h): without a device executor no
  * communicator has a device communicator, so src/rma/ never calls these;
  * they still answer with the reason. */

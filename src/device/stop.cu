@@ -5,6 +5,7 @@
 
 #include "device/dev_comm.h"
 #include "device/net/net.h"
+#include "device/rma/rma.h"
 
 extern "C" {
 #include "util/check.h"
@@ -33,6 +34,11 @@ extern "C" ncclResult_t tutti_dev_comm_error(struct tutti_dev_comm* dc) {
       return td_net_error(dc);
     case TD_STOP_MISMATCH:
       return tutti_error(ncclInvalidUsage, "%s", dc->scan_why);
+    case TD_STOP_RMA:
+      return tutti_error(ncclRemoteError, "%s",
+                         dc->rma != NULL && dc->rma->why[0] != '\0'
+                             ? dc->rma->why
+                             : "a one-sided operation on a stream failed");
     case TD_STOP_PEER_FAILED: {
       /* A peer's communicator failed first: its cause, word for word. */
       const struct tutti_doorbell* b = dc->bells[dc->host_flags[TD_FLAG_RANK]];

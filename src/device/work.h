@@ -42,7 +42,8 @@ enum td_stop {
   TD_STOP_PEER_EXITED = 4, /* the process of rank TD_FLAG_RANK exited */
   TD_STOP_NET = 5,         /* the network proxy's connection to TD_FLAG_RANK broke */
   TD_STOP_PEER_FAILED = 6, /* rank TD_FLAG_RANK's communicator failed first */
-  TD_STOP_MISMATCH = 7     /* the late comparison of calls found a difference */
+  TD_STOP_MISMATCH = 7,    /* the late comparison of calls found a difference */
+  TD_STOP_RMA = 8          /* a one-sided put to rank TD_FLAG_RANK failed (dev_comm.rma->why) */
 };
 
 /* The low-latency protocol: a slot is TD_LL_LINES lines of 16 bytes, each

@@ -164,6 +164,58 @@ static void queries() {
   }
 }
 
+/* The window pointers: tutti maps no peer's window, so a peer's is NCCL's
+ * "not reachable" (success, NULL); this rank's own is its buffer where that
+ * is device memory (host memory here: NULL); ranges and unknown windows
+ * are refused; there is no multicast. */
+static void windows() {
+  static char bufs[NRANKS][8192];
+  ncclWindow_t win[NRANKS];
+  ncclGroupStart();
+  for (int r = 0; r < NRANKS; r++)
+    ncclCommWindowRegister(comms[r], bufs[r], sizeof bufs[r], &win[r], NCCL_WIN_COLL_SYMMETRIC);
+  ncclResult_t g = ncclGroupEnd();
+  CHECK(g == ncclSuccess, "window registration: %s", ncclGetLastError(nullptr));
+  if (g != ncclSuccess)
+    return;
+  for (int r = 0; r < NRANKS; r++) {
+    void* p = &p;
+    for (int peer = 0; peer < NRANKS; peer++) {
+      p = &p;
+      CHECK(ncclGetPeerDevicePointer(win[r], 64, peer, &p) == ncclSuccess && p == nullptr,
+            "ncclGetPeerDevicePointer(rank %d, peer %d): success and NULL", r, peer);
+    }
+    p = &p;
+    CHECK(ncclGetLsaDevicePointer(win[r], 0, 0, &p) == ncclSuccess && p == nullptr,
+          "ncclGetLsaDevicePointer of rank %d", r);
+    CHECK(ncclGetLsaDevicePointer(win[r], 0, 1, &p) == ncclInvalidArgument,
+          "ncclGetLsaDevicePointer beyond the load/store team");
+    CHECK(ncclGetPeerDevicePointer(win[r], 8192, r, &p) == ncclInvalidArgument,
+          "ncclGetPeerDevicePointer at the window's end");
+    CHECK(ncclGetPeerDevicePointer(win[r], 0, NRANKS, &p) == ncclInvalidArgument,
+          "ncclGetPeerDevicePointer of a rank out of range");
+    CHECK(ncclGetPeerDevicePointer(win[r], 0, 0, nullptr) == ncclInvalidArgument,
+          "ncclGetPeerDevicePointer with no outPtr");
+    CHECK(ncclGetPeerDevicePointer(reinterpret_cast<ncclWindow_t>(&p), 0, 0, &p) ==
+              ncclInvalidArgument,
+          "ncclGetPeerDevicePointer of no window");
+    p = &p;
+    CHECK(ncclGetLsaMultimemDevicePointer(win[r], 0, &p) == ncclSuccess && p == nullptr,
+          "ncclGetLsaMultimemDevicePointer: no multicast");
+    ncclMultimemHandle_t mm = {nullptr};
+    CHECK(ncclGetMultimemDevicePointer(win[r], 0, mm, &p) == ncclInvalidArgument,
+          "ncclGetMultimemDevicePointer with an empty handle");
+    void* user = nullptr;
+    CHECK(ncclWinGetUserPtr(comms[r], win[r], &user) == ncclSuccess && user == bufs[r],
+          "ncclWinGetUserPtr of rank %d", r);
+  }
+  for (int r = 0; r < NRANKS; r++)
+    ncclCommWindowDeregister(comms[r], win[r]);
+  void* p = nullptr;
+  CHECK(ncclGetPeerDevicePointer(win[0], 0, 0, &p) == ncclInvalidArgument,
+        "ncclGetPeerDevicePointer of a deregistered window");
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     printf("usage: %s NVIDIA_LIBNCCL\n", argv[0]);
@@ -186,6 +238,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   queries();
+  windows();
   for (int r = 0; r < NRANKS; r++)
     ncclCommDestroy(comms[r]);
   printf("abi_device: %d passed, %d failed\n", passed, failed);

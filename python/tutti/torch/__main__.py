@@ -34,6 +34,12 @@ if hasattr(torch._C, "_nccl_version"):
         dist.destroy_process_group()
         print("child: 1-rank allreduce through torch.distributed:", "ok" if ok else "WRONG", flush=True)
         sys.exit(0 if ok else 1)
+    # No GPU: a call that needs none, through torch's own NCCL binding
+    # (ncclGetUniqueId), so the banner shows which library answered.
+    if hasattr(torch.cuda.nccl, "unique_id"):
+        uid = torch.cuda.nccl.unique_id()
+        print("child: ncclGetUniqueId through torch.cuda.nccl.unique_id():", len(uid), "bytes",
+              flush=True)
 else:
     # No NCCL in torch: a 1-rank communicator through the global scope,
     # where `import tutti.torch` put tutti's symbols.

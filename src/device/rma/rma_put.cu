@@ -1,0 +1,257 @@
+/* One-sided operations on a stream: puts (a copy for puts to this rank, a
+ * host function handing the data to the host sender for the others, after
+ * staging device data in pinned memory) and the wait kernel. Each is
+ * ordered among the communicator's launches (launch/order.cu) and may be
+ * captured into a graph: nothing here waits for the stream. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/dev_comm.h"
+#include "device/kernels/sync.cuh"
+#include "device/rma/rma.h"
+
+extern "C" {
+#include "util/check.h"
+#include "util/cuda.h"
+#include "util/log.h"
+}
+
+/* What a host function does. */
+enum td_rma_call_kind { TD_RMA_SEND, TD_RMA_RAISE };
+
+struct td_rma_call {
+  enum td_rma_call_kind kind;
+  struct tutti_dev_comm* dc;
+  struct tutti_rma* rma;
+  tutti_rma_send_fn send;
+  int peer;
+  uint32_t win_id;
+  uint64_t offset;
+  const void* src;
+  size_t bytes;
+  int sig, ctx, with_signal;
+  int kept; /* a captured graph may run it again: freed at stop, not after running */
+};
+
+static ncclResult_t put_fail(cudaError_t e, const char* what) {
+  return tutti_error(ncclUnhandledCudaError, "%s failed: %s (%s)", what, cudaGetErrorString(e),
+                     cudaGetErrorName(e));
+}
+
+/* Runs on CUDA's host-function thread: no CUDA calls. A failure stops the
+ * communicator's device work with its sentence, which its next call
+ * returns (stop.cu). */
+static void CUDART_CB run_call(void* arg) {
+  struct td_rma_call* c = (struct td_rma_call*)arg;
+  struct tutti_dev_comm* dc = c->dc;
+  ncclResult_t res = ncclSuccess;
+  if (__atomic_load_n(&dc->host_flags[TD_FLAG_ABORT], __ATOMIC_ACQUIRE)) {
+    res = ncclInvalidUsage; /* the stop that aborted names the cause */
+  } else if (c->kind == TD_RMA_RAISE) {
+    res = tutti_dev_rma_signal(dc, dc->rank, c->sig, c->ctx);
+  } else {
+    res = c->send(c->rma, c->peer, c->win_id, c->offset, c->src, c->bytes, c->sig, c->ctx,
+                  c->with_signal);
+  }
+  if (res != ncclSuccess && !__atomic_load_n(&dc->host_flags[TD_FLAG_ABORT], __ATOMIC_ACQUIRE)) {
+    struct td_rma* r = dc->rma;
+    pthread_mutex_lock(&r->lock);
+    if (r->why[0] == '\0') {
+      snprintf(r->why, sizeof r->why, "%s", tutti_last_error());
+    }
+    pthread_mutex_unlock(&r->lock);
+    td_raise_stop(dc, TD_STOP_RMA, c->peer);
+  }
+  if (!c->kept) {
+    free(c);
+  }
+}
+
+/* Enqueues `c` (copied) as a host function on `stream`. */
+static ncclResult_t enqueue_call(struct tutti_dev_comm* dc, cudaStream_t stream, int captured,
+                                 const struct td_rma_call* c) {
+  struct td_rma* r = dc->rma;
+  struct td_rma_call* h = (struct td_rma_call*)malloc(sizeof *h);
+  if (h == NULL) {
+    return tutti_error(ncclSystemError, "out of host memory enqueueing a one-sided operation");
+  }
+  *h = *c;
+  h->kept = captured;
+  if (captured) {
+    pthread_mutex_lock(&r->lock);
+    if (r->nkept == r->cap_kept) {
+      int cap = r->cap_kept ? 2 * r->cap_kept : 16;
+      struct td_rma_call** k = (struct td_rma_call**)realloc(r->kept, (size_t)cap * sizeof *k);
+      if (k == NULL) {
+        pthread_mutex_unlock(&r->lock);
+        free(h);
+        return tutti_error(ncclSystemError, "out of host memory enqueueing a one-sided operation");
+      }
+      r->kept = k;
+      r->cap_kept = cap;
+    }
+    r->kept[r->nkept++] = h;
+    pthread_mutex_unlock(&r->lock);
+  }
+  cudaError_t e = cudaLaunchHostFunc(stream, run_call, h);
+  if (e != cudaSuccess) {
+    if (!captured) {
+      free(h);
+    }
+    return put_fail(e, "cudaLaunchHostFunc of a one-sided operation");
+  }
+  return ncclSuccess;
+}
+
+/* The staging buffer, made at the first put of device data to another rank. */
+static ncclResult_t stage(struct tutti_dev_comm* dc) {
+  struct td_rma* r = dc->rma;
+  if (r->stage != NULL) {
+    return ncclSuccess;
+  }
+  cudaError_t e = cudaHostAlloc((void**)&r->stage, TD_RMA_STAGE_BYTES, cudaHostAllocPortable);
+  if (e != cudaSuccess) {
+    r->stage = NULL;
+    return put_fail(e, "cudaHostAlloc of the one-sided staging buffer");
+  }
+  INFO(TUTTI_ALLOC, "one-sided staging on device %d: %u bytes of pinned host memory", dc->dev,
+       TD_RMA_STAGE_BYTES);
+  return ncclSuccess;
+}
+
+static ncclResult_t put_body(struct tutti_dev_comm* dc, const struct tutti_rma_dev_put* p,
+                             int captured) {
+  struct td_rma_call c;
+  memset(&c, 0, sizeof c);
+  c.dc = dc;
+  c.rma = p->rma;
+  c.send = p->send;
+  c.peer = p->peer;
+  c.win_id = p->win_id;
+  c.sig = p->sig;
+  c.ctx = p->ctx;
+  if (p->peer == dc->rank) {
+    /* In place, then this rank's own signal. */
+    if (p->bytes > 0) {
+      char* dst = (char*)(uintptr_t)p->target->addr + p->offset;
+      cudaError_t e = cudaMemcpyAsync(dst, p->src, p->bytes, cudaMemcpyDefault, p->stream);
+      if (e != cudaSuccess) {
+        return put_fail(e, "cudaMemcpyAsync of a put to this rank");
+      }
+    }
+    c.kind = TD_RMA_RAISE;
+    return enqueue_call(dc, p->stream, captured, &c);
+  }
+  c.kind = TD_RMA_SEND;
+  if (p->bytes == 0 || p->src_kind != TUTTI_MEM_DEVICE) {
+    /* A signal, or host data the host function can read where it is. */
+    c.offset = p->offset;
+    c.src = p->src;
+    c.bytes = p->bytes;
+    c.with_signal = 1;
+    return enqueue_call(dc, p->stream, captured, &c);
+  }
+  /* Device data leaves in pieces through the staging buffer: each piece's
+   * copy waits (stream order) for the host function that sent the last. */
+  NCCLCHECK(stage(dc));
+  for (size_t off = 0; off < p->bytes; off += TD_RMA_STAGE_BYTES) {
+    const size_t n = p->bytes - off < TD_RMA_STAGE_BYTES ? p->bytes - off : TD_RMA_STAGE_BYTES;
+    cudaError_t e = cudaMemcpyAsync(dc->rma->stage, (const char*)p->src + off, n,
+                                    cudaMemcpyDeviceToHost, p->stream);
+    if (e != cudaSuccess) {
+      return put_fail(e, "cudaMemcpyAsync staging a put");
+    }
+    c.offset = p->offset + off;
+    c.src = dc->rma->stage;
+    c.bytes = n;
+    c.with_signal = off + n == p->bytes;
+    NCCLCHECK(enqueue_call(dc, p->stream, captured, &c));
+  }
+  return ncclSuccess;
+}
+
+/* The launch's place in the communicator's order around `body`. */
+template <class F>
+static ncclResult_t ordered(struct tutti_dev_comm* dc, cudaStream_t stream, F body) {
+  NCCLCHECK(tutti_dev_comm_error(dc));
+  if (dc->rma == NULL) {
+    return tutti_error(ncclInternalError, "one-sided operation before its state was made");
+  }
+  struct td_dev_guard g;
+  td_dev_enter(&g, dc->dev);
+  struct tutti_dev_op op;
+  memset(&op, 0, sizeof op);
+  op.stream = stream;
+  struct td_order_at at;
+  ncclResult_t res = td_order_begin(dc, &op, 1, &at);
+  if (res == ncclSuccess) {
+    res = body(at.capture != 0);
+    ncclResult_t end = td_order_end(dc, &op, 1, &at);
+    res = res != ncclSuccess ? res : end;
+  }
+  td_dev_leave(&g);
+  return res;
+}
+
+extern "C" ncclResult_t tutti_dev_rma_put(struct tutti_dev_comm* dc,
+                                          const struct tutti_rma_dev_put* p) {
+  return ordered(dc, p->stream, [&](int captured) { return put_body(dc, p, captured); });
+}
+
+struct td_rma_wait_args {
+  td_devcomm* comm;
+  const uint64_t* arrived; /* mapped host memory */
+  uint64_t* consumed;
+  int n;
+  uint32_t index[TD_RMA_WAIT_DESCS];
+  uint32_t count[TD_RMA_WAIT_DESCS];
+};
+
+/* One thread waits for each descriptor in turn (two may name the same
+ * signal), then consumes it. A wait that outlasts TUTTI_TIMEOUT, or an
+ * abort, ends the kernel and stops the communicator (td_wait_ok). */
+__global__ void td_rma_wait_kernel(td_rma_wait_args a) {
+  td_kernel_started(a.comm);
+  for (int i = 0; i < a.n; i++) {
+    const uint64_t want = a.consumed[a.index[i]] + a.count[i];
+    td_spin sp = {0, 0};
+    while (td_ld_acquire(a.arrived + a.index[i]) < want) {
+      if (!td_spin_ok<TD_SPIN_COUNTER>(a.comm, &sp)) {
+        td_kernel_finished(a.comm);
+        return;
+      }
+    }
+    a.consumed[a.index[i]] = want;
+  }
+  __threadfence_system();
+  td_kernel_finished(a.comm);
+}
+
+extern "C" ncclResult_t tutti_dev_rma_wait(struct tutti_dev_comm* dc,
+                                           const ncclWaitSignalDesc_t* descs, int ndesc,
+                                           cudaStream_t stream) {
+  return ordered(dc, stream, [&](int captured) {
+    (void)captured;
+    struct td_rma* r = dc->rma;
+    for (int d0 = 0; d0 < ndesc; d0 += TD_RMA_WAIT_DESCS) {
+      td_rma_wait_args a;
+      memset(&a, 0, sizeof a);
+      a.comm = dc->d_comm;
+      a.arrived = r->arrived_dev;
+      a.consumed = r->consumed;
+      a.n = ndesc - d0 < TD_RMA_WAIT_DESCS ? ndesc - d0 : TD_RMA_WAIT_DESCS;
+      for (int i = 0; i < a.n; i++) {
+        const ncclWaitSignalDesc_t* d = &descs[d0 + i];
+        a.index[i] = (uint32_t)td_rma_index(r, d->ctx, d->sigIdx, d->peer);
+        a.count[i] = (uint32_t)d->opCnt;
+      }
+      td_rma_wait_kernel<<<1, 1, 0, stream>>>(a);
+      cudaError_t e = cudaGetLastError();
+      if (e != cudaSuccess) {
+        return put_fail(e, "launching the one-sided wait kernel");
+      }
+    }
+    return ncclSuccess;
+  });
+}
