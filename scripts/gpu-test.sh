@@ -4,9 +4,11 @@
 # (processes, ranks sharing a GPU, one process for all GPUs, graph capture,
 # concurrent communicators, send/recv, large counts, device data through
 # the network proxy), then suspend and resume measured with cudaMemGetInfo
-# (test_gpu_suspend: bench/suspend_mem.c --check), then a short version
+# (test_gpu_suspend: bench/suspend_mem.c --check), one-sided operations on
+# device buffers (test_gpu_rma, one host and ranks as hosts), ncclCommGrow
+# on device buffers (test_gpu_grow), then a short version
 # under compute-sanitizer (memcheck and racecheck) when it is installed.
-# Usage: scripts/gpu-test.sh [MODE] [NRANKS]   (MODE: all, procs, shared, ..., suspend)
+# Usage: scripts/gpu-test.sh [MODE] [NRANKS]   (MODE: all, procs, shared, ..., suspend, rma, grow)
 # On a host without a GPU the suite reports itself skipped (exit 77).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,10 +21,11 @@ set +e
 rc=0
 sbin=build-gpu/tests/test_gpu_suspend
 [ -x "$sbin" ] || sbin=$(find build-gpu -name test_gpu_suspend -type f | head -n 1)
-if [ "${1:-all}" != suspend ]; then
+case "${1:-all}" in suspend | rma | grow) ;; *)
   TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$bin" "${1:-all}" ${2:-}
   rc=$?
-fi
+  ;;
+esac
 if [ "${1:-all}" = all ] && [ -z "${2:-}" ]; then
   # More ranks than GPUs: 4 ranks on the mapped kernel (up to its size limit)
   # and the schedules' kernel, then every pair through the proxy.
@@ -36,6 +39,19 @@ if [ "${1:-all}" = all ] || [ "${1:-all}" = suspend ]; then
   src=$?
   [ $src -eq 0 ] || [ $src -eq 77 ] || rc=1
 fi
+# One-sided operations on device buffers, and growing on them.
+for t in rma grow; do
+  if [ "${1:-all}" = all ] || [ "${1:-all}" = $t ]; then
+    tbin=$(find build-gpu -name test_gpu_$t -type f | head -n 1)
+    modes=""
+    [ $t = rma ] && modes="host hosts"
+    for m in ${modes:-default}; do
+      TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$tbin" $m
+      trc=$?
+      [ $trc -eq 0 ] || [ $trc -eq 77 ] || rc=1
+    done
+  fi
+done
 set -e
 if [ $rc -eq 0 ] && [ "${TUTTI_SANITIZE_GPU:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do

@@ -47,6 +47,19 @@ if(TUTTI_HAVE_CUDA)
   set_tests_properties(gpu.grow PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
     ENVIRONMENT "TUTTI_TIMEOUT=60;NCCL_NVLS_ENABLE=0")
 
+  # One-sided operations on device buffers: processes on the GPUs, one host
+  # and ranks as hosts (NCCL_HOSTID).
+  add_executable(test_gpu_rma ${CMAKE_CURRENT_LIST_DIR}/test_gpu_rma.c
+    ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+  target_include_directories(test_gpu_rma PRIVATE ${CMAKE_SOURCE_DIR}/tests/common
+    ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_libraries(test_gpu_rma PRIVATE tutti_static CUDA::cudart_static)
+  foreach(mode host hosts)
+    add_test(NAME gpu.rma.${mode} COMMAND test_gpu_rma ${mode})
+    set_tests_properties(gpu.rma.${mode} PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+      ENVIRONMENT "TUTTI_TIMEOUT=60;NCCL_NVLS_ENABLE=0")
+  endforeach()
+
   # The device region's layout, checked on the host (no GPU needed).
   add_executable(test_dev_layout ${CMAKE_CURRENT_LIST_DIR}/test_layout.cu
     ${CMAKE_SOURCE_DIR}/tests/common/harness.c)
