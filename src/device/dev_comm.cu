@@ -21,6 +21,7 @@
 extern "C" {
 #include "tune/tune.h"
 #include "bootstrap/bootstrap.h"
+#include "topo/topo.h"
 #include "util/check.h"
 #include "util/cuda.h"
 #include "util/fdpass.h"
@@ -111,38 +112,14 @@ static void release(struct tutti_dev_comm* dc) {
   free(dc);
 }
 
-/* The most ranks on any one GPU. Their kernels can run at once (threads of
- * one process always; processes under MPS), and a block waiting for a
- * peer's kernel holds its SM: all of them must fit on the GPU together, or
- * a launch that fills it waits forever for a peer that cannot start. The
- * GPU is known by its UUID, so ranks that count as different hosts
- * (NCCL_HOSTID) or see it under another ordinal (CUDA_VISIBLE_DEVICES) are
- * counted too. Computed alike on every rank (from the peers' table), since
- * the blocks a launch may have decide its channels. */
-static int same_gpu(const struct tutti_dev_setup* s, int p, int q) {
-  static const unsigned char none[16] = {0};
-  const struct tutti_peer_info* a = &s->peers[p];
-  const struct tutti_peer_info* b = &s->peers[q];
-  if (memcmp(a->gpu_uuid, none, 16) != 0 && memcmp(b->gpu_uuid, none, 16) != 0) {
-    return memcmp(a->gpu_uuid, b->gpu_uuid, 16) == 0;
-  }
-  return s->host_of[p] == s->host_of[q] && a->pid == b->pid && a->cuda_dev == b->cuda_dev;
-}
-
-static int gpu_sharers(const struct tutti_dev_setup* s) {
-  int most = 1;
-  for (int p = 0; p < s->nranks; p++) {
-    int k = 0;
-    for (int q = p; q < s->nranks; q++) {
-      k += same_gpu(s, p, q);
-    }
-    most = k > most ? k : most;
-  }
-  return most;
-}
-
 /* This rank's share of the blocks the GPU holds at once (`per_sm` per
- * multiprocessor), with `sharers` ranks on it. */
+ * multiprocessor), with `sharers` ranks on it. Their kernels can run at
+ * once (threads of one process always; processes under MPS), and a block
+ * waiting for a peer's kernel holds its SM: all of them must fit on the GPU
+ * together, or a launch that fills it waits forever for a peer that cannot
+ * start. The sharers are counted alike on every rank (from the peers'
+ * table, tutti_topo_gpu_sharers), since the blocks a launch may have decide
+ * its channels. */
 static int block_share(int nsm, int per_sm, int sharers) {
   const int b = nsm * (per_sm > 0 ? per_sm : 1) / sharers;
   return b < 1 ? 1 : b;
@@ -199,7 +176,7 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
                 "cudaEventCreate");
     }
   }
-  const int sharers = gpu_sharers(s);
+  const int sharers = tutti_topo_gpu_sharers(s->peers, s->host_of, s->nranks);
   CUDACHECK(td_occupancy(dc->nthreads, &per_sm), "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   dc->max_ctas = block_share(nsm, per_sm, sharers);
   CUDACHECK((cudaError_t)td_mapped_occupancy(dc->nthreads, &per_sm),
