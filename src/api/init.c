@@ -299,7 +299,9 @@ ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUnique
   tutti_topo_fill_self(&comm->peers[rank], rank, comm->cuda_dev);
   NCCLCHECKGOTO(tutti_bootstrap_allgather(comm->boot, comm->peers, sizeof *comm->peers), res, fail);
   NCCLCHECKGOTO(connect_ranks(comm), res, fail);
-  tutti_topo_log(&comm->tc);
+  const int next = (rank + 1) % nranks;
+  tutti_topo_log(comm->peers, nranks, rank,
+                 next != rank && comm->tc.send[next] != NULL ? comm->tc.send[next]->via : NULL);
   struct tutti_dev_setup ds;
   tutti_comm_dev_setup(comm, &ds);
   if (comm->internal) {

@@ -63,31 +63,31 @@ int tutti_topo_host_run(const int32_t* host_of, int n) {
   return size > 0 ? size : 1;
 }
 
-void tutti_topo_log(const struct tutti_transport_comm* tc) {
+void tutti_topo_log(const struct tutti_peer_info* peers, int n, int rank, const char* next_via) {
   if (!TUTTI_LOG_ENABLED(TUTTI_LOG_INFO)) {
     return;
   }
   int nhosts = 0;
-  for (int r = 0; r < tc->nranks; r++) {
+  for (int r = 0; r < n; r++) {
     int first = 1;
     for (int q = 0; q < r && first; q++) {
-      first = tc->peers[q].host_hash != tc->peers[r].host_hash;
+      first = peers[q].host_hash != peers[r].host_hash;
     }
     nhosts += first;
   }
-  INFO(TUTTI_INIT, "rank %d of %d on host %s (pid %d); %d host(s)", tc->rank, tc->nranks,
-       tc->peers[tc->rank].hostname, (int)tc->peers[tc->rank].pid, nhosts);
-  if (tc->rank == 0) {
+  INFO(TUTTI_INIT, "rank %d of %d on host %s (pid %d); %d host(s)", rank, n, peers[rank].hostname,
+       (int)peers[rank].pid, nhosts);
+  if (rank == 0) {
     char line[512];
     int o = snprintf(line, sizeof line, "Channel 00 :");
-    for (int r = 0; r < tc->nranks && o < (int)sizeof line - 16; r++) {
+    for (int r = 0; r < n && o < (int)sizeof line - 16; r++) {
       o += snprintf(line + o, sizeof line - (size_t)o, " %d", r);
     }
     INFO(TUTTI_INIT | TUTTI_GRAPH, "%s", line);
   }
-  int next = (tc->rank + 1) % tc->nranks;
-  if (tc->send[next] != NULL && next != tc->rank) {
-    INFO(TUTTI_INIT | TUTTI_P2P, "Channel 00 : %d[%d] -> %d[%d] via %s", tc->rank,
-         tc->peers[tc->rank].cuda_dev, next, tc->peers[next].cuda_dev, tc->send[next]->via);
+  int next = (rank + 1) % n;
+  if (next_via != NULL) {
+    INFO(TUTTI_INIT | TUTTI_P2P, "Channel 00 : %d[%d] -> %d[%d] via %s", rank, peers[rank].cuda_dev,
+         next, peers[next].cuda_dev, next_via);
   }
 }

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "nccl.h"
-#include "transport/transport.h"
+#include "topo/peer.h"
 
 /* Identity of this host as ranks see it (topo/identity.c): hostname, boot id and network
  * namespace (ranks in different network namespaces count as different hosts,
@@ -46,7 +46,9 @@ int tutti_topo_same_gpu(const struct tutti_peer_info* peers, const int32_t* host
 /* The most ranks driving any one GPU (at least 1). */
 int tutti_topo_gpu_sharers(const struct tutti_peer_info* peers, const int32_t* host_of, int n);
 
-/* Logs, with NCCL_DEBUG=INFO, the hosts, the ring and the transport of each pair. */
-void tutti_topo_log(const struct tutti_transport_comm* tc);
+/* Logs, with NCCL_DEBUG=INFO, rank `rank`'s host, the number of hosts, the
+ * ring, and how it reaches the next rank (`next_via`, the connection's name
+ * as transports give it; NULL: none). */
+void tutti_topo_log(const struct tutti_peer_info* peers, int n, int rank, const char* next_via);
 
 #endif

@@ -13,6 +13,7 @@
 
 #include "exec/status.h" /* the executor's part of a doorbell, reserved by size */
 #include "nccl.h"
+#include "topo/peer.h"
 
 struct tutti_conn;
 struct tutti_bootstrap;
@@ -76,17 +77,6 @@ struct tutti_conn {
   uint64_t ticket_next;
   uint64_t ticket_serving;
   const char* via; /* "SHM", "NET/Socket/eth0", ... for logs */
-};
-
-/* What a rank knows of every rank after the bootstrap all-gather. */
-struct tutti_peer_info {
-  int rank;
-  int cuda_dev;
-  int32_t pid;
-  uint32_t pad;
-  uint64_t host_hash; /* hostname + boot id + network namespace */
-  char hostname[64];
-  unsigned char gpu_uuid[16]; /* cuda_dev's UUID (all zero without one): the GPU itself */
 };
 
 /* A collective call as every rank of a communicator must make it: what
