@@ -1,10 +1,12 @@
 /* Every decision tune makes, as a table: for call shapes x what a device
  * communicator offers x the environment, the path, algorithm, protocol,
- * channels, threads, blocks, rounds and pieces of each call, and the device
- * communicator's setup-time sizes, compared line for line with
- * tune_plans.golden (written by the decisions as they stood before they
- * moved into one place; a deliberate change of the table rewrites it:
- * TUTTI_PLANS_WRITE=<file>). Pure functions: no GPU, no communicator. Each
+ * channels, threads, blocks, rounds and pieces of each call, the device
+ * communicator's setup-time sizes and the wait policy, compared line for
+ * line with tune_plans.golden. The golden table was written by the
+ * decisions as they stood before they moved into one place (tune's
+ * functions then, and the device executor's launch arithmetic transcribed:
+ * this file's first version); a deliberate change of the table rewrites it
+ * (TUTTI_PLANS_WRITE=<file>). Pure functions: no GPU, no communicator. Each
  * environment runs in a child pinned to one core (the table reads the
  * variables and the cores once per process). */
 #define _GNU_SOURCE
@@ -15,7 +17,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "exec/exec.h"
 #include "harness.h"
 #include "tune/tune.h"
 #include "util/check.h"
@@ -89,47 +90,47 @@ static int dcoll_known(enum tutti_coll c) {
          c == TUTTI_COLL_BROADCAST || c == TUTTI_COLL_REDUCE;
 }
 
-/* ---- The decisions under test: as they stood before the move (tune's
- * functions, and the device executor's arithmetic of launch/launch.cu,
- * launch/mapped.cu, launch/ce.cu and dev_comm.cu, transcribed). ---- */
+/* ---- The decisions under test: tune's, in one place (tune/plan.c,
+ * tune/device.c, tune/setup.c). ---- */
 
-static int64_t env_int(const char* name, int64_t deflt) {
-  const char* s = getenv(name);
-  return s != NULL && *s != '\0' ? strtoll(s, NULL, 0) : deflt;
+static struct tutti_dev_limits limits(void) {
+  const struct tutti_dev_limits l = {L_MAX_CHANNELS,       L_NET_CHANNELS,
+                                     L_MAX_THREADS,        L_OP_CTAS,
+                                     L_LOOP_CHANNELS,      L_WORK_CTAS,
+                                     L_MAPPED_MAX_RANKS,   L_MAPPED_CHANNELS,
+                                     L_MAPPED_LL_CHANNELS, L_MAPPED_LL_CHANNEL_BYTES / 2,
+                                     L_LL128_LINE,         L_LL128_DATA};
+  return l;
 }
 
 static void subject_setup(struct setup* s) {
-  int64_t nt = env_int("NCCL_NTHREADS", 512);
-  s->nthreads = nt < 64 ? 64 : nt > L_MAX_THREADS ? L_MAX_THREADS : (int)(nt / 32 * 32);
-  for (int net = 0; net < 2; net++) {
-    int64_t ch = env_int("NCCL_MAX_NCHANNELS", 64);
-    ch = net && ch > L_NET_CHANNELS ? L_NET_CHANNELS : ch;
-    *(net ? &s->net_nch : &s->nch) = ch < 1 ? 1 : ch > L_MAX_CHANNELS ? L_MAX_CHANNELS : (int)ch;
-    int64_t qb = (int64_t)tutti_tune_device_queue_bytes(net);
-    qb = qb < 64 * 1024 ? 64 * 1024 : qb;
-    *(net ? &s->net_slot_bytes : &s->slot_bytes) = (size_t)qb / L_SLOTS / 16 * 16;
-  }
-  struct tutti_dev_memory m;
-  tutti_tune_device_memory(&m);
-  s->mapped_mem = m.mapped;
-  s->ll128_mem = m.mapped_ll128;
-  s->ce_mem = m.ce;
-  s->wants_ll128 = tutti_tune_device_wants_ll128();
+  const struct tutti_dev_limits lim = limits();
+  struct tutti_dev_sizes z;
+  tutti_tune_device_setup(&lim, &z);
+  s->nthreads = z.threads;
+  s->nch = z.channels;
+  s->net_nch = z.net_channels;
+  /* The device's slots: an eighth of a queue (dev_comm.cu). */
+  s->slot_bytes = z.queue_bytes / L_SLOTS / 16 * 16;
+  s->net_slot_bytes = z.net_queue_bytes / L_SLOTS / 16 * 16;
+  s->mapped_mem = z.mapped_memory;
+  s->ll128_mem = z.mapped_ll128_memory;
+  s->ce_mem = z.ce_memory;
+  s->wants_ll128 = z.wants_ll128;
 }
 
 static void subject_wait(int local, int* spin, int* spin_max, int* yield) {
-  struct tutti_exec_rank er;
-  memset(&er, 0, sizeof er);
-  tutti_wait_policy(&er, local);
-  *spin = er.spin_passes;
-  *spin_max = er.spin_max;
-  *yield = er.yield_passes;
+  struct tutti_wait_sizes w;
+  tutti_tune_wait(local, &w);
+  *spin = w.spin;
+  *spin_max = w.spin_max;
+  *yield = w.yield;
 }
 
 static void subject_host(const struct tutti_coll_args* a, struct res* r) {
   struct tutti_plan p;
   tutti_tune_plan(a, &p);
-  r->path = TUTTI_PATH_SCHEDULE;
+  r->path = p.path;
   r->algo = p.algo;
   r->why = p.why;
 }
@@ -139,132 +140,53 @@ static void subject_host(const struct tutti_coll_args* a, struct res* r) {
 static void subject_launch(const struct tutti_coll_args* as, const int* premul, int n,
                            const struct facts* f, const struct setup* s, struct res* out) {
   const int nr = as[0].nranks;
-  const int nch = f->nch ? f->nch : f->net ? s->net_nch : s->nch;
-  const int nthreads = f->nthreads ? f->nthreads : s->nthreads;
-  const int ctas = f->ctas, mctas = f->mctas;
-  const uint64_t chan = mapped_chan(nr, f->gpu_regions, s->mapped_mem);
-  const uint64_t l128 = f->nvlink && s->wants_ll128 ? ll128_chan(nr, chan, s->ll128_mem) : 0;
-  const uint64_t ces = ce_slot(nr, f->gpu_regions, s->ce_mem);
-  int algo[64];
-  for (int i = 0; i < n; i++) {
-    struct tutti_plan p;
-    tutti_tune_plan(&as[i], &p);
-    algo[i] = p.algo;
-    memset(&out[i], 0, sizeof out[i]);
-  }
   struct tutti_dev_caps c;
   memset(&c, 0, sizeof c);
-  c.nops = n;
+  c.lim = limits();
+  for (int k = 0; k < TUTTI_COLL_COUNT; k++) {
+    c.colls |= dcoll_known((enum tutti_coll)k) ? 1u << k : 0;
+  }
+  c.one_process = f->one_process;
   c.net = f->net;
-  if (n == 1) {
-    c.known = dcoll_known(as[0].coll);
-    c.max_ranks = L_MAPPED_MAX_RANKS;
-    c.mapped_inboxes = chan != 0;
-    c.ll128_inboxes = l128 > 0;
-    c.ce_slots = ces != 0;
-    c.one_process = f->one_process;
-    c.premulsum = premul[0];
-    c.capturing = f->capturing;
-  }
-  struct tutti_dev_plan plan;
-  tutti_tune_device(&as[0], (enum tutti_algo_id)algo[0], &c, &plan);
-  if (plan.path == TUTTI_PATH_COPY_ENGINES) {
-    struct res* r = &out[0];
-    r->path = plan.path;
-    r->algo = TUTTI_ALGO_CE;
-    r->proto = plan.proto;
-    r->why = plan.why;
-    const uint64_t part = as[0].count * as[0].elem_size;
-    uint64_t piece = (uint64_t)plan.piece_bytes / 16 * 16;
-    const uint64_t slot = ces / 16 * 16;
-    piece = piece < 4096 ? 4096 : piece > slot ? slot : piece;
-    r->piece = piece;
-    for (uint64_t off = 0; off < part; off += piece) {
-      const uint64_t len = part - off < piece ? part - off : piece;
-      uint64_t nb = len / (uint64_t)plan.block_bytes;
-      nb = nb < 1 ? 1 : nb > (uint64_t)ctas ? (uint64_t)ctas : nb;
-      r->nb_first = r->npieces == 0 ? nb : r->nb_first;
-      r->nb_last = nb;
-      r->npieces++;
-    }
-    r->threads = nthreads;
-    return;
-  }
-  if (plan.path == TUTTI_PATH_MAPPED) {
-    struct res* r = &out[0];
-    const struct tutti_coll_args* a = &as[0];
-    r->path = plan.path;
-    r->algo = TUTTI_ALGO_MAPPED;
-    r->proto = plan.proto;
-    r->why = plan.why;
-    const int ll = plan.proto == TUTTI_PROTO_LL, ll128 = plan.proto == TUTTI_PROTO_LL128;
-    const uint64_t per = plan.block_bytes;
-    if (ll) {
-      r->round = L_MAPPED_LL_CHANNEL_BYTES / 2;
-      r->slots = 2;
-    } else if (ll128) {
-      uint64_t sb = (uint64_t)plan.round_bytes / 512 * 512;
-      sb = sb < 512 ? 512 : sb > l128 / 2 ? l128 / 2 / 512 * 512 : sb;
-      r->slot_bytes = (unsigned)sb;
-      r->slots = (unsigned)(l128 / sb);
-      r->round = (unsigned)(sb / L_LL128_LINE * L_LL128_DATA);
-    } else {
-      uint64_t rb = (uint64_t)plan.round_bytes / 16 * 16;
-      rb = rb < 1024 ? 1024 : rb > chan / 2 ? chan / 2 / 16 * 16 : rb;
-      r->round = (unsigned)rb;
-      r->slots = (unsigned)(chan / rb);
-    }
-    const uint64_t bytes = a->count * a->elem_size;
-    uint64_t nb = (bytes + per - 1) / per;
-    uint64_t cap = ll ? L_MAPPED_LL_CHANNELS : L_MAPPED_CHANNELS;
-    cap = (uint64_t)mctas < cap ? (uint64_t)mctas : cap;
-    r->nb = (unsigned)(nb < 1 ? 1 : nb > cap ? cap : nb);
-    int nt = nthreads / 32 * 32;
-    nt = nt < 64 ? 64 : nt;
-    if (ll) {
-      const int lt = plan.threads;
-      nt = lt > nt ? nt : lt / 32 * 32;
-    }
-    r->threads = nt;
-    return;
-  }
-  /* The schedules' kernel. */
-  const size_t budget = (size_t)ctas < L_WORK_CTAS ? (size_t)ctas : L_WORK_CTAS;
-  size_t est = 0;
-  int all_ll = 1;
+  c.channels = f->nch ? f->nch : f->net ? s->net_nch : s->nch;
+  c.threads = f->nthreads ? f->nthreads : s->nthreads;
+  c.ctas = f->ctas;
+  c.mapped_ctas = f->mctas;
+  c.capturing = f->capturing;
+  c.mapped_chan_bytes = mapped_chan(nr, f->gpu_regions, s->mapped_mem);
+  c.ll128_chan_bytes =
+      f->nvlink && s->wants_ll128 ? ll128_chan(nr, c.mapped_chan_bytes, s->ll128_mem) : 0;
+  c.ce_slot_bytes = ce_slot(nr, f->gpu_regions, s->ce_mem);
+  struct tutti_tune_call calls[64];
+  struct tutti_plan plans[64];
+  memset(calls, 0, sizeof calls);
   for (int i = 0; i < n; i++) {
-    const struct tutti_coll_args* a = &as[i];
-    size_t ch = tutti_tune_device_channels(a);
-    ch = ch > (size_t)nch ? (size_t)nch : ch;
-    size_t cap = L_OP_CTAS / 2;
-    const size_t all = (size_t)(L_OP_CTAS / (2 * nr) < 1 ? 1 : L_OP_CTAS / (2 * nr));
-    if (a->coll == TUTTI_COLL_SEND || a->coll == TUTTI_COLL_RECV) {
-      cap = budget / (2 * (size_t)nr);
-      cap = cap > all ? all : cap;
-      cap = a->root == a->rank && cap > L_LOOP_CHANNELS ? L_LOOP_CHANNELS : cap;
-    } else if (algo[i] != TUTTI_ALGO_RING || tutti_algo_ordered(a, (enum tutti_algo_id)algo[i])) {
-      cap = all;
-    }
-    ch = ch > cap ? cap : ch;
-    out[i].channels = ch < 1 ? 1 : (int)ch;
-    const size_t lanes =
-        a->coll == TUTTI_COLL_SEND || a->coll == TUTTI_COLL_RECV ? 1
-        : algo[i] == TUTTI_ALGO_RING && !tutti_algo_ordered(a, (enum tutti_algo_id)algo[i])
-            ? 2
-            : 2 * (size_t)nr;
-    est += (size_t)out[i].channels * lanes;
-    out[i].path = TUTTI_PATH_SCHEDULE;
-    out[i].algo = algo[i];
-    out[i].proto = tutti_tune_device_ll(a, f->net) ? TUTTI_PROTO_LL : TUTTI_PROTO_SIMPLE;
-    all_ll &= out[i].proto == TUTTI_PROTO_LL;
+    calls[i].args = &as[i];
+    calls[i].premulsum = premul[i];
   }
-  out[0].why = plan.why;
-  for (int i = 0; i < n && est > budget; i++) {
-    size_t scaled = (size_t)out[i].channels * budget / est;
-    out[i].channels = scaled < 1 ? 1 : (int)scaled;
-  }
+  tutti_tune_launch(calls, n, &c, plans);
   for (int i = 0; i < n; i++) {
-    out[i].threads = all_ll && nthreads > 256 ? 256 : nthreads;
+    const struct tutti_plan* p = &plans[i];
+    struct res* r = &out[i];
+    memset(r, 0, sizeof *r);
+    r->path = p->path;
+    r->algo = p->algo;
+    r->proto = p->proto;
+    r->why = p->why;
+    r->channels = p->channels;
+    r->threads = p->threads;
+    if (p->path == TUTTI_PATH_MAPPED) {
+      r->nb = (unsigned)p->blocks;
+      r->round = (unsigned)p->round_bytes;
+      r->slots = (unsigned)p->slots;
+      r->slot_bytes = (unsigned)p->slot_bytes;
+    } else if (p->path == TUTTI_PATH_COPY_ENGINES) {
+      const size_t part = as[i].count * as[i].elem_size;
+      r->piece = p->piece_bytes;
+      r->npieces = (part + p->piece_bytes - 1) / p->piece_bytes;
+      r->nb_first = r->npieces > 1 ? (size_t)p->blocks : (size_t)p->last_blocks;
+      r->nb_last = (size_t)p->last_blocks;
+    }
   }
 }
 
