@@ -1,6 +1,6 @@
 /* Group semantics (see group.h): ncclGroupStart / ncclGroupEnd and the
  * group's jobs (inits, splits, suspends: run together at its end); its
- * operations are group_ops.c's, its depth and error group_state.c's. */
+ * depth, error and operations are group_ops.c's. */
 #include "api/group.h"
 
 #include <pthread.h>
@@ -134,7 +134,6 @@ static void drop_queued(void) {
   grp.jobs = NULL;
   grp.njobs = grp.cap_jobs = 0;
   tutti_group_ops_drop();
-  tutti_group_clear_error();
 }
 
 /* Runs blocking jobs concurrently; a non-blocking communicator's init (or
@@ -289,14 +288,14 @@ NCCL_API ncclResult_t ncclGroupStart(void) {
 }
 
 NCCL_API ncclResult_t ncclGroupEnd(void) {
-  const int depth = tutti_group_close();
+  ncclResult_t res;
+  const int depth = tutti_group_close(&res);
   if (depth < 0) {
     return tutti_error(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
   }
   if (depth > 0) {
     return ncclSuccess;
   }
-  ncclResult_t res = tutti_group_error();
   if (res != ncclSuccess) {
     drop_queued();
     return res;
@@ -307,12 +306,8 @@ NCCL_API ncclResult_t ncclGroupEnd(void) {
   free(grp.jobs);
   grp.jobs = NULL;
   grp.njobs = grp.cap_jobs = 0;
-  if ((res == ncclSuccess || res == ncclInProgress) && tutti_group_ops_queued() > 0) {
-    ncclResult_t ores = tutti_group_ops_run();
-    res = ores != ncclSuccess ? ores : res;
-  }
-  tutti_group_ops_drop();
-  return res;
+  ncclResult_t ores = tutti_group_ops_run(res == ncclSuccess || res == ncclInProgress);
+  return ores != ncclSuccess ? ores : res;
 }
 
 NCCL_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
@@ -328,7 +323,8 @@ NCCL_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   if (simInfo != NULL) {
     simInfo->estimatedTime = NCCL_UNDEF_FLOAT;
   }
-  if (tutti_group_close() == 0) {
+  ncclResult_t ignored;
+  if (tutti_group_close(&ignored) == 0) {
     drop_queued();
   }
   return ncclSuccess;

@@ -52,18 +52,13 @@ int tutti_group_depth(void);
 /* Blocks until no call of this thread or another is inside `comm`. */
 void tutti_group_wait_idle(struct ncclComm* comm);
 
-/* Between the group's files. group_state.c: ncclGroupStart's nesting;
- * closing returns the depth left (-1: no group was open); the open group's
- * first error (tutti_group_fail), and its clearing. */
+/* Between the group's files. group_ops.c: ncclGroupStart's nesting;
+ * closing returns the depth left (-1: no group was open) and the open
+ * group's first error (tutti_group_fail); this thread's queued operations
+ * and one-sided calls run (when `run`) and dropped, or only dropped. */
 void tutti_group_open(void);
-int tutti_group_close(void);
-ncclResult_t tutti_group_error(void);
-void tutti_group_clear_error(void);
-
-/* group_ops.c: this thread's queued operations
- * and one-sided calls: how many, run them (then dropped), drop them. */
-int tutti_group_ops_queued(void);
-ncclResult_t tutti_group_ops_run(void);
+int tutti_group_close(ncclResult_t* error);
+ncclResult_t tutti_group_ops_run(int run);
 void tutti_group_ops_drop(void);
 
 /* An operation queued with its communicator. */

@@ -1,6 +1,8 @@
-/* A group's operations (see group.h): queued per thread until the group
- * ends, then run: device launches first (group_launch.c), one-sided puts,
- * host operations, one-sided waits. Outside a group each call runs at once. */
+/* A thread's open group (see group.h): how deep its ncclGroupStart calls
+ * nest, its first error, and its operations, queued until the group ends,
+ * then run: device launches first (group_launch.c), one-sided puts, host
+ * operations, one-sided waits. Outside a group each call runs at once. One
+ * thread-local record: the calls look it up once. */
 #include <stdlib.h>
 
 #include "api/api.h"
@@ -15,11 +17,36 @@ struct queued_rma {
 };
 
 static __thread struct {
+  int depth;
+  ncclResult_t error;
   struct tutti_queued_op* ops;
   int nops, cap_ops;
   struct queued_rma* rmas;
   int nrmas, cap_rmas;
 } grp;
+
+int tutti_group_depth(void) {
+  return grp.depth;
+}
+
+ncclResult_t tutti_group_fail(ncclResult_t res) {
+  if (grp.depth > 0 && grp.error == ncclSuccess) {
+    grp.error = res;
+  }
+  return res;
+}
+
+void tutti_group_open(void) {
+  if (grp.depth == 0) {
+    grp.error = ncclSuccess;
+  }
+  grp.depth++;
+}
+
+int tutti_group_close(ncclResult_t* error) {
+  *error = grp.error;
+  return grp.depth == 0 ? -1 : --grp.depth;
+}
 
 void tutti_group_ops_drop(void) {
   for (int i = 0; i < grp.nops; i++) {
@@ -34,10 +61,7 @@ void tutti_group_ops_drop(void) {
   free(grp.rmas);
   grp.rmas = NULL;
   grp.nrmas = grp.cap_rmas = 0;
-}
-
-int tutti_group_ops_queued(void) {
-  return grp.nops + grp.nrmas;
+  grp.error = ncclSuccess;
 }
 
 int tutti_group_has_ops(const struct ncclComm* comm) {
@@ -133,8 +157,11 @@ static ncclResult_t run_ops(struct tutti_queued_op* q, int n, struct queued_rma*
   return res;
 }
 
-ncclResult_t tutti_group_ops_run(void) {
-  ncclResult_t res = run_ops(grp.ops, grp.nops, grp.rmas, grp.nrmas);
+ncclResult_t tutti_group_ops_run(int run) {
+  ncclResult_t res = ncclSuccess;
+  if (run && grp.nops + grp.nrmas > 0) {
+    res = run_ops(grp.ops, grp.nops, grp.rmas, grp.nrmas);
+  }
   tutti_group_ops_drop();
   return res;
 }
@@ -151,7 +178,7 @@ static ncclResult_t host_ready(struct ncclComm* comm, cudaStream_t stream) {
 ncclResult_t tutti_group_add_op(struct tutti_op* op, struct ncclComm* comm, cudaStream_t stream) {
   /* Device buffers: the kernel goes on the stream; nothing waits. */
   ncclResult_t res = op->device ? ncclSuccess : host_ready(comm, stream);
-  if (res == ncclSuccess && tutti_group_depth() == 0) {
+  if (res == ncclSuccess && grp.depth == 0) {
     struct tutti_queued_op q = {op, comm};
     return run_ops(&q, 1, NULL, 0); /* op is back in its pool */
   } else if (res == ncclSuccess && grp.nops == grp.cap_ops) {
@@ -164,7 +191,7 @@ ncclResult_t tutti_group_add_op(struct tutti_op* op, struct ncclComm* comm, cuda
       grp.cap_ops = cap;
     }
   }
-  if (res == ncclSuccess && tutti_group_depth() > 0) {
+  if (res == ncclSuccess && grp.depth > 0) {
     grp.ops[grp.nops].op = op;
     grp.ops[grp.nops].comm = comm;
     grp.nops++;
@@ -175,7 +202,7 @@ ncclResult_t tutti_group_add_op(struct tutti_op* op, struct ncclComm* comm, cuda
 }
 
 ncclResult_t tutti_group_add_rma(struct ncclComm* comm, const struct tutti_rma_call* c) {
-  if (tutti_group_depth() == 0) {
+  if (grp.depth == 0) {
     struct queued_rma q = {*c, comm};
     ncclResult_t res = run_ops(NULL, 0, &q, 1);
     free(q.call.descs);
