@@ -19,33 +19,74 @@ static const struct tr_job* job;
 static struct tr_store* workers; /* the store at MASTER_ADDR:MASTER_PORT, if served here */
 
 /* Whether `port` can be bound on every address (tutti's bootstrap root
- * takes MASTER_PORT+1). */
+ * takes MASTER_PORT+1), asked the way the root and the store listen: with
+ * SO_REUSEADDR, so that connections of the past in TIME_WAIT on the port
+ * (bind(0) hands out odd ports, connect() prefers even ones, so P+1 is often
+ * one) do not count, and over IPv4 where IPv6 cannot bind. */
 static int port_free(int port) {
-  int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0), zero = 0, ok;
+  int one = 1, zero = 0, ok = 0, tried6 = 0;
+  int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd >= 0) {
     struct sockaddr_in6 a = {
         .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port), .sin6_addr = in6addr_any};
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
     ok = bind(fd, (struct sockaddr*)&a, sizeof a) == 0;
-  } else {
+    tried6 = ok || errno == EADDRINUSE || errno == EACCES;
+    close(fd);
+  }
+  if (!tried6) { /* no IPv6 here */
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ok = fd >= 0 && bind(fd, (struct sockaddr*)&a, sizeof a) == 0;
-  }
-  if (fd >= 0) {
-    close(fd);
+    if (fd >= 0) {
+      setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      ok = bind(fd, (struct sockaddr*)&a, sizeof a) == 0;
+      close(fd);
+    }
   }
   return ok;
 }
 
-/* Serves the workers' store on `port`, or (0) on a free P with P+1 free too. */
+/* The first port the kernel hands out to bind(0) and connect(). */
+static int ephemeral_low(void) {
+  int lo = 32768, hi = 60999;
+  FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f != NULL) {
+    if (fscanf(f, "%d %d", &lo, &hi) != 2) {
+      lo = 32768;
+    }
+    fclose(f);
+  }
+  return lo;
+}
+
+/* Serves the workers' store on `port`, or (0) on a free P with P+1 free too.
+ * A pair always holds an even port, the pool connect() draws from: on a host
+ * that opened and closed thousands of connections in the last minute, most of
+ * them sit in TIME_WAIT and cannot be bound. So after a few pairs from the
+ * kernel, P is drawn at random below the ephemeral range, where no
+ * connection's own end ever lands. */
 static int serve_workers(int port) {
   char err[256] = "";
-  for (int attempt = 0; attempt < 64 && workers == NULL; attempt++) {
+  if (port != 0) {
     workers = tr_store_listen(port, err, sizeof err);
-    if (workers == NULL || port != 0) {
-      break;
+  }
+  int low = 10000, high = ephemeral_low() - 2; /* P in [low, high] */
+  for (int attempt = 0; port == 0 && attempt < 512 && workers == NULL; attempt++) {
+    int want = 0;
+    if (attempt >= 16 && high > low) {
+      unsigned r;
+      tr_random_bytes(&r, sizeof r);
+      want = low + (int)(r % (unsigned)(high - low + 1));
     }
+    workers = tr_store_listen(want, err, sizeof err);
+    if (workers == NULL) {
+      if (want == 0) {
+        break;
+      }
+      continue; /* that one is taken: draw again */
+    }
+    err[0] = '\0';
     int p = tr_store_port(workers);
     if (p >= 65535 || !port_free(p + 1)) {
       tr_store_close(workers);
@@ -53,7 +94,11 @@ static int serve_workers(int port) {
     }
   }
   if (workers == NULL) {
-    tr_say("cannot serve the workers' store: %s", err[0] != '\0' ? err : "no free port pair");
+    if (err[0] == '\0') {
+      snprintf(err, sizeof err, "found no free pair of ports P, P+1 (P+1 is tutti's bootstrap "
+                                "root); pass a free pair as --master_port");
+    }
+    tr_say("cannot serve the workers' store: %s", err);
     return -1;
   }
   return 0;

@@ -346,9 +346,46 @@ case_c10d() {
   expect_rc 130 $? "SIGINT during the rendezvous"
 }
 
+case_busyports() {
+  # A host whose connect() pool (the even ephemeral ports) is all taken, as
+  # after thousands of short connections in TIME_WAIT: the store and tutti's
+  # root still find a free pair P, P+1, below the ephemeral range. Run in a
+  # network namespace of its own (the port range is per namespace).
+  if [ -z "${TUTTIRUN_TEST_NETNS:-}" ]; then
+    if [ "$(id -u)" -ne 0 ] || ! command -v unshare >/dev/null 2>&1 ||
+      ! command -v python3 >/dev/null 2>&1 || ! unshare -n true 2>/dev/null; then
+      echo "SKIPPED: needs root, unshare -n and python3 (a network namespace of its own)"
+      exit 77
+    fi
+    TUTTIRUN_TEST_NETNS=1 exec unshare -n sh "$0" "$RUN" "$CHILD" busyports
+  fi
+  ip link set lo up || fail "lo up"
+  echo "40001 40100" >/proc/sys/net/ipv4/ip_local_port_range || fail "port range"
+  python3 -c '
+import socket, sys, time
+held = []
+for p in range(40002, 40101, 2):
+    s = socket.socket(socket.AF_INET6)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    s.bind(("::", p)); s.listen(); held.append(s)
+print("held", flush=True)
+time.sleep(120)' "$MARK" >"$TMP/holder" 2>&1 &
+  holder=$!
+  for _ in $(seq 50); do
+    grep -q held "$TMP/holder" && break
+    sleep 0.1
+  done
+  run_timed 0 30000 "allreduce with every even ephemeral port taken" -n 2 "$CHILD" allreduce
+  [ "$(grep -c "allreduce ok rank [0-1] of 2\$" "$TMP/out")" -eq 2 ] || {
+    fail "allreduce with every even ephemeral port taken:"
+    cat "$TMP/holder" "$TMP/out" "$TMP/err" | head -20
+  }
+  kill $holder 2>/dev/null
+}
+
 case "$CASE" in
   env | prefix | fail | signal | sigint | escalate | leftovers | logdir | badflags | allreduce | \
-    torchenv | restart | python | streams | c10d)
+    torchenv | restart | python | streams | c10d | busyports)
     "case_$CASE"
     ;;
   *)
