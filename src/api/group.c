@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "api/api.h"
-#include "exec/agree.h"
+#include "call/agree.h"
 #include "util/check.h"
 #include "util/cuda.h"
 
@@ -372,7 +372,7 @@ static ncclResult_t launch_device(struct queued_op* q, int n, int* cause) {
       memcpy(d->bufs, op->bufs, sizeof d->bufs);
       d->stream = op->stream;
       d->seq = op->seq;
-      res = tutti_agree_device(op, cause);
+      res = tutti_agree_device(tutti_exec_bells(op->er), &op->call, &op->er->call_checked, cause);
       if (res != ncclSuccess) {
         /* Kernels already queued on this communicator stop too. */
         tutti_dev_comm_abort(comm->dev);
@@ -451,7 +451,7 @@ static ncclResult_t run_ops(struct queued_op* q, int n, struct queued_rma* rq, i
     if (res != ncclSuccess) {
       tutti_comm_set_error(q[i].comm, res);
       /* Every later call fails with this cause, here and on the peers. */
-      tutti_agree_fail(&q[i].comm->er, res, first, q[i].op->call.seq, 0);
+      tutti_agree_fail(tutti_exec_bells(&q[i].comm->er), res, first, q[i].op->call.seq, 0);
     }
     tutti_op_put(q[i].op);
     q[i].op = NULL;

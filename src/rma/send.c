@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "exec/step.h" /* tutti_exec_peer_gone */
+#include "call/doorbell.h"
 #include "rma/internal.h"
 #include "rma/wire.h"
 #include "util/check.h"
@@ -56,7 +56,7 @@ static ncclResult_t wait_slot(struct tutti_rma* r, int peer, uint64_t seq, size_
       break;
     }
     const char* why =
-        r->s.peer_bells[peer] != NULL ? tutti_exec_peer_gone(r->s.peer_bells[peer]) : NULL;
+        r->s.peer_bells[peer] != NULL ? tutti_doorbell_gone(r->s.peer_bells[peer]) : NULL;
     if (why != NULL) {
       tutti_rma_name_peer(r, peer, who, sizeof who);
       res = tutti_error(ncclRemoteError,

@@ -14,7 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "exec/step.h" /* tutti_exec_peer_gone */
+#include "call/doorbell.h"
 #include "rma/internal.h"
 #include "rma/wire.h"
 #include "util/check.h"
@@ -163,7 +163,7 @@ static void check_gone(struct tutti_rma* r) {
         __atomic_load_n(&r->gone[p], __ATOMIC_RELAXED)) {
       continue;
     }
-    const char* why = tutti_exec_peer_gone(r->s.peer_bells[p]);
+    const char* why = tutti_doorbell_gone(r->s.peer_bells[p]);
     if (why == NULL) {
       r->in[p].strikes = 0;
     } else if (++r->in[p].strikes >= 2) {

@@ -14,7 +14,7 @@
 #include "net/net.h"
 #include "net/pick.h"
 #include "transport/net_peer.h"
-#include "transport/records.h"
+#include "call/records.h"
 #include "util/check.h"
 #include "util/param.h"
 #include "util/socket.h"
@@ -370,7 +370,7 @@ static void net_teardown(struct tutti_transport_comm* tc) {
   if (st == NULL) {
     return;
   }
-  const uint32_t why = tutti_rec_leave_reason(tc);
+  const uint32_t why = tutti_rec_leave_reason(tutti_transport_bells(tc));
   st->px.leave_reason = why;
   tutti_netx_proxy_stop(
       &st->px, tc->abort_flag != NULL && __atomic_load_n(tc->abort_flag, __ATOMIC_ACQUIRE));

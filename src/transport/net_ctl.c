@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "transport/net_peer.h"
-#include "transport/records.h"
+#include "call/records.h"
 #include "util/check.h"
 #include "util/socket.h"
 

@@ -21,7 +21,7 @@
 #define TUTTI_NETX_CTL_SENDS 4 /* control sends in flight, at most */
 #define TUTTI_NETX_TAG 0x7475  /* every message's tag (matching is by order) */
 
-/* Control messages: a u32 kind, then the record (transport/records.h). */
+/* Control messages: a u32 kind, then the record (call/records.h). */
 enum { TUTTI_NETX_CALL = 1, TUTTI_NETX_FAIL = 2, TUTTI_NETX_BYE = 3 };
 
 /* One direction-pair to a peer over one device: what this rank sends on

@@ -16,7 +16,7 @@
  * u32 reason: 0, or a doorbell `lost` word naming a rank the job lost,
  * which is why the sender leaves. Socket 0 also carries control records
  * between slots, ahead of them when due: TUTTI_PROXY_CALL and 24 bytes, a
- * collective call the sender's rank made (exec/agree.c), on every socket
+ * collective call the sender's rank made (call/agree.c), on every socket
  * before the slots posted after it; TUTTI_PROXY_FAIL
  * and 500 bytes, its communicator failed (u32 code, u32 the rank that
  * found the cause, u64 the call, u32 whether it gave up waiting, 480 bytes

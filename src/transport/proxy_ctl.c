@@ -1,10 +1,10 @@
 /* The proxy's control records (see proxy.h's wire format): the rank's
  * calls and its failure, sent to a peer ahead of the slots, and the peer's,
- * written into its stand-in doorbell (exec/agree.c compares them). */
+ * written into its stand-in doorbell (call/agree.c compares them). */
 #include <string.h>
 
 #include "transport/proxy.h"
-#include "transport/records.h"
+#include "call/records.h"
 #include "util/check.h"
 
 /* The oldest of the rank's calls not sent on socket k yet, 0 none. Every

@@ -10,7 +10,7 @@
 #include "bootstrap/bootstrap.h"
 #include "transport/proxy.h"
 #include "transport/tcp_connect.h"
-#include "transport/records.h"
+#include "call/records.h"
 #include "util/check.h"
 #include "util/ifaces.h"
 #include "util/param.h"
@@ -197,7 +197,7 @@ static void tcp_teardown(struct tutti_transport_comm* tc) {
   }
   /* Passed on in the goodbyes, and left in our doorbell for the local ranks
    * that see us depart: every survivor can name the rank that was lost. */
-  const uint32_t why = tutti_rec_leave_reason(tc);
+  const uint32_t why = tutti_rec_leave_reason(tutti_transport_bells(tc));
   for (int t = 0; st->threads != NULL && t < st->nthreads; t++) {
     st->threads[t].leave_reason = why;
     tutti_proxy_stop(&st->threads[t],

@@ -3,36 +3,32 @@
  * that ranks that called different collectives, datatypes, reductions,
  * roots or counts get an error naming both calls instead of a wrong result
  * or a hang. A failure is published too: the ranks that wait for a failed
- * one stop with its cause, and every later call fails with it. */
-#ifndef TUTTI_EXEC_AGREE_H
-#define TUTTI_EXEC_AGREE_H
+ * one stop with its cause, and every later call fails with it. Both
+ * executors use it (the host executor as it runs, the device executor at
+ * launch and in its watchdog); it sees ranks only through their doorbells
+ * (struct tutti_bells). */
+#ifndef TUTTI_CALL_AGREE_H
+#define TUTTI_CALL_AGREE_H
 
-#include <stddef.h>
+#include <stdint.h>
 
-#include "exec/exec.h"
-
-/* "AllReduce #17 of 1024 float, sum, on device buffers" */
-void tutti_call_describe(const struct tutti_call* c, char* buf, size_t len);
-/* Records ncclInvalidUsage for ranks `me` and `peer` having made calls `a`
- * and `b` under one number, and returns it. */
-ncclResult_t tutti_call_mismatch(int me, const struct tutti_call* a, int peer,
-                                 const struct tutti_call* b);
+#include "call/doorbell.h"
 
 /* Whether rank `p`'s doorbell shows its calls (same host); network peers'
  * stand-in doorbells show them once their proxy brings them. */
-int tutti_agree_visible(const struct tutti_exec_rank* er, int p);
+int tutti_agree_visible(struct tutti_bells b, int p);
 
-/* Compares op's call with every visible peer's record of it: an error when
+/* Compares `call` with every visible peer's record of it: an error when
  * one differs; *pending counts the peers that have not made the call yet. */
-ncclResult_t tutti_agree_check(const struct tutti_op* op, int* pending);
+ncclResult_t tutti_agree_check(struct tutti_bells b, const struct tutti_call* call, int* pending);
 
-/* The first visible peer that has not shown op's call yet, or -1. */
-int tutti_agree_missing(const struct tutti_op* op);
+/* The first visible peer that has not shown `call` yet, or -1. */
+int tutti_agree_missing(struct tutti_bells b, const struct tutti_call* call);
 
-/* When data from `peer` does not fit op (a size, a kind): the two calls,
- * as an error, if the peer's record shows it made another one; else
+/* When data from `peer` does not fit `call` (a size, a kind): the two
+ * calls, as an error, if the peer's record shows it made another one; else
  * ncclSuccess and the caller tells what it saw. */
-ncclResult_t tutti_agree_explain(const struct tutti_op* op, int peer);
+ncclResult_t tutti_agree_explain(struct tutti_bells b, const struct tutti_call* call, int peer);
 
 /* The first peer whose communicator has failed and whose cause this rank
  * takes now in call `seq`, or -1: a definitive cause (calls that differ, a
@@ -42,21 +38,21 @@ ncclResult_t tutti_agree_explain(const struct tutti_op* op, int peer);
  * that the ranks of that call each tell their own view of the stall.
  * Records the cause as the error, word for word, its code in *res; *first
  * is the rank that found it. */
-int tutti_agree_peer_failed(const struct tutti_exec_rank* er, uint64_t seq, ncclResult_t* res,
-                            int* first);
+int tutti_agree_peer_failed(struct tutti_bells b, uint64_t seq, ncclResult_t* res, int* first);
 
 /* Publishes that this rank's communicator failed with `res` and the text of
  * the last error, found by rank `first` (-1: this rank), in call `seq`
  * (0: none), `wait` when it gave up waiting: peers waiting for it stop with
  * that cause. The first cause wins. */
-void tutti_agree_fail(struct tutti_exec_rank* er, ncclResult_t res, int first, uint64_t seq,
-                      int wait);
+void tutti_agree_fail(struct tutti_bells b, ncclResult_t res, int first, uint64_t seq, int wait);
 
-/* Before a device launch of `op` (its kernels cannot compare calls):
- * publishes its call and compares it with the peers that made theirs
- * already (the later rank of a pair finds a mismatch); a peer that failed
- * stops it too, with its cause (*first: who found it). */
-ncclResult_t tutti_agree_device(struct tutti_op* op, int* first);
+/* Before a device launch of `call` (its kernels cannot compare calls):
+ * publishes it and compares it with the peers that made theirs already
+ * (the later rank of a pair finds a mismatch), advancing *checked as
+ * tutti_agree_scan does; a peer that failed stops it too, with its cause
+ * (*first: who found it). */
+ncclResult_t tutti_agree_device(struct tutti_bells b, const struct tutti_call* call,
+                                uint64_t* checked, int* first);
 
 /* Device calls are compared at launch only with the peers whose records
  * are there; a network peer's comes a little later. This compares this
@@ -66,8 +62,9 @@ ncclResult_t tutti_agree_device(struct tutti_op* op, int* first);
 int tutti_agree_scan(const struct tutti_doorbell* own, struct tutti_doorbell* const* bells,
                      int nranks, int me, uint64_t* checked);
 
-/* ncclSuccess, or the cause this rank's communicator already failed with
- * (recorded again as the error): every later call fails with it. */
-ncclResult_t tutti_agree_sticky(const struct tutti_exec_rank* er);
+/* ncclSuccess, or the cause this rank's communicator already failed with,
+ * as `own` records it (recorded again as the error): every later call
+ * fails with it. */
+ncclResult_t tutti_agree_sticky(const struct tutti_doorbell* own);
 
 #endif

@@ -1,12 +1,13 @@
 /* The wire form of the records a network peer's stand-in doorbell shows:
  * a collective call (struct tutti_call) and a communicator's failure, as
- * the TCP proxy and the network transport carry them (big-endian). */
-#ifndef TUTTI_TRANSPORT_RECORDS_H
-#define TUTTI_TRANSPORT_RECORDS_H
+ * the TCP proxy and the network transport carry them (big-endian). Both
+ * proxies speak it, so it lives with the records, below them. */
+#ifndef TUTTI_CALL_RECORDS_H
+#define TUTTI_CALL_RECORDS_H
 
 #include <stdint.h>
 
-#include "transport/transport.h"
+#include "call/doorbell.h"
 
 #define TUTTI_REC_CALL_BYTES 24
 #define TUTTI_REC_FAIL_BYTES 500
@@ -49,6 +50,6 @@ void tutti_rec_apply_fail(struct tutti_doorbell* bell, const unsigned char* in);
  * saw, else what a peer reported (a broken connection, or the reason it
  * left); recorded in this rank's doorbell too (the first cause stays), for
  * the local ranks that see it depart. 0: nobody was lost. */
-uint32_t tutti_rec_leave_reason(const struct tutti_transport_comm* tc);
+uint32_t tutti_rec_leave_reason(struct tutti_bells b);
 
 #endif

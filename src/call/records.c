@@ -1,5 +1,5 @@
 /* Call and failure records on the wire (see records.h). */
-#include "transport/records.h"
+#include "call/records.h"
 
 #include <string.h>
 
@@ -74,19 +74,19 @@ void tutti_rec_apply_fail(struct tutti_doorbell* bell, const unsigned char* in) 
   __atomic_store_n(&bell->failed, code != 0 ? code : (uint32_t)ncclRemoteError, __ATOMIC_RELEASE);
 }
 
-uint32_t tutti_rec_leave_reason(const struct tutti_transport_comm* tc) {
-  uint32_t v = tc->bell != NULL ? __atomic_load_n(&tc->bell->lost, __ATOMIC_ACQUIRE) : 0;
-  for (int r = 0; r < tc->nranks && v == 0; r++) {
-    if (tc->peer_bells[r] != NULL && r != tc->rank) {
-      v = __atomic_load_n(&tc->peer_bells[r]->lost, __ATOMIC_ACQUIRE);
+uint32_t tutti_rec_leave_reason(struct tutti_bells b) {
+  uint32_t v = b.own != NULL ? __atomic_load_n(&b.own->lost, __ATOMIC_ACQUIRE) : 0;
+  for (int r = 0; r < b.nranks && v == 0; r++) {
+    if (b.peers[r] != NULL && r != b.rank) {
+      v = __atomic_load_n(&b.peers[r]->lost, __ATOMIC_ACQUIRE);
       if (tutti_lost_is_self(v)) {
         v = tutti_lost_make(tutti_lost_errno(v), r);
       }
     }
   }
   uint32_t none = 0;
-  if (v != 0 && tc->bell != NULL) {
-    __atomic_compare_exchange_n(&tc->bell->lost, &none, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  if (v != 0 && b.own != NULL) {
+    __atomic_compare_exchange_n(&b.own->lost, &none, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
   }
   return v;
 }
