@@ -109,7 +109,8 @@ static ncclResult_t start(struct tutti_transport_comm* tc, struct tcp_state* st,
 static ncclResult_t tcp_setup(struct tutti_transport_comm* tc) {
   const int n = tc->nranks;
   if (tc->net_joined) {
-    return ncclSuccess; /* a network plugin carries these pairs (net.c), on every rank */
+    return ncclSuccess; /* a network plugin carries these pairs (net/transport/nettr.c), on every
+                           rank */
   }
   int need = 0;
   for (int r = 0; r < n; r++) {

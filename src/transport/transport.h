@@ -121,13 +121,20 @@ static inline struct tutti_bells tutti_transport_bells(const struct tutti_transp
   return b;
 }
 
-extern const struct tutti_transport tutti_transport_shm;
+extern const struct tutti_transport tutti_transport_shm; /* transport/shm.c */
+extern const struct tutti_transport tutti_transport_tcp; /* transport/tcp.c */
+/* net/transport/nettr.c: a network's transport lives with the networks,
+ * above this folder, since it is built from its queues and proxy. */
 extern const struct tutti_transport tutti_transport_net;
-extern const struct tutti_transport tutti_transport_tcp;
 
-/* Runs every transport's setup in preference order; fails naming the first
- * pair of ranks no transport can join. */
-ncclResult_t tutti_transport_setup(struct tutti_transport_comm* tc);
-void tutti_transport_teardown(struct tutti_transport_comm* tc);
+/* Runs the setup of each of the `n` transports of `list`, in the list's
+ * order of preference (a pair one joins is not offered to the next); fails
+ * naming the first pair of ranks none can join. The list is the caller's
+ * (api/init.c), so that this layer names no transport above it. */
+ncclResult_t tutti_transport_setup(struct tutti_transport_comm* tc,
+                                   const struct tutti_transport* const* list, int n);
+/* Tears down the transports of `list`, the last first. */
+void tutti_transport_teardown(struct tutti_transport_comm* tc,
+                              const struct tutti_transport* const* list, int n);
 
 #endif

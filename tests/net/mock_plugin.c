@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "mock_core.h"
-#include "net/abi.h"
+#include "net/plugin/abi.h"
 
 #ifndef MOCK_ABI
 #error "build with -DMOCK_ABI=6 ... 12"

@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "harness.h"
-#include "net/abi.h"
+#include "net/plugin/abi.h"
 
 static char lines[64][512];
 static int levels[64];
