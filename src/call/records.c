@@ -27,10 +27,21 @@ uint64_t tutti_rec_call_after(const struct tutti_doorbell* bell, uint64_t after)
   return next;
 }
 
+int tutti_rec_next_call(const struct tutti_doorbell* bell, uint64_t* sent, struct tutti_call* c) {
+  for (uint64_t seq = tutti_rec_call_after(bell, *sent); seq != 0;
+       seq = tutti_rec_call_after(bell, *sent)) {
+    *sent = seq;
+    if (tutti_doorbell_get_call(bell, seq, c)) { /* else rewritten meanwhile: the next one */
+      return 1;
+    }
+  }
+  return 0;
+}
+
 void tutti_rec_put_call(unsigned char* out, const struct tutti_call* c) {
-  tutti_rec_put64(out, c->seq);
-  tutti_rec_put64(out + 8, c->count);
-  tutti_rec_put32(out + 16, (uint32_t)c->root);
+  tutti_socket_put64(out, c->seq);
+  tutti_socket_put64(out + 8, c->count);
+  tutti_socket_put32(out + 16, (uint32_t)c->root);
   out[20] = c->coll;
   out[21] = c->type;
   out[22] = c->red;
@@ -39,9 +50,9 @@ void tutti_rec_put_call(unsigned char* out, const struct tutti_call* c) {
 
 void tutti_rec_apply_call(struct tutti_doorbell* bell, const unsigned char* in) {
   struct tutti_call c;
-  c.seq = tutti_rec_get64(in);
-  c.count = tutti_rec_get64(in + 8);
-  c.root = (int32_t)tutti_rec_get32(in + 16);
+  c.seq = tutti_socket_get64(in);
+  c.count = tutti_socket_get64(in + 8);
+  c.root = (int32_t)tutti_socket_get32(in + 16);
   c.coll = in[20];
   c.type = in[21];
   c.red = in[22];
@@ -54,10 +65,10 @@ void tutti_rec_apply_call(struct tutti_doorbell* bell, const unsigned char* in) 
 }
 
 void tutti_rec_put_fail(unsigned char* out, const struct tutti_doorbell* bell) {
-  tutti_rec_put32(out, __atomic_load_n(&bell->failed, __ATOMIC_ACQUIRE));
-  tutti_rec_put32(out + 4, bell->failed_rank);
-  tutti_rec_put64(out + 8, bell->failed_seq);
-  tutti_rec_put32(out + 16, bell->failed_wait);
+  tutti_socket_put32(out, __atomic_load_n(&bell->failed, __ATOMIC_ACQUIRE));
+  tutti_socket_put32(out + 4, bell->failed_rank);
+  tutti_socket_put64(out + 8, bell->failed_seq);
+  tutti_socket_put32(out + 16, bell->failed_wait);
   memcpy(out + 20, bell->failed_why, TUTTI_REC_FAIL_BYTES - 20);
 }
 
@@ -65,12 +76,12 @@ void tutti_rec_apply_fail(struct tutti_doorbell* bell, const unsigned char* in) 
   if (__atomic_load_n(&bell->failed, __ATOMIC_ACQUIRE) != 0) {
     return;
   }
-  bell->failed_rank = tutti_rec_get32(in + 4);
-  bell->failed_seq = tutti_rec_get64(in + 8);
-  bell->failed_wait = tutti_rec_get32(in + 16);
+  bell->failed_rank = tutti_socket_get32(in + 4);
+  bell->failed_seq = tutti_socket_get64(in + 8);
+  bell->failed_wait = tutti_socket_get32(in + 16);
   memcpy(bell->failed_why, in + 20, sizeof bell->failed_why);
   bell->failed_why[sizeof bell->failed_why - 1] = '\0';
-  const uint32_t code = tutti_rec_get32(in);
+  const uint32_t code = tutti_socket_get32(in);
   __atomic_store_n(&bell->failed, code != 0 ? code : (uint32_t)ncclRemoteError, __ATOMIC_RELEASE);
 }
 

@@ -8,34 +8,19 @@
 #include <stdint.h>
 
 #include "call/doorbell.h"
+#include "util/socket.h" /* tutti_socket_put32 and the like */
 
 #define TUTTI_REC_CALL_BYTES 24
 #define TUTTI_REC_FAIL_BYTES 500
-
-static inline void tutti_rec_put32(unsigned char* p, uint32_t v) {
-  p[0] = (unsigned char)(v >> 24);
-  p[1] = (unsigned char)(v >> 16);
-  p[2] = (unsigned char)(v >> 8);
-  p[3] = (unsigned char)v;
-}
-
-static inline uint32_t tutti_rec_get32(const unsigned char* p) {
-  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static inline void tutti_rec_put64(unsigned char* p, uint64_t v) {
-  tutti_rec_put32(p, (uint32_t)(v >> 32));
-  tutti_rec_put32(p + 4, (uint32_t)v);
-}
-
-static inline uint64_t tutti_rec_get64(const unsigned char* p) {
-  return ((uint64_t)tutti_rec_get32(p) << 32) | tutti_rec_get32(p + 4);
-}
 
 /* The call to send after call `after`: after + 1 once the rank made it (0
  * until then); the oldest it still keeps if it is further ahead than its
  * history. */
 uint64_t tutti_rec_call_after(const struct tutti_doorbell* bell, uint64_t after);
+/* The rank's next call to send after *sent (by number): 1 with its record
+ * in *c, *sent advanced to it (past calls rewritten meanwhile), or 0 when
+ * none is due. */
+int tutti_rec_next_call(const struct tutti_doorbell* bell, uint64_t* sent, struct tutti_call* c);
 /* Writes call `c` into out[TUTTI_REC_CALL_BYTES]. */
 void tutti_rec_put_call(unsigned char* out, const struct tutti_call* c);
 /* A received call into a peer's stand-in bell; the first copy of a number

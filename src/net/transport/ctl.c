@@ -14,58 +14,43 @@
 
 void tutti_nettr_lost(struct tutti_nettr_proxy* px, struct tutti_nettr_peer* p, const char* why,
                       int leaving) {
-  if (p->gone || leaving || p->bye_got) {
-    p->gone = 1;
+  if (p->base.gone || leaving || p->bye_got) {
+    p->base.gone = 1;
     return;
   }
-  p->gone = 1;
-  __atomic_store_n(&p->bell.lost, tutti_lost_make(0, TUTTI_LOST_SELF), __ATOMIC_RELEASE);
-  uint32_t none = 0;
-  __atomic_compare_exchange_n(&px->rank_bell->lost, &none, tutti_lost_make(0, p->rank), 0,
-                              __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-  WARN("rank %d lost its connection to rank %d (pid %d on host %s) over %s: %s", px->rank, p->rank,
-       (int)px->peers[p->rank].pid, px->peers[p->rank].hostname, px->net->name, why);
-  tutti_doorbell_ring(px->rank_bell);
+  tutti_proxy_peer_lost(&p->base, 0, px->net->name, why);
 }
 
-void tutti_nettr_check_left(struct tutti_nettr_proxy* px, struct tutti_nettr_peer* p) {
+void tutti_nettr_check_left(struct tutti_nettr_peer* p) {
   if (!p->bye_got || p->r_head < p->bye_slots ||
-      __atomic_load_n(&p->bell.departed, __ATOMIC_RELAXED)) {
+      __atomic_load_n(&p->base.bell.departed, __ATOMIC_RELAXED)) {
     return;
   }
-  if (p->bye_reason != 0) {
-    __atomic_store_n(&p->bell.lost, p->bye_reason, __ATOMIC_RELEASE);
-  }
-  __atomic_store_n(&p->bell.departed, 1, __ATOMIC_RELEASE);
-  tutti_doorbell_ring(px->rank_bell);
+  tutti_proxy_peer_left(&p->base, p->bye_reason);
 }
 
 /* The next message due and its size, into buf; 0 when none. */
 static size_t next_message(struct tutti_nettr_proxy* px, struct tutti_nettr_peer* p,
                            unsigned char* buf, int leaving) {
-  const struct tutti_doorbell* b = px->rank_bell;
+  const struct tutti_doorbell* b = px->base.rank_bell;
   if (!p->fail_sent && __atomic_load_n(&b->failed, __ATOMIC_ACQUIRE) != 0) {
-    tutti_rec_put32(buf, TUTTI_NETTR_FAIL);
+    tutti_socket_put32(buf, TUTTI_NETTR_FAIL);
     tutti_rec_put_fail(buf + 4, b);
     p->fail_sent = 1;
     return 4 + TUTTI_REC_FAIL_BYTES;
   }
   struct tutti_call c;
-  for (uint64_t seq = tutti_rec_call_after(b, p->call_sent); seq != 0;
-       seq = tutti_rec_call_after(b, p->call_sent)) {
-    p->call_sent = seq;
-    if (tutti_doorbell_get_call(b, seq, &c)) { /* else rewritten meanwhile: the next one */
-      tutti_rec_put32(buf, TUTTI_NETTR_CALL);
-      tutti_rec_put_call(buf + 4, &c);
-      return 4 + TUTTI_REC_CALL_BYTES;
-    }
+  if (tutti_rec_next_call(b, &p->call_sent, &c)) {
+    tutti_socket_put32(buf, TUTTI_NETTR_CALL);
+    tutti_rec_put_call(buf + 4, &c);
+    return 4 + TUTTI_REC_CALL_BYTES;
   }
   /* The goodbye once every slot has gone out: a peer that reads it may
    * close, which can drop what is still in flight. */
   if (leaving && !p->bye_sent && p->s_tail == p->s_head) {
-    tutti_rec_put32(buf, TUTTI_NETTR_BYE);
-    tutti_rec_put32(buf + 4, px->leave_reason);
-    tutti_rec_put64(buf + 8, p->s_next);
+    tutti_socket_put32(buf, TUTTI_NETTR_BYE);
+    tutti_socket_put32(buf + 4, px->base.leave_reason);
+    tutti_socket_put64(buf + 8, p->s_next);
     p->bye_sent = 1;
     return BYE_BYTES;
   }
@@ -74,7 +59,7 @@ static size_t next_message(struct tutti_nettr_proxy* px, struct tutti_nettr_peer
 
 int tutti_nettr_ctl_due(const struct tutti_nettr_proxy* px, const struct tutti_nettr_peer* p,
                         int leaving) {
-  const struct tutti_doorbell* b = px->rank_bell;
+  const struct tutti_doorbell* b = px->base.rank_bell;
   if (p->ctl_sdone < p->ctl_sposted) {
     return 1;
   }
@@ -84,23 +69,23 @@ int tutti_nettr_ctl_due(const struct tutti_nettr_proxy* px, const struct tutti_n
 
 static int apply(struct tutti_nettr_proxy* px, struct tutti_nettr_peer* p, const unsigned char* m,
                  int size, int leaving) {
-  const uint32_t kind = size >= 4 ? tutti_rec_get32(m) : 0;
+  const uint32_t kind = size >= 4 ? tutti_socket_get32(m) : 0;
   if (kind == TUTTI_NETTR_CALL && size == 4 + TUTTI_REC_CALL_BYTES) {
     if (!leaving) {
-      tutti_rec_apply_call(&p->bell, m + 4);
+      tutti_rec_apply_call(&p->base.bell, m + 4);
     }
   } else if (kind == TUTTI_NETTR_FAIL && size == 4 + TUTTI_REC_FAIL_BYTES) {
     if (!leaving) {
-      tutti_rec_apply_fail(&p->bell, m + 4);
+      tutti_rec_apply_fail(&p->base.bell, m + 4);
     }
   } else if (kind == TUTTI_NETTR_BYE && size == BYE_BYTES) {
     p->bye_got = 1;
-    const uint32_t reason = tutti_rec_get32(m + 4);
+    const uint32_t reason = tutti_socket_get32(m + 4);
     if (reason != 0 && !tutti_lost_is_self(reason)) {
       p->bye_reason = reason;
     }
-    p->bye_slots = tutti_rec_get64(m + 8);
-    tutti_nettr_check_left(px, p);
+    p->bye_slots = tutti_socket_get64(m + 8);
+    tutti_nettr_check_left(p);
     return 1;
   } else {
     char why[96];
@@ -108,7 +93,7 @@ static int apply(struct tutti_nettr_proxy* px, struct tutti_nettr_peer* p, const
     tutti_nettr_lost(px, p, why, leaving);
     return 1;
   }
-  tutti_doorbell_ring(px->rank_bell);
+  tutti_doorbell_ring(px->base.rank_bell);
   return 1;
 }
 
@@ -142,7 +127,7 @@ static int pump_ctl_recvs(struct tutti_nettr_proxy* px, struct tutti_nettr_peer*
     p->ctl_rposted++;
     moved = 1;
   }
-  while (!p->gone && p->ctl_rdone < p->ctl_rposted) {
+  while (!p->base.gone && p->ctl_rdone < p->ctl_rposted) {
     const int j = (int)(p->ctl_rdone % TUTTI_NETTR_CTL_RECVS);
     int done = 0, size = 0;
     if (net->ops->test(net, p->ctl_rreq[j], &done, &size) != ncclSuccess) {
@@ -162,7 +147,7 @@ static int pump_ctl_recvs(struct tutti_nettr_proxy* px, struct tutti_nettr_peer*
 int tutti_nettr_ctl_pump(struct tutti_nettr_proxy* px, struct tutti_nettr_peer* p, int leaving) {
   struct tutti_net* net = px->net;
   int moved = 0;
-  while (!p->gone && p->ctl_sdone < p->ctl_sposted) {
+  while (!p->base.gone && p->ctl_sdone < p->ctl_sposted) {
     const int j = (int)(p->ctl_sdone % TUTTI_NETTR_CTL_SENDS);
     int done = 0;
     if (net->ops->test(net, p->ctl_sreq[j], &done, NULL) != ncclSuccess) {
@@ -175,11 +160,11 @@ int tutti_nettr_ctl_pump(struct tutti_nettr_proxy* px, struct tutti_nettr_peer* 
     p->ctl_sreq[j] = NULL;
     p->ctl_sdone++;
     moved = 1;
-    if (p->bye_sent == 1 && tutti_rec_get32(p->ctl_sbuf[j]) == TUTTI_NETTR_BYE) {
+    if (p->bye_sent == 1 && tutti_socket_get32(p->ctl_sbuf[j]) == TUTTI_NETTR_BYE) {
       p->bye_sent = 2;
     }
   }
-  while (!p->gone && p->ctl_sposted < p->ctl_sdone + TUTTI_NETTR_CTL_SENDS) {
+  while (!p->base.gone && p->ctl_sposted < p->ctl_sdone + TUTTI_NETTR_CTL_SENDS) {
     const int j = (int)(p->ctl_sposted % TUTTI_NETTR_CTL_SENDS);
     const uint64_t call_was = p->call_sent;
     const int fail_was = p->fail_sent, bye_was = p->bye_sent;
@@ -202,7 +187,7 @@ int tutti_nettr_ctl_pump(struct tutti_nettr_proxy* px, struct tutti_nettr_peer* 
     p->ctl_sposted++;
     moved = 1;
   }
-  if (!p->gone) {
+  if (!p->base.gone) {
     moved |= pump_ctl_recvs(px, p, leaving);
   }
   return moved;

@@ -128,17 +128,17 @@ static ncclResult_t connect_all(struct tutti_transport_comm* tc, struct nettr_st
         if (l->send == NULL) {
           const int dev = st->devs[i % st->ndevs];
           NCCLCHECK(
-              net->ops->connect(net, dev, handle_at(handles, n, p->rank, me, slot), &l->send));
+              net->ops->connect(net, dev, handle_at(handles, n, p->base.rank, me, slot), &l->send));
           moved |= l->send != NULL;
         }
         if (l->recv == NULL) {
-          NCCLCHECK(
-              net->ops->accept(net, listens[(size_t)p->rank * NCONN + (size_t)slot], &l->recv));
+          NCCLCHECK(net->ops->accept(net, listens[(size_t)p->base.rank * NCONN + (size_t)slot],
+                                     &l->recv));
           moved |= l->recv != NULL;
         }
         if (l->send == NULL || l->recv == NULL) {
           left++;
-          waiting_for = p->rank;
+          waiting_for = p->base.rank;
         }
       }
     }
@@ -186,22 +186,17 @@ static ncclResult_t go_live(struct tutti_transport_comm* tc, struct nettr_state*
     tc->bell = &tc->private_bell; /* what transport.c would pick: the proxy rings it */
   }
   px->net = st->net;
-  px->rank = tc->rank;
-  px->peers = tc->peers;
-  px->rank_bell = tc->bell;
+  px->base.rank = tc->rank;
+  px->base.peers = tc->peers;
+  px->base.rank_bell = tc->bell;
   px->served = st->peers;
   px->nserved = st->npeers;
-  px->flush_s = tutti_timeout_s() < FLUSH_S ? tutti_timeout_s() : FLUSH_S;
+  px->base.flush_s = tutti_timeout_s() < FLUSH_S ? tutti_timeout_s() : FLUSH_S;
   for (int i = 0; i < st->npeers; i++) {
     struct tutti_nettr_peer* p = &st->peers[i];
     NCCLCHECK(tutti_nettr_peer_register(st->net, p));
-    p->px = px;
-    p->send_end.base.via = p->recv_end.base.via = st->via;
-    tc->send[p->rank] = &p->send_end.base;
-    tc->recv[p->rank] = &p->recv_end.base;
-    tc->peer_bells[p->rank] = &p->bell;
-    /* Its proxy brings the peer's calls: the rank compares them here. */
-    __atomic_store_n(&p->bell.shows_calls, 1, __ATOMIC_RELEASE);
+    p->base.px = &px->base;
+    tutti_proxy_peer_attach(&p->base, tc, st->via);
   }
   return tutti_nettr_proxy_start(px);
 }
@@ -237,13 +232,7 @@ static int agree(struct tutti_transport_comm* tc, struct nettr_rec* recs) {
 static void free_state(struct tutti_transport_comm* tc, struct nettr_state* st) {
   for (int i = 0; st->peers != NULL && i < st->npeers; i++) {
     struct tutti_nettr_peer* p = &st->peers[i];
-    if (tc->send[p->rank] == &p->send_end.base) {
-      tc->send[p->rank] = NULL;
-      tc->recv[p->rank] = NULL;
-    }
-    if (tc->peer_bells[p->rank] == &p->bell) {
-      tc->peer_bells[p->rank] = NULL;
-    }
+    tutti_proxy_peer_detach(&p->base, tc);
     tutti_nettr_peer_free(st->net, p);
   }
   free(st->peers);
@@ -260,7 +249,7 @@ static ncclResult_t net_setup(struct tutti_transport_comm* tc) {
     free(recs);
     return tutti_error(ncclSystemError, "out of host memory for the network transport");
   }
-  st->px.evfd = -1;
+  st->px.base.evfd = -1;
   /* A rank whose plugin fails still all-gathers: the others learn from it. */
   ncclResult_t res = tutti_net_open(tc->comm_hash, &st->net);
   if (res == ncclSuccess && st->net != NULL && choose_devices(tc, st) != ncclSuccess) {
@@ -356,7 +345,7 @@ static void net_teardown(struct tutti_transport_comm* tc) {
     return;
   }
   const uint32_t why = tutti_rec_leave_reason(tutti_transport_bells(tc));
-  st->px.leave_reason = why;
+  st->px.base.leave_reason = why;
   tutti_nettr_proxy_stop(
       &st->px, tc->abort_flag != NULL && __atomic_load_n(tc->abort_flag, __ATOMIC_ACQUIRE));
   free_state(tc, st);

@@ -8,12 +8,10 @@
 #ifndef TUTTI_NET_TRANSPORT_NETTR_H
 #define TUTTI_NET_TRANSPORT_NETTR_H
 
-#include <pthread.h>
 #include <stdint.h>
 
 #include "net/net.h"
-#include "transport/fifo.h"
-#include "transport/transport.h"
+#include "transport/proxy.h"
 
 #define TUTTI_NETTR_MAX_COMMS 4 /* data comms per peer and direction (devices striped) */
 #define TUTTI_NETTR_CTL_BYTES 512
@@ -34,21 +32,12 @@ struct tutti_nettr_link {
 };
 
 struct tutti_nettr_peer {
-  int rank;
+  /* Queues (rank -> network, network -> rank), the executor's ends, the
+   * stand-in bell; the control buffers follow the queues (base.extra). */
+  struct tutti_proxy_peer base;
   int ncomms;
   struct tutti_nettr_link data[TUTTI_NETTR_MAX_COMMS];
   struct tutti_nettr_link ctl;
-  /* The executor's ends of the two queues; their ops wrap the fifo's. */
-  struct tutti_fifo_conn send_end;
-  struct tutti_fifo_conn recv_end;
-  const struct tutti_conn_ops* fifo_ops;
-  struct tutti_nettr_proxy* px;
-  void* mem; /* both queues, one private mapping */
-  size_t mem_bytes;
-  struct tutti_fifo* sq; /* rank -> network */
-  struct tutti_fifo* rq; /* network -> rank */
-  uint32_t nslots;
-  size_t slot_bytes;
   /* Sending: slots the rank posted (cached), handed to the network, and
    * done (in order: freed to the rank). */
   uint64_t s_head, s_next, s_tail;
@@ -74,28 +63,16 @@ struct tutti_nettr_peer {
   int bye_got;
   uint32_t bye_reason;
   uint64_t bye_slots;
-  int gone; /* lost or departed: nothing more to report */
   /* A network operation failed at this time (0: none): the peer is lost
    * unless its goodbye turns up first (it may have left and closed). */
   double suspect_at;
   char suspect_why[300];
-  /* The executor's view of this peer (tc->peer_bells[rank]). */
-  struct tutti_doorbell bell;
 };
 
-/* One thread serving every peer of a communicator. */
+/* One thread serving every peer of a communicator (transport/proxy.h's). */
 struct tutti_nettr_proxy {
+  struct tutti_proxy base; /* the thread, its eventfd, stop and bells */
   struct tutti_net* net;
-  pthread_t thread;
-  int started;
-  int evfd;          /* the rank pokes it when it posts, frees or waits */
-  uint32_t sleeping; /* set while the thread may block */
-  uint32_t stop;     /* 1: flush and say goodbye; 2: abort */
-  uint32_t leave_reason;
-  double flush_s;
-  int rank;
-  const struct tutti_peer_info* peers;
-  struct tutti_doorbell* rank_bell;
   struct tutti_nettr_peer* served;
   int nserved;
 };
@@ -125,6 +102,6 @@ int tutti_nettr_suspect(struct tutti_nettr_peer* p, const char* doing);
 void tutti_nettr_lost(struct tutti_nettr_proxy* px, struct tutti_nettr_peer* p, const char* why,
                       int leaving);
 /* Once the goodbye and every slot before it have come: departed. */
-void tutti_nettr_check_left(struct tutti_nettr_proxy* px, struct tutti_nettr_peer* p);
+void tutti_nettr_check_left(struct tutti_nettr_peer* p);
 
 #endif
