@@ -1,5 +1,7 @@
-/* The collective and point-to-point entry points: argument checks, then a
- * schedule chosen by tune, queued in the caller's group. */
+/* The collective and point-to-point entry points: argument checks, the
+ * executor tune gives the buffers, a host call's plan and schedule, then
+ * the call queued in the caller's group (a device call is planned at the
+ * group's end: api/launch.c). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,11 +123,9 @@ static ncclResult_t check_call(struct ncclComm* comm, struct call* c) {
     return tutti_error(ncclInvalidArgument, "%s: %s is NULL on rank %d (count %zu)", c->fn,
                        c->needs_send && c->sendbuff == NULL ? "sendbuff" : "recvbuff", r, c->count);
   }
-  /* Where the buffers live decides the executor; a rank that passes no
-   * buffer (count 0, a broadcast's non-root send side) follows the other.
-   * Device memory needs the device executor, memory CUDA does not know the
-   * host executor; managed and pinned memory, which both reach, go to the
-   * device executor when the communicator has one (docs/design.md). */
+  /* Where the buffers live decides the executor (tune's rule); a rank that
+   * passes no buffer (count 0, a broadcast's non-root send side) follows
+   * the other. */
   enum tutti_mem ks = c->needs_send ? tutti_cuda_mem_kind(c->sendbuff) : TUTTI_MEM_MANAGED;
   enum tutti_mem kr = c->needs_recv ? tutti_cuda_mem_kind(c->recvbuff) : TUTTI_MEM_MANAGED;
   const int zero = c->count == 0;
@@ -141,7 +141,7 @@ static ncclResult_t check_call(struct ncclComm* comm, struct call* c) {
   }
   const int reachable = (c->needs_send && c->sendbuff != NULL && ks != TUTTI_MEM_HOST) ||
                         (c->needs_recv && c->recvbuff != NULL && kr != TUTTI_MEM_HOST);
-  c->device = dev_only || (!host_only && reachable && comm->dev != NULL);
+  c->device = tutti_tune_executor(dev_only, host_only, reachable, comm->dev != NULL);
   /* A buffer larger than the memory it lives in cannot be valid: refused
    * before anything is sized from the count. */
   NCCLCHECK(check_fits(comm, c, ks, c->needs_send, send_blocks(c, n) * c->count * es, "sendbuff"));
@@ -239,17 +239,19 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   a.inter_algo = tutti_tune_inter(&a);
   a.device = c->device;
   a.deterministic = comm->deterministic;
-  /* Operations come back from the pool with their last schedule: a loop of
-   * identical calls chooses and builds it once (both depend on `a` alone). */
+  /* Operations come back from the pool with their last plan and schedule:
+   * a loop of identical calls plans and builds once (both depend on `a`
+   * alone). A device call's plan waits for its launch, where what the
+   * device communicator offers it is known (api/launch.c). */
   if (!op->sched_valid || memcmp(&op->args, &a, sizeof a) != 0) {
     op->args = a;
     op->sched_valid = 0;
-    struct tutti_plan plan;
-    tutti_tune_plan(&a, &plan);
-    NCCLCHECKGOTO(tutti_schedule_build(plan.algo, &a, &op->sched), res, fail);
-    op->sched_valid = 1;
+    if (!c->device) {
+      tutti_tune_plan(&a, &op->plan);
+      NCCLCHECKGOTO(tutti_schedule_build(op->plan.algo, &a, &op->sched), res, fail);
+      op->sched_valid = 1;
+    }
   }
-  const enum tutti_algo_id algo = op->sched.algo;
   if (!c->device) {
     NCCLCHECKGOTO(tutti_op_scratch(op), res, fail);
   }
@@ -261,7 +263,8 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   op->board_gen = 0; /* given when the operation runs (api/group.c) */
   TRACE(TUTTI_COLL, "%s #%llu: count %zu %s root %d algo %s in-place %d %s", c->fn,
         (unsigned long long)op->seq, c->count, tutti_type_name(c->type), c->root,
-        tutti_algo_get(algo)->name, a.in_place, c->device ? "device" : "host");
+        c->device ? "(at launch)" : tutti_algo_get(op->plan.algo)->name, a.in_place,
+        c->device ? "device" : "host");
   return tutti_group_add_op(op, comm, stream);
 fail:
   tutti_op_put(op);

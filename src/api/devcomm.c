@@ -11,21 +11,13 @@
 
 #include "api/api.h"
 #include "api/comm.h"
+#include "topo/topo.h"
 #include "util/check.h"
 #include "util/cuda.h"
 
 /* The first release whose properties have hostRmaSupport, ginType,
  * nLsaTeams and railedGinType. */
 #define PROPS_V2 22904u
-
-static int gcd(int a, int b) {
-  while (b != 0) {
-    int t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
 
 /* NCCL's load/store team is the run of consecutive ranks of one NVLink
  * domain, the same size everywhere (the gcd of the runs). tutti's ranks reach
@@ -35,16 +27,7 @@ int tutti_devcomm_lsa_size(const struct ncclComm* comm) {
   if (!tutti_dev_comm_maps_gpus(comm->dev) || comm->host_of == NULL) {
     return 1;
   }
-  int size = 0, run = 1;
-  for (int r = 1; r <= comm->nranks; r++) {
-    if (r < comm->nranks && comm->host_of[r] == comm->host_of[r - 1]) {
-      run++;
-      continue;
-    }
-    size = gcd(size, run);
-    run = 1;
-  }
-  return size > 0 ? size : 1;
+  return tutti_topo_host_run(comm->host_of, comm->nranks);
 }
 
 /* The NVML index of this process's GPU: NVML counts GPUs in PCI order, as

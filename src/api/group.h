@@ -52,4 +52,26 @@ int tutti_group_depth(void);
 /* Blocks until no call of this thread or another is inside `comm`. */
 void tutti_group_wait_idle(struct ncclComm* comm);
 
+/* Between the group's files. group_ops.c: ncclGroupStart's nesting;
+ * closing returns the depth left (-1: no group was open) and the open
+ * group's first error (tutti_group_fail); this thread's queued operations
+ * and one-sided calls run (when `run`) and dropped, or only dropped. */
+void tutti_group_open(void);
+int tutti_group_close(ncclResult_t* error);
+ncclResult_t tutti_group_ops_run(int run);
+void tutti_group_ops_drop(void);
+
+/* An operation queued with its communicator. */
+struct tutti_queued_op {
+  struct tutti_op* op;
+  struct ncclComm* comm;
+};
+
+/* group_launch.c: enqueues the device operations among `q` on their
+ * streams: per communicator one launch of all its operations of the group
+ * (they may depend on each other, as a send and a receive between two
+ * ranks do), planned together by tune. On failure *cause is the rank it
+ * names, or -1. */
+ncclResult_t tutti_group_launch_device(struct tutti_queued_op* q, int n, int* cause);
+
 #endif

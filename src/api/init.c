@@ -101,6 +101,11 @@ struct conn_caps {
   size_t grown_from;    /* its comm->grown_from: see agree_grow */
 };
 
+static TUTTI_PARAM_STR(dump_on_signal, "TUTTI_DUMP_ON_SIGNAL", NULL,
+                       "USR1 or SIGUSR1, USR2 or SIGUSR2 (any case); any other value but 0: USR1",
+                       "on that signal every rank of the process logs what it waits for (unset "
+                       "or 0: none)");
+
 static TUTTI_PARAM_INT32(deterministic, "TUTTI_DETERMINISTIC", 0, 0, 1,
                          "1: reductions fold every element in rank order, the same bits whatever "
                          "the algorithm; read at communicator creation, the same on every rank");
@@ -278,7 +283,14 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
   er->timeout_s = tutti_timeout_s();
   er->stream_min_bytes = (size_t)tutti_tune_knob(TUTTI_KNOB_STREAM);
   er->board_stream_min_bytes = (size_t)tutti_tune_knob(TUTTI_KNOB_BOARD_STREAM);
-  tutti_wait_policy(er, tutti_topo_local_count(comm->host_of, n, comm->rank));
+  const int local = tutti_topo_local_count(comm->host_of, n, comm->rank);
+  struct tutti_wait_sizes w;
+  tutti_tune_wait(local, &w);
+  er->spin_max = w.spin_max;
+  er->spin_passes = w.spin;
+  er->yield_passes = w.yield;
+  INFO(TUTTI_INIT, "rank %d: %d ranks on this host's %d cores: spin up to %d, yield %d, then sleep",
+       er->rank, local, w.cores, er->spin_max, er->yield_passes);
   return agree_caps(comm);
 }
 
@@ -294,7 +306,7 @@ ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUnique
     comm->cuda_dev = tutti_cuda_current_device();
   }
   tutti_log_set_device(comm->cuda_dev);
-  tutti_dump_install();
+  tutti_dump_install(tutti_param_dump_on_signal());
   tutti_bootstrap_id_secret(id, comm->secret);
   comm->comm_hash = tutti_hash(id, sizeof *id, TUTTI_HASH_INIT);
   NCCLCHECKGOTO(
@@ -309,7 +321,9 @@ ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUnique
   tutti_topo_fill_self(&comm->peers[rank], rank, comm->cuda_dev);
   NCCLCHECKGOTO(tutti_bootstrap_allgather(comm->boot, comm->peers, sizeof *comm->peers), res, fail);
   NCCLCHECKGOTO(connect_ranks(comm), res, fail);
-  tutti_topo_log(&comm->tc);
+  const int next = (rank + 1) % nranks;
+  tutti_topo_log(comm->peers, nranks, rank,
+                 next != rank && comm->tc.send[next] != NULL ? comm->tc.send[next]->via : NULL);
   struct tutti_dev_setup ds;
   tutti_comm_dev_setup(comm, &ds);
   if (comm->internal) {
@@ -336,6 +350,13 @@ void tutti_comm_dev_setup(struct ncclComm* comm, struct tutti_dev_setup* ds) {
                                  comm->peers,         comm->host_of, comm->boot,
                                  tutti_timeout_s(),   comm->secret,  comm->comm_hash,
                                  comm->tc.peer_bells, comm->tc.bell};
+  /* The device executor's sizes are tune's, within what it holds. */
+  memset(&ds->sizes, 0, sizeof ds->sizes);
+  if (tutti_dev_compiled()) {
+    struct tutti_dev_limits lim;
+    tutti_dev_limits(&lim);
+    tutti_tune_device_setup(&lim, &ds->sizes);
+  }
 }
 
 ncclResult_t tutti_comm_check_handle(struct ncclComm* comm, const char* what) {

@@ -15,7 +15,7 @@
 #include "bootstrap/bootstrap.h"
 #include "util/check.h"
 #include "util/hash.h"
-#include "util/ifaces.h"
+#include "topo/ifaces.h"
 #include "util/socket.h"
 
 /* The new root's port: in [20000, 60000), away from the usual ephemeral range. */

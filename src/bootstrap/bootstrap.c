@@ -9,7 +9,7 @@
 
 #include "bootstrap/internal.h"
 #include "util/check.h"
-#include "util/ifaces.h"
+#include "topo/ifaces.h"
 #include "util/param.h"
 
 /* A rank tells the root a deadline this much earlier than its own (at most

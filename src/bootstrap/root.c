@@ -1,6 +1,6 @@
 /* The bootstrap root's state: what each connection has sent and is owed,
- * and the job's membership, advanced by tutti_root_serve() on bytes and by tutti_root_tick() on
- * the clock. The thread that polls the sockets is in root_thread.c. */
+ * and the job's membership, advanced by tutti_bs_root_serve() on bytes and by tutti_bs_root_tick()
+ * on the clock. The thread that polls the sockets is in root_thread.c. */
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -13,7 +13,7 @@
 #include "bootstrap/root_state.h"
 #include "util/check.h"
 
-void tutti_root_conn_drop(struct root* r, int i) {
+void tutti_bs_root_conn_drop(struct root* r, int i) {
   struct conn* c = r->conns[i];
   close(c->fd);
   free(c->out);
@@ -21,7 +21,8 @@ void tutti_root_conn_drop(struct root* r, int i) {
   r->conns[i] = r->conns[--r->nconns];
 }
 
-int tutti_root_conn_add(struct root* r, int fd, const union tutti_socket_addr* peer, double now) {
+int tutti_bs_root_conn_add(struct root* r, int fd, const union tutti_socket_addr* peer,
+                           double now) {
   if (r->nconns == r->cap) {
     int cap = r->cap ? 2 * r->cap : 16;
     struct conn** nc = realloc(r->conns, (size_t)cap * sizeof *nc);
@@ -48,7 +49,7 @@ int tutti_root_conn_add(struct root* r, int fd, const union tutti_socket_addr* p
 }
 
 /* The connection that has been presenting itself the longest, or -1. */
-int tutti_root_oldest_pending(const struct root* r, int* count) {
+int tutti_bs_root_oldest_pending(const struct root* r, int* count) {
   int best = -1;
   *count = 0;
   for (int i = 0; i < r->nconns; i++) {
@@ -153,7 +154,7 @@ static void complete(struct root* r) {
             token ? r->job->token : NULL, token ? TUTTI_BS_SECRET : 0);
     } else if (c->state == CONN_HELLO) {
       c->state =
-          CONN_DEAD; /* strangers still presenting themselves; tutti_root_tick() drops them */
+          CONN_DEAD; /* strangers still presenting themselves; tutti_bs_root_tick() drops them */
     }
   }
   if (lingers(r)) {
@@ -269,7 +270,7 @@ static void on_hello(struct root* r, struct conn* c, double now) {
 }
 
 /* Progress on one connection; returns -1 when it should be closed. */
-int tutti_root_serve(struct root* r, struct conn* c, short revents, double now) {
+int tutti_bs_root_serve(struct root* r, struct conn* c, short revents, double now) {
   if (c->state == CONN_HELLO && (revents & (POLLIN | POLLHUP | POLLERR))) {
     ssize_t n = recv(c->fd, c->in + c->got, HELLO_BYTES - c->got, MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
@@ -337,12 +338,12 @@ int tutti_root_serve(struct root* r, struct conn* c, short revents, double now) 
 }
 
 /* Advances the clock-driven state; returns 1 when the root is done. */
-int tutti_root_tick(struct root* r, double now) {
+int tutti_bs_root_tick(struct root* r, double now) {
   for (int i = r->nconns - 1; i >= 0; i--) {
     struct conn* c = r->conns[i];
     /* Too slow to present itself: a stranger or a stuck client. */
     if (c->state == CONN_DEAD || (c->state == CONN_HELLO && now >= c->deadline)) {
-      tutti_root_conn_drop(r, i);
+      tutti_bs_root_conn_drop(r, i);
     }
   }
   if (!r->complete && !r->failed && r->pub.joined > 0 && now >= r->job_deadline) {

@@ -52,14 +52,14 @@ struct root {
   char err[TUTTI_BS_MAX_ERROR];
 };
 
-void tutti_root_conn_drop(struct root* r, int i);
-int tutti_root_conn_add(struct root* r, int fd, const union tutti_socket_addr* peer, double now);
+void tutti_bs_root_conn_drop(struct root* r, int i);
+int tutti_bs_root_conn_add(struct root* r, int fd, const union tutti_socket_addr* peer, double now);
 /* The connection that has been presenting itself the longest, or -1;
  * *count: how many are presenting themselves. */
-int tutti_root_oldest_pending(const struct root* r, int* count);
+int tutti_bs_root_oldest_pending(const struct root* r, int* count);
 /* Progress on one connection; returns -1 when it should be closed. */
-int tutti_root_serve(struct root* r, struct conn* c, short revents, double now);
+int tutti_bs_root_serve(struct root* r, struct conn* c, short revents, double now);
 /* Advances the clock-driven state; returns 1 when the root is done. */
-int tutti_root_tick(struct root* r, double now);
+int tutti_bs_root_tick(struct root* r, double now);
 
 #endif

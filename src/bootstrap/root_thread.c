@@ -20,20 +20,20 @@ static void accept_some(struct root* r, double now) {
     union tutti_socket_addr peer;
     int fd = tutti_socket_try_accept(r->lfd, &peer);
     int pending;
-    int old = tutti_root_oldest_pending(r, &pending);
+    int old = tutti_bs_root_oldest_pending(r, &pending);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         r->lfd_pause_until = now + 0.1; /* or poll would wake at once, forever */
         if (old >= 0) {
-          tutti_root_conn_drop(r, old);
+          tutti_bs_root_conn_drop(r, old);
         }
       }
       return;
     }
     if (pending >= ROOT_MAX_PENDING) {
-      tutti_root_conn_drop(r, old);
+      tutti_bs_root_conn_drop(r, old);
     }
-    if (tutti_root_conn_add(r, fd, &peer, now) != 0) {
+    if (tutti_bs_root_conn_add(r, fd, &peer, now) != 0) {
       close(fd);
     }
   }
@@ -45,7 +45,7 @@ static void sooner(double* t, double now, double x) {
   }
 }
 
-/* Milliseconds until the next thing tutti_root_tick() has to look at (at most 1 s). */
+/* Milliseconds until the next thing tutti_bs_root_tick() has to look at (at most 1 s). */
 static int next_wake_ms(const struct root* r, double now) {
   double t = now + 1.0;
   for (int i = 0; i < r->nconns; i++) {
@@ -70,7 +70,7 @@ static void* root_main(void* arg) {
   pthread_setname_np(pthread_self(), "tutti-root");
   for (;;) {
     double now = tutti_socket_now();
-    if (tutti_root_tick(r, now)) {
+    if (tutti_bs_root_tick(r, now)) {
       break;
     }
     int base = 0;
@@ -88,8 +88,9 @@ static void* root_main(void* arg) {
     /* Backwards, so that dropping i (which moves the last one into i) keeps the
      * remaining indices matched with their pollfd. */
     for (int i = r->nconns - 1; i >= 0; i--) {
-      if (i < r->nconns && tutti_root_serve(r, r->conns[i], r->pfd[base + i].revents, now) != 0) {
-        tutti_root_conn_drop(r, i);
+      if (i < r->nconns &&
+          tutti_bs_root_serve(r, r->conns[i], r->pfd[base + i].revents, now) != 0) {
+        tutti_bs_root_conn_drop(r, i);
       }
     }
     if (base > 0 && r->lfd >= 0 && (r->pfd[0].revents & POLLIN)) {
@@ -98,7 +99,7 @@ static void* root_main(void* arg) {
   }
   tutti_bs_registry_set(&r->pub, 0);
   while (r->nconns > 0) {
-    tutti_root_conn_drop(r, r->nconns - 1);
+    tutti_bs_root_conn_drop(r, r->nconns - 1);
   }
   if (r->lfd >= 0) {
     close(r->lfd);

@@ -7,8 +7,8 @@
 
 #include "bootstrap/internal.h"
 #include "util/check.h"
-#include "util/ifaces.h"
-#include "util/launch_env.h"
+#include "topo/ifaces.h"
+#include "bootstrap/launcher.h"
 #include "util/param.h"
 
 /* A 16-byte digest of a string. Not cryptographic: a secret typed into

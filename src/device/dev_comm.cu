@@ -19,25 +19,32 @@
 #include "rma/rma_dev.h"
 
 extern "C" {
-#include "tune/tune.h"
 #include "bootstrap/bootstrap.h"
+#include "topo/topo.h"
 #include "util/check.h"
 #include "util/cuda.h"
 #include "util/fdpass.h"
-#include "util/param.h"
 #include "util/proc.h"
 }
 
-static TUTTI_PARAM(max_nchannels, "NCCL_MAX_NCHANNELS", 64,
-                   "device: the most channels of a communicator (1 to 64; 4 with peers on "
-                   "other hosts)");
-static TUTTI_PARAM(nthreads, "NCCL_NTHREADS", 512,
-                   "device: threads per block of the kernels (64 to 512, a multiple of 32)");
-static TUTTI_PARAM(p2p_disable, "NCCL_P2P_DISABLE", 0,
-                   "1: GPUs do not write each other's memory: queues in host memory");
-
 extern "C" int tutti_dev_compiled(void) {
   return 1;
+}
+
+extern "C" void tutti_dev_limits(struct tutti_dev_limits* lim) {
+  memset(lim, 0, sizeof *lim);
+  lim->max_channels = TD_MAX_CHANNELS;
+  lim->net_channels = TD_NET_CHANNELS;
+  lim->max_threads = TD_MAX_THREADS;
+  lim->op_ctas = TD_OP_CTAS;
+  lim->loop_channels = TD_LOOP_CHANNELS;
+  lim->launch_ctas = (int)(sizeof(((td_work_large*)0)->ctas) / sizeof(struct td_cta));
+  lim->mapped_max_ranks = TD_MAPPED_MAX_RANKS;
+  lim->mapped_channels = TD_MAPPED_CHANNELS;
+  lim->mapped_ll_channels = TD_MAPPED_LL_CHANNELS;
+  lim->mapped_ll_round = TD_MAPPED_LL_CHANNEL_BYTES / 2;
+  lim->ll128_line = TD_LL128_LINE;
+  lim->ll128_data = TD_LL128_DATA;
 }
 
 static ncclResult_t cuda_fail(cudaError_t e, const char* what) {
@@ -111,38 +118,14 @@ static void release(struct tutti_dev_comm* dc) {
   free(dc);
 }
 
-/* The most ranks on any one GPU. Their kernels can run at once (threads of
- * one process always; processes under MPS), and a block waiting for a
- * peer's kernel holds its SM: all of them must fit on the GPU together, or
- * a launch that fills it waits forever for a peer that cannot start. The
- * GPU is known by its UUID, so ranks that count as different hosts
- * (NCCL_HOSTID) or see it under another ordinal (CUDA_VISIBLE_DEVICES) are
- * counted too. Computed alike on every rank (from the peers' table), since
- * the blocks a launch may have decide its channels. */
-static int same_gpu(const struct tutti_dev_setup* s, int p, int q) {
-  static const unsigned char none[16] = {0};
-  const struct tutti_peer_info* a = &s->peers[p];
-  const struct tutti_peer_info* b = &s->peers[q];
-  if (memcmp(a->gpu_uuid, none, 16) != 0 && memcmp(b->gpu_uuid, none, 16) != 0) {
-    return memcmp(a->gpu_uuid, b->gpu_uuid, 16) == 0;
-  }
-  return s->host_of[p] == s->host_of[q] && a->pid == b->pid && a->cuda_dev == b->cuda_dev;
-}
-
-static int gpu_sharers(const struct tutti_dev_setup* s) {
-  int most = 1;
-  for (int p = 0; p < s->nranks; p++) {
-    int k = 0;
-    for (int q = p; q < s->nranks; q++) {
-      k += same_gpu(s, p, q);
-    }
-    most = k > most ? k : most;
-  }
-  return most;
-}
-
 /* This rank's share of the blocks the GPU holds at once (`per_sm` per
- * multiprocessor), with `sharers` ranks on it. */
+ * multiprocessor), with `sharers` ranks on it. Their kernels can run at
+ * once (threads of one process always; processes under MPS), and a block
+ * waiting for a peer's kernel holds its SM: all of them must fit on the GPU
+ * together, or a launch that fills it waits forever for a peer that cannot
+ * start. The sharers are counted alike on every rank (from the peers'
+ * table, tutti_topo_gpu_sharers), since the blocks a launch may have decide
+ * its channels. */
 static int block_share(int nsm, int per_sm, int sharers) {
   const int b = nsm * (per_sm > 0 ? per_sm : 1) / sharers;
   return b < 1 ? 1 : b;
@@ -155,23 +138,21 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
   CUDACHECK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dc->dev),
             "cudaDeviceGetAttribute");
   CUDACHECK(cudaStreamCreateWithFlags(&dc->side, cudaStreamNonBlocking), "cudaStreamCreate");
-  int64_t nt = tutti_param_nthreads();
-  dc->nthreads = nt < 64 ? 64 : nt > TD_MAX_THREADS ? TD_MAX_THREADS : (int)(nt / 32 * 32);
-  /* Across hosts a few channels fill the network; their queues are pinned host memory. */
-  int64_t ch = tutti_param_max_nchannels();
-  ch = dc->net && ch > TD_NET_CHANNELS ? TD_NET_CHANNELS : ch;
-  dc->nch = ch < 1 ? 1 : ch > TD_MAX_CHANNELS ? TD_MAX_CHANNELS : (int)ch;
-  int64_t qb = (int64_t)tutti_tune_device_queue_bytes(dc->net);
-  qb = qb < 64 * 1024 ? 64 * 1024 : qb;
-  dc->slot_bytes = (size_t)qb / TD_SLOTS / 16 * 16;
+  /* Tune's sizes (tutti_tune_device_setup): across hosts fewer channels,
+   * their queues in pinned host memory. */
+  dc->nthreads = s->sizes.threads;
+  dc->nch = dc->net ? s->sizes.net_channels : s->sizes.channels;
+  const size_t qb = dc->net ? s->sizes.net_queue_bytes : s->sizes.queue_bytes;
+  dc->slot_bytes = qb / TD_SLOTS / 16 * 16;
   const int gpu_regions = !dc->host_mode && !dc->net;
-  td_layout_make(&dc->lay, dc->nch, n, dc->slot_bytes * TD_SLOTS, gpu_regions, dc->ll128);
+  td_layout_make(&dc->lay, dc->nch, n, dc->slot_bytes * TD_SLOTS, gpu_regions, dc->ll128,
+                 &s->sizes);
   if (dc->host_mode) {
     td_host_region_name(dc->shm_name, sizeof dc->shm_name, s->secret, s->comm_hash, s->rank);
     NCCLCHECK(td_host_region_map(dc->shm_name, dc->lay.total, 1, &dc->hosts[s->rank]));
     dc->region = dc->hosts[s->rank].dev;
   } else {
-    NCCLCHECK(td_region_alloc(&dc->own, dc->dev, dc->lay.total, dc->side));
+    NCCLCHECK(td_region_alloc(&dc->own, dc->dev, dc->lay.total, dc->side, s->sizes.cumem));
     dc->region = dc->own.ptr;
   }
   /* The counters and the device communicator in one allocation of their
@@ -183,7 +164,7 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
   const size_t dcomm_off = (dc->lay.priv_total + 255) / 256 * 256;
   const size_t pvt_bytes = dcomm_off + sizeof(struct td_devcomm) + (size_t)n * sizeof(char*);
   NCCLCHECK(td_region_alloc(&dc->pvt, dc->dev, (pvt_bytes + (2 << 20) - 1) / (2 << 20) * (2 << 20),
-                            dc->side));
+                            dc->side, s->sizes.cumem));
   dc->priv = dc->pvt.ptr;
   dc->d_comm = (struct td_devcomm*)(dc->pvt.ptr + dcomm_off);
   CUDACHECK(cudaHostAlloc((void**)&dc->host_flags, 64, cudaHostAllocMapped | cudaHostAllocPortable),
@@ -199,7 +180,7 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
                 "cudaEventCreate");
     }
   }
-  const int sharers = gpu_sharers(s);
+  const int sharers = tutti_topo_gpu_sharers(s->peers, s->host_of, s->nranks);
   CUDACHECK(td_occupancy(dc->nthreads, &per_sm), "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   dc->max_ctas = block_share(nsm, per_sm, sharers);
   CUDACHECK((cudaError_t)td_mapped_occupancy(dc->nthreads, &per_sm),
@@ -374,7 +355,7 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
   dc->net = td_net_remote(s, dc->remote) > 0;
   /* Queues in host memory when GPUs must not (or cannot) write each other's,
    * and when some peers are remote (their proxy writes the queues). */
-  dc->host_mode = tutti_param_p2p_disable() != 0 || dc->net;
+  dc->host_mode = s->sizes.host_queues || dc->net;
   dc->hosts = (struct td_host_region*)calloc((size_t)s->nranks, sizeof *dc->hosts);
   dc->base = (char**)calloc((size_t)s->nranks, sizeof(char*));
   dc->mapped = (struct td_region*)calloc((size_t)s->nranks, sizeof *dc->mapped);

@@ -14,8 +14,8 @@ struct tutti_dev_comm {
   int rank;
   int nranks;
   int dev;
-  int nch;         /* channels allocated: the most any operation uses */
-  int nthreads;    /* per block (NCCL_NTHREADS) */
+  int nch;         /* channels allocated (tune's): the most any operation uses */
+  int nthreads;    /* per block (tune's: NCCL_NTHREADS) */
   int max_ctas;    /* blocks that can be resident at once: a launch never exceeds it */
   int mapped_ctas; /* the same for the mapped kernel of nthreads */
   size_t slot_bytes;
@@ -78,10 +78,10 @@ struct tutti_dev_comm {
 };
 
 /* Fills `l` for `n` ranks, `nch` channels and queues of `queue_bytes`; the
- * mapped and copy-engine paths get inboxes only when `gpu_regions`
- * (layout.cu). */
+ * mapped and copy-engine paths get inboxes of tune's sizes (`mem`) only
+ * when `gpu_regions` (layout.cu). */
 void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int gpu_regions,
-                    int ll128);
+                    int ll128, const struct tutti_dev_sizes* mem);
 /* Collective: turns host_mode on for every rank when some pair of local GPUs
  * cannot reach each other's memory (peer/peers.cu). */
 ncclResult_t td_agree_host_mode(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s);

@@ -16,6 +16,7 @@ extern "C" {
 #include "nccl.h"
 #include "reduce/reduce.h"
 #include "transport/transport.h"
+#include "tune/plan.h"
 
 struct tutti_bootstrap;
 struct tutti_dev_comm;
@@ -35,7 +36,12 @@ struct tutti_dev_setup {
    * communicator failed stops this rank's kernels with its cause. */
   struct tutti_doorbell* const* bells;
   const struct tutti_doorbell* own_bell; /* this rank's: its calls, for the watchdog to compare */
+  struct tutti_dev_sizes sizes;          /* tune's: channels, threads, queues, inboxes */
 };
+
+/* What the device executor holds at most (for tune: tutti_tune_device_setup
+ * and the plans of launches); zeros in a build without it. */
+void tutti_dev_limits(struct tutti_dev_limits* lim);
 
 /* Non-zero when this build has the device executor (nvcc was found). */
 int tutti_dev_compiled(void);
@@ -96,9 +102,13 @@ ncclResult_t tutti_dev_comm_resume(struct tutti_dev_comm* dc, const struct tutti
  * run as one launch (the large kernel parameters, work.h, hold as many). */
 #define TUTTI_DEV_MAX_OPS 32
 
-/* One operation for the device executor. */
+/* What `dc` offers a launch on `stream` (for tune: tutti_tune_launch). */
+void tutti_dev_comm_caps(struct tutti_dev_comm* dc, cudaStream_t stream, struct tutti_dev_caps* c);
+
+/* One operation for the device executor, run as its plan says. */
 struct tutti_dev_op {
-  const struct tutti_schedule* sched;
+  const struct tutti_plan* plan;
+  const struct tutti_schedule* sched; /* the plan's schedule (TUTTI_PATH_SCHEDULE) */
   const struct tutti_coll_args* args;
   struct tutti_redop redop;
   const void* scalar_dev; /* PreMulSum scalar residing on the device, or NULL */
@@ -107,10 +117,11 @@ struct tutti_dev_op {
   uint64_t seq;
 };
 
-/* Enqueues `ops` (all of `dc`, one group) as one launch on the first op's
- * stream, ordered after the other ops' streams and after the previous
- * launch of `dc` whatever its stream; the group's streams then wait for it.
- * Returns at once; nothing waits for the device. */
+/* Enqueues `ops` (all of `dc`, one group, planned together by
+ * tutti_tune_launch) as one launch on the first op's stream, ordered after
+ * the other ops' streams and after the previous launch of `dc` whatever its
+ * stream; the group's streams then wait for it. Returns at once; nothing
+ * waits for the device. */
 ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops);
 
 /* The per-thread stack frame (local memory) of every kernel of the device

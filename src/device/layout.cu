@@ -6,11 +6,6 @@
 #include "device/dev_comm.h"
 #include "device/kernels/mapped.h"
 
-extern "C" {
-#include "tune/tune.h"
-#include "util/param.h"
-}
-
 #define TD_MAX_DONE 256 /* lanes one launch may have */
 
 /* The mapped kernel's inboxes (mapped.h): tune's budget per rank for the
@@ -47,12 +42,10 @@ static uint64_t ce_slot_bytes(int n, int gpu_regions, uint64_t budget) {
 }
 
 void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int gpu_regions,
-                    int ll128) {
-  struct tutti_dev_memory mem;
-  tutti_tune_device_memory(&mem);
-  const uint64_t chan_bytes = mapped_chan_bytes(n, gpu_regions, mem.mapped);
-  const uint64_t ll128_chan = ll128 ? ll128_chan_bytes(n, chan_bytes, mem.mapped_ll128) : 0;
-  const uint64_t ce_slot = ce_slot_bytes(n, gpu_regions, mem.ce);
+                    int ll128, const struct tutti_dev_sizes* mem) {
+  const uint64_t chan_bytes = mapped_chan_bytes(n, gpu_regions, mem->mapped_memory);
+  const uint64_t ll128_chan = ll128 ? ll128_chan_bytes(n, chan_bytes, mem->mapped_ll128_memory) : 0;
+  const uint64_t ce_slot = ce_slot_bytes(n, gpu_regions, mem->ce_memory);
   const uint64_t lines = (uint64_t)nch * (uint64_t)n;
   uint64_t o = 0; /* the shared region */
   l->tail_off = o;

@@ -1,6 +1,7 @@
 /* The device executor of a build without nvcc: device buffers are refused
  * with a sentence that says why; everything else of the library works. */
 #include <stdio.h>
+#include <string.h>
 
 #include "device/device.h"
 #include "rma/rma_dev.h"
@@ -8,6 +9,16 @@
 
 int tutti_dev_compiled(void) {
   return 0;
+}
+
+void tutti_dev_limits(struct tutti_dev_limits* lim) {
+  memset(lim, 0, sizeof *lim);
+}
+
+void tutti_dev_comm_caps(struct tutti_dev_comm* dc, cudaStream_t stream, struct tutti_dev_caps* c) {
+  (void)dc;
+  (void)stream;
+  memset(c, 0, sizeof *c);
 }
 
 int tutti_dev_kernel_frames(const char** names, size_t* bytes, int max) {

@@ -7,7 +7,6 @@
 
 #include "exec/exec.h"
 #include "util/log.h"
-#include "util/param.h"
 
 static volatile sig_atomic_t requests;
 static struct sigaction previous;
@@ -24,16 +23,10 @@ static void on_signal(int sig, siginfo_t* info, void* ctx) {
   }
 }
 
-static TUTTI_PARAM_STR(dump_on_signal, "TUTTI_DUMP_ON_SIGNAL", NULL,
-                       "USR1 or SIGUSR1, USR2 or SIGUSR2 (any case); any other value but 0: USR1",
-                       "on that signal every rank of the process logs what it waits for (unset "
-                       "or 0: none)");
-
-void tutti_dump_install(void) {
+void tutti_dump_install(const char* v) {
   if (__atomic_load_n(&signo, __ATOMIC_ACQUIRE) != 0) {
     return;
   }
-  const char* v = tutti_param_dump_on_signal();
   if (v == NULL || *v == '\0' || strcmp(v, "0") == 0) {
     return;
   }

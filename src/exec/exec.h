@@ -11,6 +11,7 @@
 #include "algo/algo.h"
 #include "reduce/reduce.h"
 #include "transport/transport.h"
+#include "tune/plan.h"
 
 /* One rank's view, owned by the communicator. */
 struct tutti_exec_rank {
@@ -33,7 +34,7 @@ struct tutti_exec_rank {
   struct tutti_op* pool; /* finished operations kept with their buffers for reuse */
   int spin_passes;       /* idle passes spent spinning (adapted as calls go), */
   int spin_max;          /* up to this many, */
-  int yield_passes;      /* then yielding, before sleeping */
+  int yield_passes;      /* then yielding, before sleeping (tune's: tutti_tune_wait) */
   void* pull_bounce;     /* single-copy steps: peers' bytes to reduce land here (exec/pull.c) */
   /* Board collectives (exec/board.c): the host's board, when every rank of
    * the communicator is on it, and generations numbered from 1 in issue
@@ -53,13 +54,10 @@ static inline struct tutti_bells tutti_exec_bells(const struct tutti_exec_rank* 
   return b;
 }
 
-/* Sets how long `er` spins and yields before sleeping, from the number of
- * ranks sharing this host's cores (TUTTI_SPIN / TUTTI_YIELD override). */
-void tutti_wait_policy(struct tutti_exec_rank* er, int local_ranks);
-
 /* One operation ready to run. */
 struct tutti_op {
   struct tutti_exec_rank* er;
+  struct tutti_plan plan; /* tune's (a host call's when issued, a device call's at launch) */
   struct tutti_schedule sched;
   struct tutti_coll_args args;
   int sched_valid; /* sched was built from args (kept across reuse from the pool) */
@@ -98,8 +96,9 @@ void tutti_exec_rank_free_pool(struct tutti_exec_rank* er);
 ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops);
 
 /* TUTTI_DUMP_ON_SIGNAL (exec/dump.c): installs the handler once when the
- * variable asks for it; the count of dump requests received so far. */
-void tutti_dump_install(void);
+ * variable's value (read by the API) asks for it; the count of dump
+ * requests received so far. */
+void tutti_dump_install(const char* signal_name);
 unsigned tutti_dump_requests(void);
 
 /* Waiting when a whole pass moved nothing (exec/wait.c): spin briefly, then

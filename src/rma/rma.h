@@ -36,7 +36,7 @@ struct tutti_rma_setup {
   volatile int* abort_flag;     /* the user communicator's (ncclCommAbort) */
   struct tutti_dev_comm* dev;   /* the user communicator's device communicator, or NULL */
   double timeout_s;
-  int spin; /* idle passes spinning, then yielding, before sleeping (tutti_wait_policy's) */
+  int spin; /* idle passes spinning, then yielding, before sleeping (tutti_tune_wait's) */
   int spin_max;
   int yield;
 };

@@ -1,13 +1,10 @@
-/* The peer table: what a rank knows of every rank after the bootstrap
- * all-gather (each fills its own entry, tutti_topo_fill_self). Topology is
- * derived from it (topo/topo.h); transports, executors and the one-sided
- * service read it to reach and name their peers. */
+/* The peer table's entry: where one rank is, as it tells every other rank
+ * in the all-gather at init (topo/identity.c fills a rank's own). */
 #ifndef TUTTI_TOPO_PEER_H
 #define TUTTI_TOPO_PEER_H
 
 #include <stdint.h>
 
-/* What a rank knows of every rank after the bootstrap all-gather. */
 struct tutti_peer_info {
   int rank;
   int cuda_dev;

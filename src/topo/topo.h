@@ -1,13 +1,14 @@
-/* What is here: this host's identity and the grouping of ranks by host. */
+/* What is here: this host's identity, the ranks grouped by host and by
+ * process, which ranks share a GPU. Interfaces: topo/ifaces.h. */
 #ifndef TUTTI_TOPO_TOPO_H
 #define TUTTI_TOPO_TOPO_H
 
 #include <stdint.h>
 
 #include "nccl.h"
-#include "transport/transport.h"
+#include "topo/peer.h"
 
-/* Identity of this host as ranks see it: hostname, boot id and network
+/* Identity of this host as ranks see it (topo/identity.c): hostname, boot id and network
  * namespace (ranks in different network namespaces count as different hosts,
  * which is how the multi-host tests run on one machine). TUTTI_HOSTID, or
  * else NCCL_HOSTID (as NCCL), overrides it. */
@@ -30,7 +31,24 @@ int tutti_topo_local_count(const int32_t* host_of, int n, int rank);
  * each other's buffers in place). */
 int tutti_topo_one_process(const struct tutti_peer_info* peers, int n, int rank);
 
-/* Logs, with NCCL_DEBUG=INFO, the hosts, the ring and the transport of each pair. */
-void tutti_topo_log(const struct tutti_transport_comm* tc);
+/* The length of the equal runs of consecutive ranks on one host: the gcd
+ * of the lengths of the runs host_of[0 .. n) makes (runs of 4, 4 and 2
+ * ranks give 2; of 2 and 3, 1). Where a host's GPUs map each other, NCCL's
+ * load/store team (api/devcomm.c). */
+int tutti_topo_host_run(const int32_t* host_of, int n);
+
+/* Whether ranks p and q drive the same GPU (topo/gpus.c): their GPUs' UUIDs
+ * match, whatever hosts NCCL_HOSTID makes of them or whichever ordinal
+ * CUDA_VISIBLE_DEVICES gives the GPU; without a UUID on either side, one
+ * process on one host with one device ordinal. */
+int tutti_topo_same_gpu(const struct tutti_peer_info* peers, const int32_t* host_of, int p, int q);
+
+/* The most ranks driving any one GPU (at least 1). */
+int tutti_topo_gpu_sharers(const struct tutti_peer_info* peers, const int32_t* host_of, int n);
+
+/* Logs, with NCCL_DEBUG=INFO, rank `rank`'s host, the number of hosts, the
+ * ring, and how it reaches the next rank (`next_via`, the connection's name
+ * as transports give it; NULL: none). */
+void tutti_topo_log(const struct tutti_peer_info* peers, int n, int rank, const char* next_via);
 
 #endif

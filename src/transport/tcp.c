@@ -12,7 +12,7 @@
 #include "transport/tcp_connect.h"
 #include "call/records.h"
 #include "util/check.h"
-#include "util/ifaces.h"
+#include "topo/ifaces.h"
 #include "util/param.h"
 
 static TUTTI_PARAM(shm_disable, "NCCL_SHM_DISABLE", 0,

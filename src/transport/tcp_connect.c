@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "transport/proxy.h"
 #include "util/check.h"
 #include "util/param.h"
 #include "util/socket.h"

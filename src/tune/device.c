@@ -1,14 +1,13 @@
-/* Device calls: what each path can take, and the plan of a launch. The
- * table (table.c) says which path runs a call and why, with where each row
- * was measured; this file says where a path can run at all (what the
- * device communicator offers, struct tutti_dev_caps), which protocol it
- * uses, and how it cuts the call (knobs.c). Every choice is a function of
- * the call's arguments, those capabilities and the environment only, so
- * every rank launches the same way. */
+/* Device calls: which protocol each path uses and how it cuts a call
+ * (knobs.c) within what the device communicator offers (struct
+ * tutti_dev_caps); the table (table.c) says which path runs a call and
+ * why. Every choice is a function of the call's arguments, those
+ * capabilities and the environment only, so every rank launches the same
+ * way. */
 #include <stdint.h>
 #include <string.h>
 
-#include "tune/tune.h"
+#include "tune/internal.h"
 #include "util/log.h"
 #include "util/param.h"
 
@@ -21,7 +20,7 @@ static TUTTI_PARAM(min_nchannels, "NCCL_MIN_NCHANNELS", 1,
 static int mapped_proto(const struct tutti_coll_args* a, const struct tutti_dev_caps* c) {
   const size_t bytes = a->count * a->elem_size;
   const int proto = tutti_tune_protocols();
-  const int ll128_ok = (proto & TUTTI_PROTO_LL128) && c->ll128_inboxes;
+  const int ll128_ok = (proto & TUTTI_PROTO_LL128) && c->ll128_chan_bytes > 0;
   if ((proto & TUTTI_PROTO_LL) && bytes <= (size_t)tutti_tune_knob(TUTTI_KNOB_MAPPED_LL)) {
     return TUTTI_PROTO_LL;
   }
@@ -51,94 +50,177 @@ size_t tutti_tune_device_channels(const struct tutti_coll_args* a) {
   return ch < (size_t)lo ? (size_t)lo : ch;
 }
 
-int tutti_tune_device_wants_ll128(void) {
-  const int proto = tutti_tune_protocols();
-  return (proto & TUTTI_PROTO_LL128) &&
-         (tutti_tune_knob(TUTTI_KNOB_MAPPED_LL128) > 0 || !(proto & TUTTI_PROTO_SIMPLE));
+/* Blocks one launch may have: what the GPU holds at once, and what the
+ * launch's parameters describe. */
+static size_t launch_budget(const struct tutti_dev_caps* c) {
+  return (size_t)(c->ctas < c->lim.launch_ctas ? c->ctas : c->lim.launch_ctas);
 }
 
-void tutti_tune_device_memory(struct tutti_dev_memory* m) {
-  m->mapped = (size_t)tutti_tune_knob(TUTTI_KNOB_MAPPED_MEMORY);
-  m->mapped_ll128 = (size_t)tutti_tune_knob(TUTTI_KNOB_MAPPED_LL128_MEMORY);
-  m->ce = (size_t)tutti_tune_knob(TUTTI_KNOB_CE_MEMORY);
+/* Channels of the schedules' kernel: a function of the call's arguments
+ * only (never of this rank's schedule, whose lanes differ between ranks),
+ * so that both ends of every connection cut the same steps the same way.
+ * The cap keeps a group within the blocks one launch holds: a ring's lanes
+ * are few, a Direct algorithm has up to two per peer, and point-to-point
+ * calls come in groups of a send and a receive per peer. Beyond the
+ * channels every peer has queues on, a rank's queues hear only from the
+ * ring's previous rank (device/work.h). Ranks must run the same GPU model. */
+static int schedule_channels(const struct tutti_coll_args* a, enum tutti_algo_id algo,
+                             const struct tutti_dev_caps* c) {
+  size_t ch = tutti_tune_device_channels(a);
+  ch = ch > (size_t)c->channels ? (size_t)c->channels : ch;
+  size_t cap = (size_t)c->lim.op_ctas / 2; /* ring lanes: at most two on any rank */
+  const int every = c->lim.op_ctas / (2 * a->nranks);
+  const size_t all = (size_t)(every < 1 ? 1 : every);
+  if (a->coll == TUTTI_COLL_SEND || a->coll == TUTTI_COLL_RECV) {
+    cap = launch_budget(c) / (2 * (size_t)a->nranks);
+    cap = cap > all ? all : cap;
+    /* A rank's sends to itself go through its loopback queues. */
+    cap = a->root == a->rank && cap > (size_t)c->lim.loop_channels ? (size_t)c->lim.loop_channels
+                                                                   : cap;
+  } else if (algo != TUTTI_ALGO_RING || tutti_algo_ordered(a, algo)) {
+    cap = all; /* deterministic mode's "Ring" talks to every peer (algo/ordered.c) */
+  }
+  ch = ch > cap ? cap : ch;
+  return ch < 1 ? 1 : (int)ch;
 }
 
-static const char* proto_name(int proto) {
-  return proto == TUTTI_PROTO_LL ? "LL" : proto == TUTTI_PROTO_LL128 ? "LL128" : "Simple";
+/* The most lanes any rank's schedule of `a` has. */
+static size_t lanes_bound(const struct tutti_coll_args* a, enum tutti_algo_id algo) {
+  if (a->coll == TUTTI_COLL_SEND || a->coll == TUTTI_COLL_RECV) {
+    return 1;
+  }
+  return algo == TUTTI_ALGO_RING && !tutti_algo_ordered(a, algo) ? 2 : 2 * (size_t)a->nranks;
 }
 
-static void choose(const struct tutti_coll_args* a, const struct tutti_dev_caps* c,
-                   struct tutti_dev_plan* p) {
-  const char* why = NULL;
-  const enum tutti_algo_id pick = tutti_tune_table(a, tutti_tune_allowed(a->coll), c, &why);
-  p->why = why != NULL ? why : "no row of the table for this call can run here";
+/* Blocks of a copy-engine piece of `len` bytes. */
+static int ce_blocks(uint64_t len, uint64_t block_bytes, const struct tutti_dev_caps* c) {
+  const uint64_t nb = len / block_bytes;
+  return nb < 1 ? 1 : nb > (uint64_t)c->ctas ? c->ctas : (int)nb;
+}
+
+/* The copy engines: pieces of ce.piece (16-byte aligned, at most an inbox
+ * slot), blocks of ce.block bytes each of the combining kernel, on every
+ * block the GPU holds at most. */
+static void cut_ce(const struct tutti_coll_args* a, const struct tutti_dev_caps* c,
+                   struct tutti_plan* p) {
+  const uint64_t part = a->count * a->elem_size;
+  const uint64_t block = (uint64_t)tutti_tune_knob(TUTTI_KNOB_CE_BLOCK);
+  uint64_t piece = (uint64_t)tutti_tune_knob(TUTTI_KNOB_CE_PIECE) / 16 * 16;
+  const uint64_t slot = c->ce_slot_bytes / 16 * 16;
+  piece = piece < 4096 ? 4096 : piece > slot ? slot : piece;
+  const uint64_t last = part - (part - 1) / piece * piece;
+  p->proto = TUTTI_PROTO_SIMPLE;
+  p->piece_bytes = (size_t)piece;
+  p->blocks = ce_blocks(piece, block, c);
+  p->last_blocks = ce_blocks(last, block, c);
+  p->threads = c->threads;
+  if (tutti_log_wants(TUTTI_LOG_TRACE, TUTTI_TUNING) &&
+      tutti_tune_first_sight(1 + tutti_tune_shape(a, TUTTI_PATH_COPY_ENGINES))) {
+    TRACE(TUTTI_TUNING, "%s of %zu bytes per rank on %d ranks: copy engines, pieces of %zu bytes",
+          tutti_coll_name(a->coll), (size_t)part, a->nranks, (size_t)piece);
+  }
+}
+
+/* The mapped kernel: blocks of its protocol's bytes, at most its inbox
+ * channels and what the GPU holds at once; rounds that fit half an inbox
+ * channel (a block pushes one while its peer combines the other). */
+static void cut_mapped(const struct tutti_coll_args* a, const struct tutti_dev_caps* c,
+                       struct tutti_plan* p) {
+  p->proto = mapped_proto(a, c);
+  const int ll = p->proto == TUTTI_PROTO_LL, ll128 = p->proto == TUTTI_PROTO_LL128;
+  const uint64_t per = (uint64_t)tutti_tune_knob(ll      ? TUTTI_KNOB_MAPPED_LL_BLOCK
+                                                 : ll128 ? TUTTI_KNOB_MAPPED_LL128_BLOCK
+                                                         : TUTTI_KNOB_MAPPED_BLOCK);
+  if (ll) {
+    p->round_bytes = (size_t)c->lim.mapped_ll_round;
+    p->slots = 2;
+  } else if (ll128) {
+    const uint64_t chan = c->ll128_chan_bytes;
+    uint64_t sb = (uint64_t)tutti_tune_knob(TUTTI_KNOB_MAPPED_LL128_ROUND) / 512 * 512;
+    sb = sb < 512 ? 512 : sb > chan / 2 ? chan / 2 / 512 * 512 : sb;
+    p->slot_bytes = (size_t)sb;
+    p->slots = (int)(chan / sb);
+    p->round_bytes = (size_t)(sb / (uint64_t)c->lim.ll128_line * (uint64_t)c->lim.ll128_data);
+  } else {
+    const uint64_t chan = c->mapped_chan_bytes;
+    uint64_t rb = (uint64_t)tutti_tune_knob(TUTTI_KNOB_MAPPED_ROUND) / 16 * 16;
+    rb = rb < 1024 ? 1024 : rb > chan / 2 ? chan / 2 / 16 * 16 : rb;
+    p->round_bytes = (size_t)rb;
+    p->slots = (int)(chan / rb);
+  }
+  const uint64_t bytes = a->count * a->elem_size;
+  const uint64_t nb = (bytes + per - 1) / per;
+  uint64_t cap = (uint64_t)(ll ? c->lim.mapped_ll_channels : c->lim.mapped_channels);
+  cap = (uint64_t)c->mapped_ctas < cap ? (uint64_t)c->mapped_ctas : cap;
+  p->blocks = (int)(nb < 1 ? 1 : nb > cap ? cap : nb);
+  int nt = c->threads / 32 * 32;
+  nt = nt < 64 ? 64 : nt;
+  if (ll) {
+    /* LL pieces are a few KB: fewer threads start sooner (mapped.ll_threads). */
+    const int lt = (int)tutti_tune_knob(TUTTI_KNOB_MAPPED_LL_THREADS);
+    nt = lt > nt ? nt : lt / 32 * 32;
+  }
+  p->threads = nt;
+  if (tutti_log_wants(TUTTI_LOG_TRACE, TUTTI_TUNING) &&
+      tutti_tune_first_sight(1 + tutti_tune_shape(a, TUTTI_PATH_MAPPED))) {
+    TRACE(TUTTI_TUNING, "%s of %zu bytes on %d ranks: mapped kernel, %s, %d blocks of %d threads",
+          tutti_coll_name(a->coll), (size_t)bytes, a->nranks,
+          ll      ? "LL"
+          : ll128 ? "LL128"
+                  : "Simple",
+          p->blocks, nt);
+  }
+}
+
+void tutti_tune_device_cut(const struct tutti_coll_args* a, const struct tutti_dev_caps* c,
+                           enum tutti_algo_id pick, enum tutti_algo_id sched,
+                           struct tutti_plan* p) {
   if (pick == TUTTI_ALGO_CE) {
     p->path = TUTTI_PATH_COPY_ENGINES;
-    p->proto = TUTTI_PROTO_SIMPLE;
-    p->piece_bytes = (size_t)tutti_tune_knob(TUTTI_KNOB_CE_PIECE);
-    p->block_bytes = (size_t)tutti_tune_knob(TUTTI_KNOB_CE_BLOCK);
+    p->algo = TUTTI_ALGO_CE;
+    cut_ce(a, c, p);
   } else if (pick == TUTTI_ALGO_MAPPED) {
     p->path = TUTTI_PATH_MAPPED;
-    p->proto = mapped_proto(a, c);
-    const int ll = p->proto == TUTTI_PROTO_LL, ll128 = p->proto == TUTTI_PROTO_LL128;
-    p->block_bytes = (size_t)tutti_tune_knob(ll      ? TUTTI_KNOB_MAPPED_LL_BLOCK
-                                             : ll128 ? TUTTI_KNOB_MAPPED_LL128_BLOCK
-                                                     : TUTTI_KNOB_MAPPED_BLOCK);
-    p->round_bytes = ll128 ? (size_t)tutti_tune_knob(TUTTI_KNOB_MAPPED_LL128_ROUND)
-                     : ll  ? 0
-                           : (size_t)tutti_tune_knob(TUTTI_KNOB_MAPPED_ROUND);
-    p->threads = ll ? (int)tutti_tune_knob(TUTTI_KNOB_MAPPED_LL_THREADS) : 0;
+    p->algo = TUTTI_ALGO_MAPPED;
+    cut_mapped(a, c, p);
   } else {
     p->path = TUTTI_PATH_SCHEDULE;
+    p->algo = sched;
     p->proto = tutti_tune_device_ll(a, c->net) ? TUTTI_PROTO_LL : TUTTI_PROTO_SIMPLE;
+    p->channels = schedule_channels(a, sched, c);
   }
 }
 
-/* Everything a device plan depends on: a launch like one of the last few
- * of this thread (a training step repeats its calls) takes their plan. */
-struct shape {
-  size_t bytes, board_bytes;
-  int coll, nranks, nhosts, max_local, in_place, can_pull;
-  struct tutti_dev_caps caps;
-};
-
-#define RECENT 8 /* plans kept per thread, by a hash of the shape */
-static __thread struct shape recent_shape[RECENT];
-static __thread struct tutti_dev_plan recent_plan[RECENT];
-static __thread unsigned char recent_set[RECENT];
-
-void tutti_tune_device(const struct tutti_coll_args* a, enum tutti_algo_id sched_algo,
-                       const struct tutti_dev_caps* c, struct tutti_dev_plan* p) {
-  struct shape k;
-  memset(&k, 0, sizeof k); /* padding too: shapes are compared bytewise */
-  k.bytes = a->count * a->elem_size;
-  k.coll = (int)a->coll;
-  k.nranks = a->nranks;
-  k.nhosts = a->nhosts;
-  k.max_local = a->max_local;
-  k.in_place = a->in_place;
-  k.board_bytes = a->board_bytes;
-  k.can_pull = a->can_pull;
-  k.caps = *c;
-  const unsigned i = (unsigned)((k.bytes * 31u + (size_t)k.coll * 7u + (size_t)c->nops) % RECENT);
-  if (recent_set[i] && memcmp(&k, &recent_shape[i], sizeof k) == 0) {
-    *p = recent_plan[i];
-    return;
+void tutti_tune_device_share(const struct tutti_tune_call* calls, int n,
+                             const struct tutti_dev_caps* c, struct tutti_plan* plans) {
+  /* A group larger than one launch holds runs every call on fewer
+   * channels, scaled from a bound of lanes that every rank computes alike. */
+  const size_t budget = launch_budget(c);
+  size_t est = 0;
+  int all_ll = 1;
+  for (int i = 0; i < n; i++) {
+    est += (size_t)plans[i].channels * lanes_bound(calls[i].args, plans[i].algo);
+    all_ll &= plans[i].proto == TUTTI_PROTO_LL;
   }
-  *p = (struct tutti_dev_plan){0};
-  choose(a, c, p);
-  recent_shape[i] = k;
-  recent_plan[i] = *p;
-  recent_set[i] = 1;
-  if (tutti_log_wants(TUTTI_LOG_INFO, TUTTI_TUNING) &&
-      tutti_tune_first_sight(tutti_tune_shape(a, (unsigned)p->path) + (uint64_t)c->nops)) {
-    INFO(TUTTI_TUNING, "%s of %zu bytes, %d ranks%s%s, device buffers: %s%s%s, %s (%s)",
-         tutti_coll_name(a->coll), a->count * a->elem_size, a->nranks,
-         a->in_place ? ", in place" : "", c->nops > 1 ? ", in a group" : "",
-         p->path == TUTTI_PATH_SCHEDULE ? tutti_algo_get(sched_algo)->name : "",
-         p->path == TUTTI_PATH_SCHEDULE       ? " on the schedules' kernel"
-         : p->path == TUTTI_PATH_COPY_ENGINES ? "copy engines"
-                                              : "mapped kernel",
-         c->net ? " through the network proxy" : "", proto_name(p->proto), p->why);
+  /* Low-latency pieces are at most a few KB: half the threads start sooner
+   * and finish the same lines (measured: ~1.5 us less at 8 B). */
+  const int nt = all_ll && c->threads > 256 ? 256 : c->threads;
+  for (int i = 0; i < n; i++) {
+    if (est > budget) {
+      const size_t scaled = (size_t)plans[i].channels * budget / est;
+      plans[i].channels = scaled < 1 ? 1 : (int)scaled;
+    }
+    plans[i].threads = nt;
+  }
+  for (int i = 0; i < n && tutti_log_wants(TUTTI_LOG_TRACE, TUTTI_TUNING); i++) {
+    const struct tutti_coll_args* a = calls[i].args;
+    if (!tutti_tune_first_sight(tutti_tune_shape(a, TUTTI_TUNE_SHAPE_LAUNCH) + (uint64_t)n)) {
+      continue;
+    }
+    TRACE(TUTTI_TUNING,
+          "%s of %zu bytes on %d ranks: %s on the schedules' kernel, %s, %d channels%s",
+          tutti_coll_name(a->coll), a->count * a->elem_size, a->nranks,
+          tutti_algo_get(plans[i].algo)->name, plans[i].proto == TUTTI_PROTO_LL ? "LL" : "Simple",
+          plans[i].channels, n > 1 ? " (in a group)" : "");
   }
 }

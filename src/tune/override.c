@@ -4,7 +4,9 @@
  * (sizes in bytes of the call's buffer, count x element size; k, m, g,
  * inf), or one of the sizes that cut a call (knobs.c),
  *   name=size
- * e.g. "allreduce:0-64k:@board#64k-inf:@ring;allgather:0-inf:@pull;ce.piece=8m". */
+ * e.g. "allreduce:0-64k:@board#64k-inf:@ring;allgather:0-inf:@pull;ce.piece=8m".
+ * Parsed once per process, at its first use: the table's rows (table.c)
+ * and the sizes (knobs.c) read what was parsed. */
 #include <ctype.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -13,14 +15,15 @@
 #include <string.h>
 #include <strings.h>
 
-#include "tune/tune.h"
+#include "tune/internal.h"
+#include "util/check.h"
 #include "util/param.h"
 
-TUTTI_PARAM_STR(tune, "TUTTI_TUNE", NULL,
-                "items separated by ';': coll[,coll]:lo-hi:@algorithm[#lo-hi:@algorithm]... "
-                "or name=size (sizes in bytes; k, m, g, inf)",
-                "overrides the tuning table's rows and sizes (docs/tuning.md); its rows and "
-                "sizes are read once, checked at every communicator creation");
+static TUTTI_PARAM_STR(tune, "TUTTI_TUNE", NULL,
+                       "items separated by ';': coll[,coll]:lo-hi:@algorithm[#lo-hi:@algorithm]... "
+                       "or name=size (sizes in bytes; k, m, g, inf)",
+                       "overrides the tuning table's rows and sizes (docs/tuning.md); its rows and "
+                       "sizes are read once, checked at every communicator creation");
 
 /* "64k", "1M", "0", "inf" -> bytes; -1 when malformed. */
 static int parse_size(const char* s, size_t* out) {
@@ -160,21 +163,66 @@ int tutti_tune_parse_override(const char* spec, struct tutti_tune_rule* rules, i
   return n;
 }
 
+/* The value parsed at the first use in this process (its rows, its sizes,
+ * its verdict): every later use reads these, as for NCCL's cached
+ * parameters. */
+static struct tutti_tune_override parsed;
+static int parsed_set;         /* the variable was set */
+static int parsed_kept;        /* and its text is in parsed_spec */
+static char parsed_spec[1024]; /* longer values fail to parse anyway */
+static char parsed_err[256];
 static int64_t values[TUTTI_KNOB_COUNT];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void load(void) {
-  int64_t set[TUTTI_KNOB_COUNT];
-  char err[256];
-  /* A malformed TUTTI_TUNE is refused at init (tutti_tune_check): then
-   * nothing of it applies. */
-  const int ok = tutti_tune_parse_override(tutti_param_tune(), NULL, 0, set, err, sizeof err) >= 0;
-  for (int k = 0; k < TUTTI_KNOB_COUNT; k++) {
-    values[k] = ok && set[k] >= 0 ? set[k] : tutti_tune_knob_default((enum tutti_knob)k);
+  const char* spec = tutti_param_tune();
+  parsed_set = spec != NULL;
+  parsed_kept = spec != NULL && strlen(spec) < sizeof parsed_spec;
+  if (parsed_kept) {
+    snprintf(parsed_spec, sizeof parsed_spec, "%s", spec);
   }
+  const int n = tutti_tune_parse_override(spec, parsed.rules, TUTTI_TUNE_MAX_RULES, parsed.knobs,
+                                          parsed_err, sizeof parsed_err);
+  /* A malformed value is refused at init (tutti_tune_check): then nothing
+   * of it applies. */
+  parsed.ok = n >= 0;
+  parsed.nrules = n > 0 ? n : 0;
+  for (int k = 0; k < TUTTI_KNOB_COUNT; k++) {
+    parsed.knobs[k] = parsed.ok ? parsed.knobs[k] : -1;
+    values[k] =
+        parsed.knobs[k] >= 0 ? parsed.knobs[k] : tutti_tune_knob_default((enum tutti_knob)k);
+  }
+}
+
+const struct tutti_tune_override* tutti_tune_override(void) {
+  pthread_once(&once, load);
+  return &parsed;
 }
 
 int64_t tutti_tune_knob(enum tutti_knob k) {
   pthread_once(&once, load);
   return values[k];
+}
+
+ncclResult_t tutti_tune_check(void) {
+  pthread_once(&once, load);
+  const char* spec = tutti_param_tune();
+  /* The value parsed once; one set since (the process changed its
+   * environment) is checked as every variable is at communicator creation,
+   * though the first one stays in use. */
+  const int same = spec == NULL ? !parsed_set : parsed_kept && strcmp(spec, parsed_spec) == 0;
+  int ok = parsed.ok;
+  char err[sizeof parsed_err];
+  snprintf(err, sizeof err, "%s", parsed_err);
+  if (!same) {
+    struct tutti_tune_rule rules[TUTTI_TUNE_MAX_RULES];
+    ok = tutti_tune_parse_override(spec, rules, TUTTI_TUNE_MAX_RULES, NULL, err, sizeof err) >= 0;
+  }
+  if (!ok) {
+    return tutti_error(ncclInvalidArgument,
+                       "TUTTI_TUNE=\"%s\": %s. The form is "
+                       "\"allreduce:0-64k:@board#64k-inf:@ring;allgather:0-inf:@pull;ce.piece=8m\"",
+                       spec, err);
+  }
+  return ncclSuccess;
 }

@@ -14,10 +14,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "tune/tune.h"
-#include "util/check.h"
+#include "tune/internal.h"
 #include "util/log.h"
-#include "util/param.h"
 
 /* Conditions a row may require (all of them). */
 enum {
@@ -145,8 +143,8 @@ static const struct row defaults[] = {
      "ring: bandwidth-bound, 2(N-1)/N of the data per rank"},
 };
 
-/* TUTTI_TUNE's rows, parsed once. */
-#define OVERRIDE_MAX 64
+/* TUTTI_TUNE's rows (override.c parses them once), as rows. */
+#define OVERRIDE_MAX TUTTI_TUNE_MAX_RULES
 static struct row overrides[OVERRIDE_MAX];
 static int noverrides;
 static pthread_once_t override_once = PTHREAD_ONCE_INIT;
@@ -155,32 +153,12 @@ static int host_cpus;
 static void load(void) {
   cpu_set_t set;
   host_cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-  struct tutti_tune_rule rules[OVERRIDE_MAX];
-  char err[256];
-  const char* spec = tutti_param_tune();
-  int n = tutti_tune_parse_override(spec, rules, OVERRIDE_MAX, NULL, err, sizeof err);
-  if (n < 0) {
-    /* tutti_tune_check refuses the init; nothing of it is applied. */
-    return;
+  const struct tutti_tune_override* o = tutti_tune_override();
+  for (int i = 0; i < o->nrules; i++) {
+    const struct tutti_tune_rule* r = &o->rules[i];
+    overrides[i] = (struct row){r->colls, W_FORCED, M_BYTES, r->lo, r->hi, r->algo, "TUTTI_TUNE"};
   }
-  for (int i = 0; i < n; i++) {
-    overrides[i] = (struct row){rules[i].colls, W_FORCED,      M_BYTES,     rules[i].lo,
-                                rules[i].hi,    rules[i].algo, "TUTTI_TUNE"};
-  }
-  noverrides = n;
-}
-
-ncclResult_t tutti_tune_check(void) {
-  struct tutti_tune_rule rules[OVERRIDE_MAX];
-  char err[256];
-  const char* spec = tutti_param_tune();
-  if (tutti_tune_parse_override(spec, rules, OVERRIDE_MAX, NULL, err, sizeof err) < 0) {
-    return tutti_error(ncclInvalidArgument,
-                       "TUTTI_TUNE=\"%s\": %s. The form is "
-                       "\"allreduce:0-64k:@board#64k-inf:@ring;allgather:0-inf:@pull;ce.piece=8m\"",
-                       spec, err);
-  }
-  return ncclSuccess;
+  noverrides = o->nrules;
 }
 
 static size_t measure(const struct tutti_coll_args* a, enum measure m) {
@@ -200,7 +178,7 @@ static size_t measure(const struct tutti_coll_args* a, enum measure m) {
   }
 }
 
-static unsigned conditions(const struct tutti_coll_args* a, const struct tutti_dev_caps* c) {
+static unsigned conditions(const struct tutti_coll_args* a, const struct tutti_tune_offer* o) {
   const int oversub = a->max_local > host_cpus;
   return (a->nhosts == 1 ? W_ONE_HOST : W_HOSTS) | (oversub ? W_OVERSUB : W_CORES) |
          (a->in_place ? 0 : W_OUT_OF_PLACE) | (a->max_local > 1 ? W_LOCAL_MANY : 0) |
@@ -208,28 +186,29 @@ static unsigned conditions(const struct tutti_coll_args* a, const struct tutti_d
          (a->nranks == 2  ? W_RANKS_2
           : a->nranks > 2 ? W_RANKS_3
                           : 0) |
-         (c != NULL && c->one_process ? W_ONE_PROCESS : 0);
+         (o != NULL && o->caps->one_process ? W_ONE_PROCESS : 0);
 }
 
 /* Where a device path can run at all: a single collective it implements,
  * between GPUs that map each other (and, for the copy engines, no scalar to
  * scale by, no graph being captured). */
 static int device_can_run(const struct tutti_coll_args* a, enum tutti_algo_id algo,
-                          const struct tutti_dev_caps* c) {
-  const int single = c->nops == 1 && c->known && a->count * a->elem_size > 0 && a->nranks >= 2 &&
-                     a->nranks <= c->max_ranks;
+                          const struct tutti_tune_offer* o) {
+  const struct tutti_dev_caps* c = o->caps;
+  const int single = o->nops == 1 && (c->colls & (1u << a->coll)) && a->count * a->elem_size > 0 &&
+                     a->nranks >= 2 && a->nranks <= c->lim.mapped_max_ranks;
   if (algo == TUTTI_ALGO_CE) {
-    return single && c->ce_slots && !c->premulsum && !c->capturing;
+    return single && c->ce_slot_bytes != 0 && !o->premulsum && !c->capturing;
   }
-  return single && algo == TUTTI_ALGO_MAPPED && c->mapped_inboxes;
+  return single && algo == TUTTI_ALGO_MAPPED && c->mapped_chan_bytes != 0;
 }
 
 /* Whether `algo` can run `a` here (forced: also where it is not worth it;
- * caps: what a device launch offers, NULL when a schedule is wanted). */
+ * o: a device launch, NULL when a schedule is wanted). */
 static int can_run(const struct tutti_coll_args* a, enum tutti_algo_id algo, int forced,
-                   const struct tutti_dev_caps* caps) {
+                   const struct tutti_tune_offer* o) {
   if (algo == TUTTI_ALGO_MAPPED || algo == TUTTI_ALGO_CE) {
-    return caps != NULL && device_can_run(a, algo, caps);
+    return o != NULL && device_can_run(a, algo, o);
   }
   if (tutti_algo_get(algo)->build[a->coll] == NULL) {
     return 0;
@@ -249,16 +228,16 @@ static int can_run(const struct tutti_coll_args* a, enum tutti_algo_id algo, int
 }
 
 enum tutti_algo_id tutti_tune_table(const struct tutti_coll_args* a, unsigned allowed,
-                                    const struct tutti_dev_caps* caps, const char** why) {
+                                    const struct tutti_tune_offer* o, const char** why) {
   pthread_once(&override_once, load);
-  const unsigned have = conditions(a, caps);
+  const unsigned have = conditions(a, o);
   const size_t nd = sizeof defaults / sizeof defaults[0];
   for (size_t i = 0; i < (size_t)noverrides + nd; i++) {
     const struct row* r = i < (size_t)noverrides ? &overrides[i] : &defaults[i - noverrides];
     const unsigned need = r->when & ~(unsigned)W_FORCED;
     const size_t size = measure(a, r->measure);
     if (!(r->colls & (1u << a->coll)) || (have & need) != need || size < r->lo || size > r->hi ||
-        !(allowed & (1u << r->algo)) || !can_run(a, r->algo, (r->when & W_FORCED) != 0, caps)) {
+        !(allowed & (1u << r->algo)) || !can_run(a, r->algo, (r->when & W_FORCED) != 0, o)) {
       continue;
     }
     *why = r->why;

@@ -1,5 +1,5 @@
-/* A call's plan: NCCL_ALGO (parsed here), the schedule table (table.c) and
- * what is allowed when nothing in the table can run. */
+/* NCCL_ALGO (parsed here, once), the queues' sizes and the rounds they
+ * allow. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "tune/tune.h"
+#include "tune/internal.h"
 #include "util/log.h"
 #include "util/param.h"
 
@@ -147,47 +147,6 @@ size_t tutti_tune_chunk(size_t queue_bytes, size_t piece_bytes) {
   return c;
 }
 
-static enum tutti_algo_id pick_allowed(const struct tutti_coll_args* a, const char** why);
-
-void tutti_tune_plan(const struct tutti_coll_args* a, struct tutti_plan* plan) {
-  pthread_once(&algo_once, load_algo_env);
-  const char* why;
-  enum tutti_algo_id pick = tutti_tune_table(a, allowed_mask[a->coll], NULL, &why);
-  plan->algo = pick != TUTTI_ALGO_COUNT ? pick : pick_allowed(a, &why);
-  plan->why = why;
-  /* A device call's line comes at its launch, which may take another path
-   * (tutti_tune_device). */
-  if (!a->device && tutti_log_wants(TUTTI_LOG_INFO, TUTTI_TUNING) &&
-      tutti_tune_first_sight(tutti_tune_shape(a, TUTTI_PATH_SCHEDULE))) {
-    INFO(TUTTI_TUNING, "%s of %zu bytes, %d ranks on %d host%s%s, host buffers: %s%s (%s)",
-         tutti_coll_name(a->coll), a->count * a->elem_size, a->nranks, a->nhosts,
-         a->nhosts == 1 ? "" : "s", a->in_place ? ", in place" : "",
-         tutti_algo_get(plan->algo)->name, tutti_algo_ordered(a, plan->algo) ? ", ordered" : "",
-         why);
-  }
-}
-
 int tutti_tune_inter(const struct tutti_coll_args* a) {
   return tutti_tune_table_inter(a);
-}
-
-/* No row of the table can run the call under NCCL_ALGO: the first allowed
- * algorithm that can, else any that implements the collective. */
-static enum tutti_algo_id pick_allowed(const struct tutti_coll_args* a, const char** why) {
-  const unsigned allowed = allowed_mask[a->coll];
-  for (int id = 0; id < TUTTI_ALGO_COUNT; id++) {
-    if ((allowed & (1u << id)) && tutti_tune_table_can_run(a, (enum tutti_algo_id)id)) {
-      *why = algo_named ? "NCCL_ALGO: the first allowed algorithm that runs this collective"
-                        : "the first algorithm that can run here";
-      return (enum tutti_algo_id)id;
-    }
-  }
-  for (int id = 0; id < TUTTI_ALGO_COUNT; id++) {
-    if (tutti_algo_get(id)->build[a->coll] != NULL) {
-      *why = "NCCL_ALGO allows no algorithm for this collective: the first that runs it";
-      return (enum tutti_algo_id)id;
-    }
-  }
-  *why = "nothing implements this collective";
-  return TUTTI_ALGO_DIRECT;
 }

@@ -76,8 +76,8 @@ static void check_invariants(const struct root* r) {
 
 static void serve_one(struct world* w, struct link* k, short revents) {
   int i = k->c != NULL ? index_of(w->r, k->c) : -1;
-  if (i >= 0 && tutti_root_serve(w->r, w->r->conns[i], revents, w->now) != 0) {
-    tutti_root_conn_drop(w->r, i);
+  if (i >= 0 && tutti_bs_root_serve(w->r, w->r->conns[i], revents, w->now) != 0) {
+    tutti_bs_root_conn_drop(w->r, i);
   }
   sync_links(w);
 }
@@ -157,7 +157,7 @@ static void step(struct world* w, struct fuzz_in* in) {
       union tutti_socket_addr peer;
       memset(&peer, 0, sizeof peer);
       peer.sin.sin_family = AF_INET;
-      if (tutti_root_conn_add(r, fds[0], &peer, w->now) != 0) {
+      if (tutti_bs_root_conn_add(r, fds[0], &peer, w->now) != 0) {
         close(fds[0]);
         close(fds[1]);
         break;
@@ -190,7 +190,7 @@ static void step(struct world* w, struct fuzz_in* in) {
       break;
     case 4:
       w->now += fuzz_u8(in) * 0.05;
-      w->done = tutti_root_tick(r, w->now);
+      w->done = tutti_bs_root_tick(r, w->now);
       sync_links(w);
       break;
     case 5:
@@ -244,7 +244,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     step(&w, &in);
   }
   while (r->nconns > 0) {
-    tutti_root_conn_drop(r, r->nconns - 1);
+    tutti_bs_root_conn_drop(r, r->nconns - 1);
   }
   for (int l = 0; l < w.nlinks; l++) {
     if (w.links[l].far >= 0) {

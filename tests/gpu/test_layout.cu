@@ -13,6 +13,15 @@ extern "C" {
 }
 #include "device/dev_comm.h"
 
+/* Tune's default inboxes (mapped.memory, mapped.ll128_memory, ce.memory). */
+static struct tutti_dev_sizes default_sizes(void) {
+  struct tutti_dev_sizes s = {};
+  s.mapped_memory = (size_t)64 << 20;
+  s.mapped_ll128_memory = (size_t)16 << 20;
+  s.ce_memory = (size_t)64 << 20;
+  return s;
+}
+
 static int cmp_u64(const void* a, const void* b) {
   const uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
   return x < y ? -1 : x > y;
@@ -38,7 +47,8 @@ static size_t used_queues(const td_layout* l, int nch, int n, int at, uint64_t* 
 static void check_layout(int n, int nch) {
   const size_t qb = (size_t)4 << 20;
   td_layout l;
-  td_layout_make(&l, nch, n, qb, 1, 1);
+  const struct tutti_dev_sizes sz = default_sizes();
+  td_layout_make(&l, nch, n, qb, 1, 1, &sz);
   const uint64_t all = (uint64_t)(td_all_peer_channels(n) < nch ? td_all_peer_channels(n) : nch);
   const uint64_t loops = nch < TD_LOOP_CHANNELS ? nch : TD_LOOP_CHANNELS;
   const uint64_t expect = all * (uint64_t)(n - 1) + (n > 1 ? (uint64_t)nch - all : 0) + loops;
@@ -83,7 +93,8 @@ int main(void) {
   const int show[] = {2, 4, 8};
   for (int i = 0; i < 3; i++) {
     td_layout l;
-    td_layout_make(&l, 64, show[i], (size_t)4 << 20, 1, 1);
+    const struct tutti_dev_sizes sz = default_sizes();
+    td_layout_make(&l, 64, show[i], (size_t)4 << 20, 1, 1, &sz);
     printf("%d ranks: %llu MB of queues per rank\n", show[i],
            (unsigned long long)((l.ll_off - l.queue_off) >> 20));
   }

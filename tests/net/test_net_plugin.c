@@ -1,6 +1,6 @@
 /* libnccl-net-tutti.so as NCCL sees it: loaded with dlopen, driven through
  * its ncclNetPlugin_v11 and ncclNetPlugin_v8 tables with exactly the
- * structs of net/abi.h; it exports those tables and nothing else, and its
+ * structs of net/plugin/abi.h; it exports those tables and nothing else, and its
  * log lines reach the logger given to init.
  *   test_net_plugin PLUGIN.so NM */
 #include <dlfcn.h>

@@ -9,7 +9,7 @@
 
 #include "harness.h"
 #include "util/check.h"
-#include "util/ifaces.h"
+#include "topo/ifaces.h"
 #include "util/socket.h"
 
 static void test_match(void) {

@@ -1,5 +1,6 @@
 /* Topology from the peer table: ranks grouped by host (numbered in the
- * order of each host's first rank), ranks per host, and one process. */
+ * order of each host's first rank), ranks per host, runs of ranks per host,
+ * one process, and which ranks drive the same GPU. */
 #include <string.h>
 
 #include "harness.h"
@@ -69,7 +70,60 @@ static void test_hosts(void) {
         "one rank, one process");
 }
 
+/* Runs of consecutive ranks on one host, as host_of numbers them. */
+static void test_host_run(void) {
+  const int32_t even[] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2}; /* 4, 4, 2 */
+  const int32_t odd[] = {0, 0, 1, 1, 1};                 /* 2, 3 */
+  const int32_t back[] = {0, 0, 1, 1, 0, 0};             /* a host again later */
+  const int32_t alone[] = {0, 1, 2};                     /* every rank alone */
+  const int32_t one[] = {0, 0, 0, 0, 0, 0};
+  CHECK(tutti_topo_host_run(even, 10) == 2, "runs 4 4 2: %d", tutti_topo_host_run(even, 10));
+  CHECK(tutti_topo_host_run(odd, 5) == 1, "runs 2 3: %d", tutti_topo_host_run(odd, 5));
+  CHECK(tutti_topo_host_run(back, 6) == 2, "runs 2 2 2: %d", tutti_topo_host_run(back, 6));
+  CHECK(tutti_topo_host_run(alone, 3) == 1, "alone: %d", tutti_topo_host_run(alone, 3));
+  CHECK(tutti_topo_host_run(one, 6) == 6, "one host: %d", tutti_topo_host_run(one, 6));
+  CHECK(tutti_topo_host_run(one, 1) == 1, "one rank: %d", tutti_topo_host_run(one, 1));
+}
+
+/* The same GPU by UUID (across hosts and device ordinals), or without one by
+ * host, process and ordinal; the most ranks on one GPU. */
+static void test_same_gpu(void) {
+  struct tutti_peer_info peers[6];
+  const uint64_t hosts[] = {1, 2, 1, 1, 1, 1};
+  const int32_t pids[] = {10, 11, 12, 13, 13, 13};
+  const int32_t host_of[] = {0, 1, 0, 0, 0, 0};
+  table(peers, 6, hosts, pids);
+  /* Ranks 0 and 1: one GPU under two host identities (NCCL_HOSTID) and two
+   * ordinals (CUDA_VISIBLE_DEVICES); rank 2 another GPU. */
+  memset(peers[0].gpu_uuid, 0xa1, 16);
+  memset(peers[1].gpu_uuid, 0xa1, 16);
+  memset(peers[2].gpu_uuid, 0xb2, 16);
+  peers[0].cuda_dev = 0;
+  peers[1].cuda_dev = 3;
+  peers[2].cuda_dev = 0;
+  /* Ranks 3, 4 and 5: one process without UUIDs; 3 and 4 on ordinal 1. */
+  peers[3].cuda_dev = 1;
+  peers[4].cuda_dev = 1;
+  peers[5].cuda_dev = 2;
+  CHECK(tutti_topo_same_gpu(peers, host_of, 0, 1), "one UUID on two hosts");
+  CHECK(!tutti_topo_same_gpu(peers, host_of, 0, 2), "two UUIDs on one host, one ordinal");
+  CHECK(tutti_topo_same_gpu(peers, host_of, 3, 4), "no UUID: one process, one ordinal");
+  CHECK(!tutti_topo_same_gpu(peers, host_of, 4, 5), "no UUID: two ordinals");
+  CHECK(!tutti_topo_same_gpu(peers, host_of, 2, 3), "a UUID on one side only: two processes");
+  CHECK(tutti_topo_gpu_sharers(peers, host_of, 6) == 2, "two on one GPU: %d",
+        tutti_topo_gpu_sharers(peers, host_of, 6));
+  peers[5].cuda_dev = 1;
+  CHECK(tutti_topo_gpu_sharers(peers, host_of, 6) == 3, "three on one GPU: %d",
+        tutti_topo_gpu_sharers(peers, host_of, 6));
+  /* Without UUIDs the same pid on another host is another process. */
+  const int32_t apart[] = {0, 1, 0, 0, 2, 0};
+  CHECK(!tutti_topo_same_gpu(peers, apart, 3, 4), "no UUID: another host");
+  CHECK(tutti_topo_gpu_sharers(peers, apart, 1) == 1, "one rank");
+}
+
 int main(void) {
   test_hosts();
+  test_host_run();
+  test_same_gpu();
   return test_summary("topo");
 }

@@ -11,6 +11,38 @@
 #include "tune/tune.h"
 #include "util/check.h"
 
+/* What a device communicator of two GPUs that map each other offers, with
+ * the device executor's limits as built: the mapped kernel's inboxes,
+ * LL128's, the copy engines'. */
+static struct tutti_dev_caps caps_of(int mapped, int ll128, int ce) {
+  struct tutti_dev_caps c;
+  memset(&c, 0, sizeof c);
+  c.lim = (struct tutti_dev_limits){64, 4, 512, 128, 8, 128, 8, 128, 128, 8192, 128, 120};
+  c.colls = 1u << TUTTI_COLL_ALLREDUCE | 1u << TUTTI_COLL_BROADCAST | 1u << TUTTI_COLL_REDUCE |
+            1u << TUTTI_COLL_ALLGATHER | 1u << TUTTI_COLL_REDUCESCATTER;
+  c.channels = 64;
+  c.threads = 512;
+  c.ctas = 132;
+  c.mapped_ctas = 132;
+  c.mapped_chan_bytes = mapped ? 512 << 10 : 0;
+  c.ll128_chan_bytes = ll128 ? 128 << 10 : 0;
+  c.ce_slot_bytes = ce ? 16 << 20 : 0;
+  return c;
+}
+
+/* The plan of `a` launched with nops - 1 more calls like it. */
+static void plan_launch(const struct tutti_coll_args* a, int premulsum, int nops,
+                        const struct tutti_dev_caps* c, struct tutti_plan* p) {
+  struct tutti_tune_call calls[8];
+  struct tutti_plan plans[8];
+  for (int i = 0; i < nops && i < 8; i++) {
+    calls[i].args = a;
+    calls[i].premulsum = premulsum;
+  }
+  tutti_tune_launch(calls, nops, c, plans);
+  *p = plans[0];
+}
+
 static struct tutti_coll_args args(enum tutti_coll coll, size_t bytes, int nranks) {
   struct tutti_coll_args a;
   memset(&a, 0, sizeof a);
@@ -69,9 +101,11 @@ static void test_plans(void) {
         "64 MB allreduce, 2 hosts of 2 ranks: %s (%s)", tutti_algo_get(p.algo)->name, p.why);
   a = args(TUTTI_COLL_ALLREDUCE, 64 << 20, 2);
   a.device = 1;
-  tutti_tune_plan(&a, &p);
-  CHECK(p.algo == TUTTI_ALGO_RING && strstr(p.why, "schedule") != NULL, "device allreduce: %s (%s)",
-        tutti_algo_get(p.algo)->name, p.why);
+  const struct tutti_dev_caps none = caps_of(0, 0, 0);
+  plan_launch(&a, 0, 1, &none, &p);
+  CHECK(p.path == TUTTI_PATH_SCHEDULE && p.algo == TUTTI_ALGO_RING &&
+            strstr(p.why, "schedule") != NULL,
+        "device allreduce: %s (%s)", tutti_algo_get(p.algo)->name, p.why);
   a = args(TUTTI_COLL_ALLTOALL, 64 << 20, 4);
   tutti_tune_plan(&a, &p);
   CHECK(p.algo == TUTTI_ALGO_DIRECT && p.why != NULL && p.why[0] != '\0',
@@ -79,18 +113,9 @@ static void test_plans(void) {
 }
 
 /* Device launches: the path and protocol for what the communicator offers
- * (two GPUs mapping each other, LL128 inboxes off, copy-engine slots). */
+ * (two GPUs mapping each other, LL128 inboxes off, copy-engine slots), and
+ * how each path cuts the call. */
 static void test_device_paths(void) {
-  const struct tutti_dev_caps base = {.nops = 1,
-                                      .known = 1,
-                                      .max_ranks = 8,
-                                      .mapped_inboxes = 1,
-                                      .ll128_inboxes = 0,
-                                      .ce_slots = 1,
-                                      .one_process = 0,
-                                      .premulsum = 0,
-                                      .capturing = 0,
-                                      .net = 0};
   const struct {
     enum tutti_coll coll;
     size_t bytes;
@@ -117,27 +142,57 @@ static void test_device_paths(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     struct tutti_coll_args a = args(cases[i].coll, cases[i].bytes, cases[i].nranks);
     a.device = 1;
-    struct tutti_dev_caps c = base;
-    c.nops = cases[i].nops;
+    struct tutti_dev_caps c = caps_of(1, 0, 1);
     c.one_process = cases[i].one_process;
-    c.premulsum = cases[i].premulsum;
     c.capturing = cases[i].capturing;
-    struct tutti_dev_plan p;
-    tutti_tune_device(&a, TUTTI_ALGO_RING, &c, &p);
+    struct tutti_plan p;
+    plan_launch(&a, cases[i].premulsum, cases[i].nops, &c, &p);
     CHECK(p.path == cases[i].path && (cases[i].proto < 0 || p.proto == cases[i].proto),
           "device %s of %zu bytes, %d ranks, %d ops: path %d proto %d (%s), expected %d / %d",
           tutti_coll_name(cases[i].coll), cases[i].bytes, cases[i].nranks, cases[i].nops, p.path,
           p.proto, p.why, cases[i].path, cases[i].proto);
   }
+  /* The schedules' kernel: LL at 4 KB in 256 threads, not through a
+   * network proxy; simple at 16 KB on one channel; 16 channels for 1 MB. */
+  const struct tutti_dev_caps none = caps_of(0, 0, 0);
+  struct tutti_dev_caps net = none;
+  net.net = 1;
+  struct tutti_plan p;
   struct tutti_coll_args a = args(TUTTI_COLL_ALLREDUCE, 4096, 4);
-  CHECK(tutti_tune_device_ll(&a, 0) && !tutti_tune_device_ll(&a, 1),
-        "schedules' kernel: LL at 4 KB, not through a network proxy");
+  a.device = 1;
+  plan_launch(&a, 0, 1, &none, &p);
+  CHECK(p.proto == TUTTI_PROTO_LL && p.threads == 256 && p.channels == 1,
+        "4 KB: LL, 256 threads, one channel (%d, %d, %d)", p.proto, p.threads, p.channels);
+  plan_launch(&a, 0, 1, &net, &p);
+  CHECK(p.proto == TUTTI_PROTO_SIMPLE && p.threads == 512, "through the proxy: simple lines");
   a = args(TUTTI_COLL_ALLREDUCE, 16384, 4);
-  CHECK(!tutti_tune_device_ll(&a, 0), "schedules' kernel: simple at 16 KB");
-  CHECK(tutti_tune_device_channels(&a) == 1, "one channel for 16 KB");
+  a.device = 1;
+  plan_launch(&a, 0, 1, &none, &p);
+  CHECK(p.proto == TUTTI_PROTO_SIMPLE && p.channels == 1, "16 KB: simple, one channel");
   a = args(TUTTI_COLL_ALLREDUCE, 1 << 20, 4);
-  CHECK(tutti_tune_device_channels(&a) == 16, "16 channels wished for 1 MB");
-  CHECK(!tutti_tune_device_wants_ll128(), "no LL128 inboxes by default");
+  a.device = 1;
+  plan_launch(&a, 0, 1, &none, &p);
+  CHECK(p.channels == 16, "1 MB: 16 channels (%d)", p.channels);
+  /* Eight such calls in one launch share its 128 blocks. */
+  plan_launch(&a, 0, 8, &none, &p);
+  CHECK(p.channels == 8, "1 MB, eight in a launch: 8 channels each (%d)", p.channels);
+  /* The mapped kernel: 8 MB in blocks of 32 KB, at most 128; 64 KB rounds. */
+  const struct tutti_dev_caps all = caps_of(1, 0, 1);
+  a = args(TUTTI_COLL_ALLREDUCE, 8 << 20, 2);
+  a.device = 1;
+  plan_launch(&a, 0, 1, &all, &p);
+  CHECK(p.path == TUTTI_PATH_MAPPED && p.blocks == 128 && p.round_bytes == 64 << 10 &&
+            p.slots == 8 && p.threads == 512,
+        "8 MB mapped: %d blocks, %zu-byte rounds, %d slots, %d threads", p.blocks, p.round_bytes,
+        p.slots, p.threads);
+  /* The copy engines: 40 MB reduce-scatter in 16 MB pieces, the last 8 MB. */
+  a = args(TUTTI_COLL_REDUCESCATTER, 40 << 20, 2);
+  a.device = 1;
+  plan_launch(&a, 0, 1, &all, &p);
+  CHECK(p.path == TUTTI_PATH_COPY_ENGINES && p.piece_bytes == 16 << 20 && p.blocks == 132 &&
+            p.last_blocks == 132,
+        "40 MB copy engines: pieces of %zu, %d / %d blocks", p.piece_bytes, p.blocks,
+        p.last_blocks);
 }
 
 static void test_override_parse(void) {
@@ -188,7 +243,8 @@ static void test_override_parse(void) {
   CHECK(tutti_tune_check() == ncclSuccess, "no TUTTI_TUNE: fine");
 }
 
-/* TUTTI_TUNE is read once per process: a child applies one. */
+/* TUTTI_TUNE is parsed once per process: a child applies one, and keeps
+ * it when the variable changes. */
 static void test_override_applied(void) {
   fflush(NULL);
   pid_t pid = fork();
@@ -210,6 +266,13 @@ static void test_override_applied(void) {
     a.can_pull = 0; /* cannot run: the default rows */
     tutti_tune_plan(&a, &p);
     bad += p.algo != TUTTI_ALGO_RING;
+    /* Parsed once: a value set later changes no plan, and is only checked. */
+    setenv("TUTTI_TUNE", "allreduce:0-inf:@direct", 1);
+    a = args(TUTTI_COLL_ALLREDUCE, 64, 4);
+    tutti_tune_plan(&a, &p);
+    bad += p.algo != TUTTI_ALGO_RING || tutti_tune_check() != ncclSuccess;
+    setenv("TUTTI_TUNE", "allreduce:0-inf:@nope", 1);
+    bad += tutti_tune_check() != ncclInvalidArgument || strstr(tutti_last_error(), "nope") == NULL;
     _exit(bad);
   }
   int st = 0;
@@ -229,22 +292,25 @@ static void test_override_device(void) {
            "mapped.block=64k;ce.piece=8m;ce.block=16k",
            1);
     setenv("NCCL_ALGO", "^Mapped", 1);
-    const struct tutti_dev_caps c = {
-        .nops = 1, .known = 1, .max_ranks = 8, .mapped_inboxes = 1, .ce_slots = 1};
-    struct tutti_dev_plan p;
+    const struct tutti_dev_caps c = caps_of(1, 0, 1);
+    struct tutti_plan p;
     int bad = 0;
     struct tutti_coll_args a = args(TUTTI_COLL_ALLREDUCE, 4096, 4);
     a.device = 1;
-    tutti_tune_device(&a, TUTTI_ALGO_RING, &c, &p); /* forced: also on 4 ranks, small */
-    bad += p.path != TUTTI_PATH_COPY_ENGINES || p.piece_bytes != 8 << 20 || p.block_bytes != 16384;
+    plan_launch(&a, 0, 1, &c, &p); /* forced: also on 4 ranks, small */
+    bad += p.path != TUTTI_PATH_COPY_ENGINES || p.piece_bytes != 8 << 20 || p.last_blocks != 1;
+    a = args(TUTTI_COLL_ALLREDUCE, 24 << 20, 2);
+    a.device = 1;
+    plan_launch(&a, 0, 1, &c, &p); /* 8 MB pieces, 16 KB blocks */
+    bad += p.path != TUTTI_PATH_COPY_ENGINES || p.piece_bytes != 8 << 20 || p.blocks != 132 ||
+           p.last_blocks != 132;
     a.coll = TUTTI_COLL_BROADCAST;
-    tutti_tune_device(&a, TUTTI_ALGO_RING, &c, &p); /* the first row: a schedule */
+    plan_launch(&a, 0, 1, &c, &p); /* the first row: a schedule */
     bad += p.path != TUTTI_PATH_SCHEDULE;
     a = args(TUTTI_COLL_ALLGATHER, 4096, 2);
     a.device = 1;
-    struct tutti_dev_caps c2 = c;
-    c2.ce_slots = 0; /* the ce row cannot run; Mapped is left out by NCCL_ALGO */
-    tutti_tune_device(&a, TUTTI_ALGO_RING, &c2, &p);
+    const struct tutti_dev_caps c2 = caps_of(1, 0, 0); /* the ce row cannot run; */
+    plan_launch(&a, 0, 1, &c2, &p);                    /* Mapped is left out by NCCL_ALGO */
     bad += p.path != TUTTI_PATH_SCHEDULE;
     _exit(bad);
   }
@@ -255,13 +321,13 @@ static void test_override_device(void) {
   pid = fork();
   if (pid == 0) {
     setenv("TUTTI_TUNE", "mapped.block=64k;mapped.round=16k", 1);
-    const struct tutti_dev_caps c = {.nops = 1, .known = 1, .max_ranks = 8, .mapped_inboxes = 1};
-    struct tutti_dev_plan p;
+    const struct tutti_dev_caps c = caps_of(1, 0, 0);
+    struct tutti_plan p;
     struct tutti_coll_args a = args(TUTTI_COLL_ALLREDUCE, 4 << 20, 2);
     a.device = 1;
-    tutti_tune_device(&a, TUTTI_ALGO_RING, &c, &p);
-    _exit(p.path != TUTTI_PATH_MAPPED || p.proto != TUTTI_PROTO_SIMPLE ||
-          p.block_bytes != 64 << 10 || p.round_bytes != 16 << 10);
+    plan_launch(&a, 0, 1, &c, &p);
+    _exit(p.path != TUTTI_PATH_MAPPED || p.proto != TUTTI_PROTO_SIMPLE || p.blocks != 64 ||
+          p.round_bytes != 16 << 10 || p.slots != 32);
   }
   waitpid(pid, &st, 0);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the mapped kernel's cut from TUTTI_TUNE");
@@ -301,10 +367,10 @@ static void test_tuning_lines(void) {
     /* A device launch: one line naming its path, however often it runs. */
     struct tutti_coll_args d = args(TUTTI_COLL_ALLREDUCE, 4096, 2);
     d.device = 1;
-    const struct tutti_dev_caps caps = {.nops = 1, .known = 1, .max_ranks = 8, .mapped_inboxes = 1};
-    struct tutti_dev_plan dp;
+    const struct tutti_dev_caps caps = caps_of(1, 0, 0);
+    struct tutti_plan dp;
     for (int i = 0; i < 3; i++) {
-      tutti_tune_device(&d, TUTTI_ALGO_RING, &caps, &dp);
+      plan_launch(&d, 0, 1, &caps, &dp);
     }
     _exit(0);
   }

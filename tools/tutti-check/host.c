@@ -14,7 +14,7 @@
 
 #include "check.h"
 #include "nccl.h"
-#include "util/ifaces.h"
+#include "topo/ifaces.h"
 #include "util/param.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)

@@ -1,5 +1,5 @@
 /* Where this process sits in a job: the library's own reader of the
- * launchers' variables (src/util/launch_env.c, compiled in here, since
+ * launchers' variables (src/bootstrap/launcher.c, compiled in here, since
  * tutti-perf links no part of libtutti), with the few library functions it
  * calls stood in for. So tutti-perf follows the same lookup order as every
  * other tool: tuttirun / torchrun, mpirun, mpiexec, srun (only a process
@@ -11,7 +11,7 @@
 
 #include "args.h"
 #include "util/check.h"
-#include "util/launch_env.h"
+#include "bootstrap/launcher.h"
 #include "util/param.h"
 
 static char launch_error[512];
@@ -34,7 +34,7 @@ const char* tutti_param_str(const char* name, const char* deflt, int flags) {
   return v != NULL ? v : deflt;
 }
 
-int tutti_log_level_v = 0; /* launch_env's INFO lines stay silent here */
+int tutti_log_level_v = 0; /* the launcher reader's INFO lines stay silent here */
 
 void tutti_log_init(void) {}
 
@@ -48,11 +48,11 @@ void tutti_log(enum tutti_log_level level, unsigned long subsys, const char* fil
 }
 
 void perf_args_world(int* nprocs, int* proc, int* local_rank) {
-  struct tutti_launch_env env;
+  struct tutti_launcher env;
   *nprocs = 1;
   *proc = *local_rank = 0;
-  const int rc = tutti_launch_env_read(&env);
-  if (rc < 0 || (rc > 0 && tutti_launch_env_export_comm_id(&env) < 0)) {
+  const int rc = tutti_launcher_read(&env);
+  if (rc < 0 || (rc > 0 && tutti_launcher_export_comm_id(&env) < 0)) {
     fprintf(stderr, "tutti-perf: %s\n", launch_error);
     exit(2);
   }

@@ -77,11 +77,9 @@ int td_mapped_occupancy(int nthreads, int* per_sm);
 int td_mapped_attributes(int p, struct cudaFuncAttributes* a);
 struct tutti_dev_comm;
 struct tutti_dev_op;
-struct tutti_dev_plan;
-/* Runs `op` on the mapped kernel as tune planned it (its lines and cut:
- * tutti_tune_device). */
-ncclResult_t td_mapped_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op,
-                           const struct tutti_dev_plan* plan);
+/* Runs `op` on the mapped kernel as its plan says (its lines, blocks,
+ * rounds and threads: tune/device.c). */
+ncclResult_t td_mapped_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op);
 #ifdef __cplusplus
 }
 #endif

@@ -11,10 +11,7 @@
 #include "device/kernels/sync.cuh"
 
 extern "C" {
-#include "tune/tune.h"
 #include "util/check.h"
-#include "util/log.h"
-#include "util/param.h"
 }
 
 /* Rank `at`'s flag for the pieces of rank `from`. */
@@ -128,7 +125,7 @@ static ncclResult_t ce_cuda(cudaError_t e, const char* what) {
  * k % TD_CE_SLOTS wait for this rank's kernel of piece k - TD_CE_SLOTS + 1,
  * which heard that the peer started that piece, so finished the slot's last
  * reader, piece k - TD_CE_SLOTS. Piece k's kernel waits for its copies. */
-static ncclResult_t ce_piece(struct tutti_dev_comm* dc, struct td_ce* w, size_t block_bytes,
+static ncclResult_t ce_piece(struct tutti_dev_comm* dc, struct td_ce* w, int nb, int threads,
                              cudaStream_t stream) {
   const int n = dc->nranks, me = dc->rank;
   w->seq = ++dc->ce_seq;
@@ -155,18 +152,16 @@ static ncclResult_t ce_piece(struct tutti_dev_comm* dc, struct td_ce* w, size_t 
   if (e != cudaSuccess) {
     return ce_cuda(e, "issuing the copies to the peers");
   }
-  uint64_t nb = w->len / (uint64_t)block_bytes;
-  nb = nb < 1 ? 1 : nb > (uint64_t)dc->max_ctas ? (uint64_t)dc->max_ctas : nb;
-  e = (cudaError_t)td_ce_launch(w, (int)nb, dc->nthreads, stream);
+  e = (cudaError_t)td_ce_launch(w, nb, threads, stream);
   if (e == cudaSuccess) {
     e = cudaEventRecord(dc->ce_done[w->seq % TD_CE_SLOTS], stream);
   }
   return e == cudaSuccess ? ncclSuccess : ce_cuda(e, "launching the combining kernel");
 }
 
-extern "C" ncclResult_t td_ce_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op,
-                                  const struct tutti_dev_plan* plan) {
+extern "C" ncclResult_t td_ce_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op) {
   const struct tutti_coll_args* a = op->args;
+  const struct tutti_plan* plan = op->plan;
   struct td_ce w = {};
   w.comm = dc->d_comm;
   w.in = (const char*)op->bufs[TUTTI_BUF_SEND];
@@ -188,18 +183,12 @@ extern "C" ncclResult_t td_ce_run(struct tutti_dev_comm* dc, const struct tutti_
     e = cudaStreamWaitEvent(dc->ce_copy, dc->ce_start, 0);
   }
   ncclResult_t res = e == cudaSuccess ? ncclSuccess : ce_cuda(e, "ordering the call's streams");
-  uint64_t piece = (uint64_t)plan->piece_bytes / 16 * 16;
-  const uint64_t slot = dc->lay.ce_slot_bytes / 16 * 16;
-  piece = piece < 4096 ? 4096 : piece > slot ? slot : piece;
-  if (tutti_log_wants(TUTTI_LOG_TRACE, TUTTI_TUNING) &&
-      tutti_tune_first_sight(1 + tutti_tune_shape(a, TUTTI_PATH_COPY_ENGINES))) {
-    TRACE(TUTTI_TUNING, "%s of %zu bytes per rank on %d ranks: copy engines, pieces of %zu bytes",
-          tutti_coll_name((enum tutti_coll)a->coll), (size_t)w.part, dc->nranks, (size_t)piece);
-  }
+  const uint64_t piece = plan->piece_bytes;
   for (uint64_t off = 0; off < w.part && res == ncclSuccess; off += piece) {
     w.off = off;
     w.len = w.part - off < piece ? w.part - off : piece;
-    res = ce_piece(dc, &w, plan->block_bytes, op->stream);
+    const int last = off + piece >= w.part;
+    res = ce_piece(dc, &w, last ? plan->last_blocks : plan->blocks, plan->threads, op->stream);
   }
   td_dev_leave(&g);
   return res;

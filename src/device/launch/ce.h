@@ -6,8 +6,8 @@
  * them, and combines (reductions, in rank order) or copies (allgather,
  * broadcast) what arrived into the output, at the speed of local memory.
  *
- * Pieces: a call moves in pieces (ce.piece, tune/knobs.c; at most an
- * inbox slot: ce.memory split in TD_CE_SLOTS slots per peer);
+ * Pieces: a call moves in pieces (its plan's: ce.piece, tune/knobs.c; at
+ * most an inbox slot: ce.memory split in TD_CE_SLOTS slots per peer);
  * each piece has a number, the same on every rank, that its flags carry,
  * and takes the slots in turn. Copies run on a stream of their own, ahead
  * of the kernels, so that the link moves piece k + 1 while the kernel
@@ -56,11 +56,9 @@ int td_ce_launch(const struct td_ce* w, int nblocks, int nthreads, cudaStream_t 
 int td_ce_attributes(struct cudaFuncAttributes* a);
 struct tutti_dev_comm;
 struct tutti_dev_op;
-struct tutti_dev_plan;
-/* Runs `op` on the copy-engine path as tune planned it (its pieces and
- * blocks: tutti_tune_device). */
-ncclResult_t td_ce_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op,
-                       const struct tutti_dev_plan* plan);
+/* Runs `op` on the copy-engine path as its plan says (pieces, blocks,
+ * threads: tune/device.c). */
+ncclResult_t td_ce_run(struct tutti_dev_comm* dc, const struct tutti_dev_op* op);
 #ifdef __cplusplus
 }
 #endif

@@ -1,8 +1,10 @@
-/* From schedules to one kernel launch: operations, lanes and steps are
+/* From plans to one kernel launch: operations, lanes and steps are
  * flattened into the kernel's parameters; every lane of every operation runs
- * on each of the operation's channels as one block; each block gets its turn
- * on the connections it uses, in the order the operations were issued (the
- * order peers issued the matching ones), as the host executor's tickets. */
+ * on each of the channels its plan gives (tune/device.c) as one block; each
+ * block gets its turn on the connections it uses, in the order the
+ * operations were issued (the order peers issued the matching ones), as the
+ * host executor's tickets. Also what a communicator offers a launch, for
+ * tune to plan with. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,56 +18,38 @@
 extern "C" {
 #include "algo/pattern.h"
 #include "util/check.h"
-#include "tune/tune.h"
-#include "util/log.h"
-#include "util/param.h"
 }
 
-/* The protocol: a function of the arguments only, like the channels. */
-static int op_ll(const struct tutti_dev_comm* dc, const struct tutti_coll_args* a) {
-  return tutti_tune_device_ll(a, dc->net);
+/* Blocks one launch's parameters describe. */
+static int launch_ctas(void) {
+  return (int)(sizeof(((td_work_large*)0)->ctas) / sizeof(struct td_cta));
 }
 
-/* Blocks one launch may have: what the GPU holds at once, and what the
- * large parameter struct describes. */
-static size_t launch_budget(const struct tutti_dev_comm* dc) {
-  const size_t cap = sizeof(((td_work_large*)0)->ctas) / sizeof(struct td_cta);
-  return (size_t)dc->max_ctas < cap ? (size_t)dc->max_ctas : cap;
-}
-
-/* Channels: a function of the operation's arguments only (never of this
- * rank's schedule, whose lanes differ between ranks), so that both ends of
- * every connection cut the same steps the same way. The cap keeps a group
- * within the blocks one launch holds: a ring's lanes are few, a Direct
- * algorithm has up to two per peer, and point-to-point calls come in groups
- * of a send and a receive per peer. Ranks must run the same GPU model. */
-static int op_channels(const struct tutti_dev_comm* dc, const struct tutti_coll_args* a,
-                       enum tutti_algo_id algo) {
-  size_t c = tutti_tune_device_channels(a);
-  c = c > (size_t)dc->nch ? (size_t)dc->nch : c;
-  const size_t budget = launch_budget(dc);
-  size_t cap = TD_OP_CTAS / 2; /* ring lanes: at most two on any rank */
-  /* Beyond td_all_peer_channels, a rank's queues hear only from the ring's
-   * previous rank (work.h): every other operation stays below. */
-  const size_t all = (size_t)td_all_peer_channels(a->nranks);
-  if (a->coll == TUTTI_COLL_SEND || a->coll == TUTTI_COLL_RECV) {
-    cap = budget / (2 * (size_t)a->nranks);
-    cap = cap > all ? all : cap;
-    /* A rank's sends to itself go through its loopback queues. */
-    cap = a->root == a->rank && cap > TD_LOOP_CHANNELS ? TD_LOOP_CHANNELS : cap;
-  } else if (algo != TUTTI_ALGO_RING || tutti_algo_ordered(a, algo)) {
-    cap = all; /* deterministic mode's "Ring" talks to every peer (algo/ordered.c) */
+extern "C" void tutti_dev_comm_caps(struct tutti_dev_comm* dc, cudaStream_t stream,
+                                    struct tutti_dev_caps* c) {
+  memset(c, 0, sizeof *c); /* tune caches plans by these bytes */
+  tutti_dev_limits(&c->lim);
+  for (int k = 0; k < TUTTI_COLL_COUNT; k++) {
+    c->colls |= td_dcoll(k) >= 0 ? 1u << k : 0;
   }
-  c = c > cap ? cap : c;
-  return c < 1 ? 1 : (int)c;
-}
-
-/* The most lanes any rank's schedule of `a` has. */
-static size_t lanes_bound(const struct tutti_coll_args* a, enum tutti_algo_id algo) {
-  if (a->coll == TUTTI_COLL_SEND || a->coll == TUTTI_COLL_RECV) {
-    return 1;
+  c->one_process = 1;
+  for (int p = 0; p < dc->nranks; p++) {
+    c->one_process &= dc->mapped[p].kind == TD_REGION_NONE;
   }
-  return algo == TUTTI_ALGO_RING && !tutti_algo_ordered(a, algo) ? 2 : 2 * (size_t)a->nranks;
+  c->net = dc->net;
+  c->channels = dc->nch;
+  c->threads = dc->nthreads;
+  c->ctas = dc->max_ctas;
+  c->mapped_ctas = dc->mapped_ctas;
+  c->mapped_chan_bytes = dc->lay.chan_bytes;
+  c->ll128_chan_bytes = dc->lay.ll128_chan_bytes;
+  c->ce_slot_bytes = dc->lay.ce_slot_bytes;
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess) {
+    (void)cudaGetLastError(); /* the launch's ordering asks again and says why */
+    cs = cudaStreamCaptureStatusNone;
+  }
+  c->capturing = cs == cudaStreamCaptureStatusActive;
 }
 
 struct td_counts {
@@ -130,7 +114,7 @@ static void fill(W* w, struct tutti_dev_comm* dc, const struct tutti_dev_op* ops
     wo->kind = (uint8_t)o->redop.kind;
     wo->elem_size = (uint8_t)o->args->elem_size;
     wo->nch = (uint8_t)nch[i];
-    wo->ll = (uint8_t)op_ll(dc, o->args);
+    wo->ll = (uint8_t)(o->plan->proto == TUTTI_PROTO_LL);
     const int lane_base = (int)w->nlanes;
     for (int l = 0; l < s->nlanes; l++) {
       struct td_lane* wl = &w->lanes[lane_base + l];
@@ -246,7 +230,8 @@ static ncclResult_t ensure_scratch(struct tutti_dev_comm* dc, size_t bytes, cuda
 /* Whether every connection of `op` on `nch` channels has a queue (work.h):
  * to itself on the first TD_LOOP_CHANNELS channels, with any peer on the
  * first all_nch, beyond them with the ring's neighbours only. The caps of
- * op_channels keep every schedule within this; one that is not is a bug. */
+ * tune's channels (tune/device.c) keep every schedule within this; one that
+ * is not is a bug. */
 static ncclResult_t check_queues(const struct tutti_dev_comm* dc, const struct tutti_dev_op* op,
                                  int nch) {
   const int n = dc->nranks, me = dc->rank;
@@ -284,21 +269,9 @@ static ncclResult_t launch_schedules(struct tutti_dev_comm* dc, const struct tut
                        "one launch",
                        nops, TUTTI_DEV_MAX_OPS);
   }
-  /* A group larger than one launch holds runs every operation on fewer
-   * channels, scaled from a bound of lanes that every rank computes alike. */
-  size_t est = 0;
-  const size_t budget = launch_budget(dc);
-  for (int i = 0; i < nops; i++) {
-    const struct tutti_coll_args* a = ops[i].args;
-    nch[i] = op_channels(dc, a, ops[i].sched->algo);
-    est += (size_t)nch[i] * lanes_bound(a, ops[i].sched->algo);
-  }
-  for (int i = 0; i < nops && est > budget; i++) {
-    size_t scaled = (size_t)nch[i] * budget / est;
-    nch[i] = scaled < 1 ? 1 : (int)scaled;
-  }
   for (int i = 0; i < nops; i++) {
     const struct tutti_schedule* s = ops[i].sched;
+    nch[i] = ops[i].plan->channels; /* tune's, shared among the launch's calls */
     c.lanes += s->nlanes;
     c.steps += s->nsteps;
     c.ctas += nch[i] * s->nlanes;
@@ -315,7 +288,7 @@ static ncclResult_t launch_schedules(struct tutti_dev_comm* dc, const struct tut
     NCCLCHECK(check_queues(dc, &ops[i], nch[i]));
   }
   const int large = !fits<td_work_small>(c);
-  if ((large && !fits<td_work_large>(c)) || (size_t)c.ctas > launch_budget(dc)) {
+  if ((large && !fits<td_work_large>(c)) || c.ctas > launch_ctas() || c.ctas > dc->max_ctas) {
     return tutti_error(ncclInvalidUsage,
                        "a group of %d device operations needs %d lanes, %d steps and %d blocks: "
                        "more than one launch holds (split the group)",
@@ -335,24 +308,7 @@ static ncclResult_t launch_schedules(struct tutti_dev_comm* dc, const struct tut
       fill(&bufs->small, dc, ops, nops, nch, turns);
       work = &bufs->small;
     }
-    /* Low-latency pieces are at most a few KB: half the threads start
-     * sooner and finish the same lines (measured: ~1.5 us less at 8 B). */
-    int all_ll = 1;
-    for (int i = 0; i < nops && all_ll; i++) {
-      all_ll = op_ll(dc, ops[i].args);
-    }
-    const int nt = all_ll && dc->nthreads > 256 ? 256 : dc->nthreads;
-    for (int i = 0; i < nops && tutti_log_wants(TUTTI_LOG_TRACE, TUTTI_TUNING); i++) {
-      const struct tutti_coll_args* a = ops[i].args;
-      if (!tutti_tune_first_sight(tutti_tune_shape(a, TUTTI_PATH_LAUNCH) + (uint64_t)nops)) {
-        continue;
-      }
-      TRACE(TUTTI_TUNING,
-            "%s of %zu bytes on %d ranks: %s on the schedules' kernel, %s, %d channels%s",
-            tutti_coll_name((enum tutti_coll)a->coll), (size_t)(a->count * a->elem_size),
-            dc->nranks, tutti_algo_get((enum tutti_algo_id)ops[i].sched->algo)->name,
-            op_ll(dc, a) ? "LL" : "Simple", nch[i], nops > 1 ? " (in a group)" : "");
-    }
+    const int nt = ops[0].plan->threads; /* the launch's, the same in every plan */
     int e = td_kernel_launch(work, large, nt, ops[0].stream);
     res = e == 0 ? ncclSuccess : cuda_fail((cudaError_t)e, "launching the collective kernel");
   }
@@ -368,28 +324,6 @@ static ncclResult_t launch_schedules(struct tutti_dev_comm* dc, const struct tut
   }
   td_dev_leave(&g);
   return res;
-}
-
-/* What this communicator offers the launch, and tune's choice of path. */
-static void plan_launch(const struct tutti_dev_comm* dc, const struct tutti_dev_op* ops, int nops,
-                        const struct td_order_at* at, struct tutti_dev_plan* plan) {
-  struct tutti_dev_caps c = {};
-  c.nops = nops;
-  c.net = dc->net;
-  if (nops == 1) {
-    c.known = td_dcoll(ops[0].args->coll) >= 0;
-    c.max_ranks = TD_MAPPED_MAX_RANKS;
-    c.mapped_inboxes = dc->lay.chan_bytes != 0;
-    c.ll128_inboxes = dc->lay.ll128_chan_bytes > 0;
-    c.ce_slots = dc->lay.ce_slot_bytes != 0;
-    c.one_process = 1;
-    for (int p = 0; p < dc->nranks; p++) {
-      c.one_process &= dc->mapped[p].kind == TD_REGION_NONE;
-    }
-    c.premulsum = ops[0].redop.kind == TUTTI_RED_PREMULSUM;
-    c.capturing = at->capture != 0;
-  }
-  tutti_tune_device(ops[0].args, (enum tutti_algo_id)ops[0].sched->algo, &c, plan);
 }
 
 extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops,
@@ -408,11 +342,10 @@ extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct
   struct td_order_at at;
   ncclResult_t res = td_order_begin(dc, ops, nops, &at);
   if (res == ncclSuccess) {
-    struct tutti_dev_plan plan;
-    plan_launch(dc, ops, nops, &at, &plan);
-    res = plan.path == TUTTI_PATH_COPY_ENGINES ? td_ce_run(dc, &ops[0], &plan)
-          : plan.path == TUTTI_PATH_MAPPED     ? td_mapped_run(dc, &ops[0], &plan)
-                                               : launch_schedules(dc, ops, nops);
+    const int path = ops[0].plan->path; /* the device paths take single calls */
+    res = path == TUTTI_PATH_COPY_ENGINES ? td_ce_run(dc, &ops[0])
+          : path == TUTTI_PATH_MAPPED     ? td_mapped_run(dc, &ops[0])
+                                          : launch_schedules(dc, ops, nops);
     /* Whatever was enqueued, the next launch comes after it. */
     ncclResult_t ores = td_order_end(dc, ops, nops, &at);
     res = res != ncclSuccess ? res : ores;

@@ -18,7 +18,6 @@
 
 extern "C" {
 #include "bootstrap/bootstrap.h"
-#include "tune/tune.h"
 #include "util/check.h"
 #include "util/fdpass.h"
 }
@@ -68,7 +67,7 @@ ncclResult_t td_agree_host_mode(struct tutti_dev_comm* dc, const struct tutti_de
     }
     no_nvlink |= !atomics;
   }
-  need[me] = (why[0] != '\0') | (no_nvlink << 1) | (tutti_tune_device_wants_ll128() << 2);
+  need[me] = (why[0] != '\0') | (no_nvlink << 1) | (s->sizes.wants_ll128 << 2);
   if (res == ncclSuccess) {
     res = tutti_bootstrap_allgather(s->boot, need, sizeof *need);
   }

@@ -15,13 +15,8 @@
 extern "C" {
 #include "util/check.h"
 #include "util/fdpass.h"
-#include "util/param.h"
 #include "util/socket.h"
 }
-
-/* NCCL_CUMEM_ENABLE=0: regions from cudaMalloc, shared with CUDA IPC handles. */
-static TUTTI_PARAM(cumem_enable, "NCCL_CUMEM_ENABLE", 1,
-                   "0: device regions from cudaMalloc, shared with CUDA IPC handles");
 
 static struct {
   int ok;
@@ -92,9 +87,10 @@ static ncclResult_t cu_fail(CUresult r, const char* what, int dev) {
     }                                \
   } while (0)
 
-/* Non-zero when GPU `dev` takes cuMem allocations exported as POSIX fds. */
-static int cumem_usable(int dev) {
-  if (!tutti_param_cumem_enable()) {
+/* Non-zero when GPU `dev` takes cuMem allocations exported as POSIX fds
+ * and tune asks for them (`cumem`: NCCL_CUMEM_ENABLE). */
+static int cumem_usable(int dev, int cumem) {
+  if (!cumem) {
     return 0;
   }
   pthread_once(&cu_once, cu_load);
@@ -154,9 +150,10 @@ static ncclResult_t map_handle(struct td_region* r, CUmemGenericAllocationHandle
   return ncclSuccess;
 }
 
-ncclResult_t td_region_alloc(struct td_region* r, int dev, size_t bytes, cudaStream_t zero_on) {
+ncclResult_t td_region_alloc(struct td_region* r, int dev, size_t bytes, cudaStream_t zero_on,
+                             int cumem) {
   memset(r, 0, sizeof *r);
-  if (!cumem_usable(dev)) {
+  if (!cumem_usable(dev, cumem)) {
     cudaError_t e = cudaMalloc((void**)&r->ptr, bytes);
     if (e == cudaSuccess) {
       e = cudaMemsetAsync(r->ptr, 0, bytes, zero_on);

@@ -28,10 +28,12 @@ struct td_region {
 
 enum { TD_REGION_NONE = 0, TD_REGION_CUMEM = 1, TD_REGION_IPC = 2, TD_REGION_MALLOC = 3 };
 
-/* Allocates `bytes` on GPU `dev` (the current device): cuMem when enabled
- * and supported, else cudaMalloc; zeroed on `zero_on`, which the caller
- * synchronizes (a device-wide wait could hang on other work of the GPU). */
-ncclResult_t td_region_alloc(struct td_region* r, int dev, size_t bytes, cudaStream_t zero_on);
+/* Allocates `bytes` on GPU `dev` (the current device): cuMem when `cumem`
+ * (tune's: NCCL_CUMEM_ENABLE) and supported, else cudaMalloc; zeroed on
+ * `zero_on`, which the caller synchronizes (a device-wide wait could hang
+ * on other work of the GPU). */
+ncclResult_t td_region_alloc(struct td_region* r, int dev, size_t bytes, cudaStream_t zero_on,
+                             int cumem);
 /* An fd another process can import `r` with (cuMem regions); -1 and an
  * error otherwise. The caller closes it. */
 ncclResult_t td_region_export(const struct td_region* r, int* fd);

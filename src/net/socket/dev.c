@@ -1,4 +1,4 @@
-/* The socket network's devices: one per usable interface (util/ifaces.c:
+/* The socket network's devices: one per usable interface (topo/ifaces.c:
  * NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY), found once per process, and
  * their properties as a network plugin reports them. */
 #include <limits.h>
@@ -9,7 +9,7 @@
 
 #include "net/socket/dev.h"
 #include "util/check.h"
-#include "util/ifaces.h"
+#include "topo/ifaces.h"
 #include "util/param.h"
 
 #define MAX_DEVS 16

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "net/socket/comm.h"
+#include "util/proc.h"
 #include "util/check.h"
 
 /* An idle worker spins, then yields the core, then sleeps: a chunk that
@@ -23,14 +24,6 @@
  * wake-up (tens of microseconds on some hosts). */
 #define SPIN_S 20e-6
 #define YIELD_S 200e-6
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
 
 /* Moves what the socket takes or gives now: 1 the chunk is through, 0 the
  * socket would block, -1 it failed (*err: errno, 0 for end of stream). */
@@ -122,7 +115,7 @@ static void* worker_main(void* arg) {
     }
     const double idle = failed ? YIELD_S : tutti_socket_now() - busy;
     if (idle < SPIN_S) {
-      cpu_relax();
+      tutti_cpu_relax();
       continue;
     }
     if (idle < YIELD_S) {

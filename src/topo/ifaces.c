@@ -1,6 +1,6 @@
 /* Network interface selection (NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY):
  * the matching rule is a pure function so it can be tested on made-up names. */
-#include "util/ifaces.h"
+#include "topo/ifaces.h"
 
 #include <errno.h>
 #include <ifaddrs.h>

@@ -1,6 +1,6 @@
-/* Reading the launchers' variables (see launch_env.h). Pure functions of a
+/* Reading the launchers' variables (see launcher.h). Pure functions of a
  * getenv callback, so that tests can feed them any variable set. */
-#include "util/launch_env.h"
+#include "bootstrap/launcher.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 #include "util/param.h"
 
 struct reader {
-  tutti_launch_env_get_fn get;
+  tutti_launcher_get_fn get;
   void* ctx;
   const char* launcher;
   int bad; /* a value was set but unusable; the error is recorded */
@@ -55,7 +55,7 @@ static int format_comm_id(char* out, size_t len, const char* host, int port) {
 /* MASTER_ADDR:MASTER_PORT+1. Not MASTER_PORT itself: torchrun's agent and
  * PyTorch's env:// TCPStore already listen there, and the bootstrap root
  * that rank 0 starts for NCCL_COMM_ID must bind its own port. */
-static void comm_id_from_master(struct reader* r, struct tutti_launch_env* out) {
+static void comm_id_from_master(struct reader* r, struct tutti_launcher* out) {
   const char* addr = r->get("MASTER_ADDR", r->ctx);
   int port = get_int(r, "MASTER_PORT", 1);
   if (addr != NULL && *addr != '\0' && port > 0 && port < 65535) {
@@ -79,7 +79,7 @@ static int is_set(struct reader* r, const char* name) {
   return v != NULL && *v != '\0';
 }
 
-static void read_slurm(struct reader* r, struct tutti_launch_env* out) {
+static void read_slurm(struct reader* r, struct tutti_launcher* out) {
   out->rank = get_int(r, "SLURM_PROCID", 0);
   out->world_size = get_int(r, "SLURM_STEP_NUM_TASKS", 1);
   if (out->world_size == -1) {
@@ -94,7 +94,7 @@ static void read_slurm(struct reader* r, struct tutti_launch_env* out) {
     if (spec != NULL && *spec != '\0') {
       /* SLURM_NTASKS_PER_NODE is one number for every node; the others list nodes. */
       int at = i == 1 || node < 0 ? 0 : node;
-      out->local_world_size = tutti_launch_env_tasks_on_node(spec, at);
+      out->local_world_size = tutti_launcher_tasks_on_node(spec, at);
       if (out->local_world_size < 0) {
         tutti_error(ncclInvalidUsage, "%s=\"%s\" (from srun) is not a tasks-per-node list%s",
                     per_node[i], spec, node > 0 ? " long enough for SLURM_NODEID" : "");
@@ -110,7 +110,7 @@ static void read_slurm(struct reader* r, struct tutti_launch_env* out) {
   char host[256] = "";
   for (int i = 0; i < 3 && host[0] == '\0'; i++) {
     const char* l = r->get(lists[i], r->ctx);
-    if (l != NULL && *l != '\0' && tutti_launch_env_hostlist_first(l, host, sizeof host) != 0) {
+    if (l != NULL && *l != '\0' && tutti_launcher_hostlist_first(l, host, sizeof host) != 0) {
       tutti_error(ncclInvalidUsage, "%s=\"%s\" (from srun) is not a Slurm hostlist", lists[i], l);
       r->bad = 1;
       return;
@@ -124,11 +124,10 @@ static void read_slurm(struct reader* r, struct tutti_launch_env* out) {
   }
   long step = get_id(r, is_set(r, "SLURM_STEP_ID") ? "SLURM_STEP_ID" : "SLURM_STEPID");
   format_comm_id(out->comm_id, sizeof out->comm_id, host,
-                 tutti_launch_env_slurm_port(get_id(r, "SLURM_JOB_ID"), step));
+                 tutti_launcher_slurm_port(get_id(r, "SLURM_JOB_ID"), step));
 }
 
-int tutti_launch_env_read_from(tutti_launch_env_get_fn get, void* ctx,
-                               struct tutti_launch_env* out) {
+int tutti_launcher_read_from(tutti_launcher_get_fn get, void* ctx, struct tutti_launcher* out) {
   memset(out, 0, sizeof *out);
   out->launcher = "";
   out->rank = out->world_size = out->local_rank = out->local_world_size = -1;
@@ -193,8 +192,8 @@ static const char* process_getenv(const char* name, void* ctx) {
   return strncmp(name, "NCCL_", 5) == 0 ? tutti_getenv(name) : getenv(name);
 }
 
-int tutti_launch_env_read(struct tutti_launch_env* out) {
-  int rc = tutti_launch_env_read_from(process_getenv, NULL, out);
+int tutti_launcher_read(struct tutti_launcher* out) {
+  int rc = tutti_launcher_read_from(process_getenv, NULL, out);
   if (rc > 0) {
     INFO(TUTTI_INIT | TUTTI_ENV, "launched by %s: rank %d of %d, local rank %d of %d%s%s",
          out->launcher, out->rank, out->world_size, out->local_rank, out->local_world_size,
@@ -203,7 +202,7 @@ int tutti_launch_env_read(struct tutti_launch_env* out) {
   return rc;
 }
 
-int tutti_launch_env_export_comm_id(const struct tutti_launch_env* env) {
+int tutti_launcher_export_comm_id(const struct tutti_launcher* env) {
   const char* cur = tutti_param_comm_id();
   if (env == NULL || env->comm_id[0] == '\0' || (cur != NULL && *cur != '\0')) {
     return 0;
@@ -218,7 +217,7 @@ int tutti_launch_env_export_comm_id(const struct tutti_launch_env* env) {
   return 1;
 }
 
-int tutti_launch_env_hostlist_first(const char* list, char* out, size_t len) {
+int tutti_launcher_hostlist_first(const char* list, char* out, size_t len) {
   size_t o = 0;
   const char* p = list;
   if (p == NULL || len == 0) {
@@ -250,7 +249,7 @@ int tutti_launch_env_hostlist_first(const char* list, char* out, size_t len) {
   return o > 0 ? 0 : -1;
 }
 
-int tutti_launch_env_tasks_on_node(const char* spec, int node) {
+int tutti_launcher_tasks_on_node(const char* spec, int node) {
   const char* p = spec;
   while (p != NULL && *p != '\0' && node >= 0) {
     char* end = NULL;
@@ -279,7 +278,7 @@ int tutti_launch_env_tasks_on_node(const char* spec, int node) {
   return -1;
 }
 
-int tutti_launch_env_slurm_port(long job_id, long step_id) {
+int tutti_launcher_slurm_port(long job_id, long step_id) {
   /* 12000-31999: below Linux's ephemeral range (32768-60999), where
    * outgoing connections would take it. 16 steps of a job differ, and
    * neighbouring jobs too; MASTER_PORT overrides it when they collide. */

@@ -1,4 +1,4 @@
-/* Unit test of src/util/launch_env: the variable sets of torchrun/tuttirun,
+/* Unit test of src/bootstrap/launcher.c: the variable sets of torchrun/tuttirun,
  * Open MPI, MPICH and Slurm (fed through a fake getenv), their precedence,
  * malformed values, Slurm hostlists and tasks-per-node lists. */
 #include <stdlib.h>
@@ -6,7 +6,7 @@
 
 #include "harness.h"
 #include "util/check.h"
-#include "util/launch_env.h"
+#include "bootstrap/launcher.h"
 
 /* A fake environment: "NAME=value" strings, NULL-terminated. */
 static const char* fake_get(const char* name, void* ctx) {
@@ -19,8 +19,8 @@ static const char* fake_get(const char* name, void* ctx) {
   return NULL;
 }
 
-static int rd(const char** vars, struct tutti_launch_env* e) {
-  return tutti_launch_env_read_from(fake_get, vars, e);
+static int rd(const char** vars, struct tutti_launcher* e) {
+  return tutti_launcher_read_from(fake_get, vars, e);
 }
 
 #define EXPECT(e, l, r, w, lr, lw, id)                                                       \
@@ -34,7 +34,7 @@ static int rd(const char** vars, struct tutti_launch_env* e) {
   } while (0)
 
 static void test_launchers(void) {
-  struct tutti_launch_env e;
+  struct tutti_launcher e;
   const char* none[] = {"HOME=/root", "PATH=/bin", NULL};
   CHECK(rd(none, &e) == 0 && e.found == 0 && e.launcher[0] == '\0', "no launcher");
 
@@ -94,7 +94,7 @@ static void test_launchers(void) {
 }
 
 static void test_slurm(void) {
-  struct tutti_launch_env e;
+  struct tutti_launcher e;
   char want[64];
   const char* srun[] = {"SLURM_PROCID=7",
                         "SLURM_STEP_NUM_TASKS=8",
@@ -109,7 +109,7 @@ static void test_slurm(void) {
                         "SLURM_STEP_ID=0",
                         NULL};
   CHECK(rd(srun, &e) == 1, "srun found: %s", tutti_last_error());
-  snprintf(want, sizeof want, "node03:%d", tutti_launch_env_slurm_port(12345, 0));
+  snprintf(want, sizeof want, "node03:%d", tutti_launcher_slurm_port(12345, 0));
   EXPECT(e, "srun", 7, 8, 1, 2, want);
 
   const char* job_list[] = {"SLURM_PROCID=0",
@@ -122,7 +122,7 @@ static void test_slurm(void) {
                             "SLURM_JOB_ID=99",
                             NULL};
   CHECK(rd(job_list, &e) == 1, "srun with job-level variables");
-  snprintf(want, sizeof want, "gpu-10:%d", tutti_launch_env_slurm_port(99, 1));
+  snprintf(want, sizeof want, "gpu-10:%d", tutti_launcher_slurm_port(99, 1));
   EXPECT(e, "srun", 0, 4, 0, 4, want);
 
   const char* master[] = {"SLURM_PROCID=1",
@@ -140,11 +140,11 @@ static void test_slurm(void) {
                          "SLURM_JOB_NODELIST=n[1-2]", NULL};
   CHECK(rd(batch, &e) == 0 && e.found == 0, "batch script is not a launch");
 
-  int p1 = tutti_launch_env_slurm_port(1000, 0), p2 = tutti_launch_env_slurm_port(1001, 0);
-  int p3 = tutti_launch_env_slurm_port(1000, 1);
+  int p1 = tutti_launcher_slurm_port(1000, 0), p2 = tutti_launcher_slurm_port(1001, 0);
+  int p3 = tutti_launcher_slurm_port(1000, 1);
   CHECK(p1 != p2 && p1 != p3 && p2 != p3, "ports differ: %d %d %d", p1, p2, p3);
   for (long j = 0; j < 100000; j += 7) {
-    int p = tutti_launch_env_slurm_port(j, j % 5);
+    int p = tutti_launcher_slurm_port(j, j % 5);
     if (p < 12000 || p >= 32000) {
       CHECK(0, "port %d of job %ld is out of range", p, j);
       break;
@@ -153,7 +153,7 @@ static void test_slurm(void) {
 }
 
 static void test_malformed(void) {
-  struct tutti_launch_env e;
+  struct tutti_launcher e;
   const char* bad_num[] = {"RANK=abc", "WORLD_SIZE=4", NULL};
   CHECK(rd(bad_num, &e) == -1 && e.found == 0, "RANK=abc is an error");
   CHECK(strstr(tutti_last_error(), "RANK=\"abc\"") != NULL, "error names it: %s",
@@ -196,7 +196,7 @@ static void test_hostlist(void) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char out[64] = "";
-    int rc = tutti_launch_env_hostlist_first(cases[i].in, out, sizeof out);
+    int rc = tutti_launcher_hostlist_first(cases[i].in, out, sizeof out);
     if (cases[i].out == NULL) {
       CHECK(rc == -1, "\"%s\" must be rejected, got \"%s\"", cases[i].in, out);
     } else {
@@ -205,33 +205,33 @@ static void test_hostlist(void) {
     }
   }
   char small[7];
-  CHECK(tutti_launch_env_hostlist_first("node[10-11]", small, 7) == 0, "exact fit");
-  CHECK(tutti_launch_env_hostlist_first("node[10-11]", small, 6) == -1, "too small");
+  CHECK(tutti_launcher_hostlist_first("node[10-11]", small, 7) == 0, "exact fit");
+  CHECK(tutti_launcher_hostlist_first("node[10-11]", small, 6) == -1, "too small");
 
-  CHECK(tutti_launch_env_tasks_on_node("4(x2),3", 0) == 4, "tpn 0");
-  CHECK(tutti_launch_env_tasks_on_node("4(x2),3", 1) == 4, "tpn 1");
-  CHECK(tutti_launch_env_tasks_on_node("4(x2),3", 2) == 3, "tpn 2");
-  CHECK(tutti_launch_env_tasks_on_node("4(x2),3", 3) == -1, "tpn past the end");
-  CHECK(tutti_launch_env_tasks_on_node("2", 0) == 2, "tpn single");
-  CHECK(tutti_launch_env_tasks_on_node("1,2,3", 2) == 3, "tpn list");
-  CHECK(tutti_launch_env_tasks_on_node("x", 0) == -1, "tpn junk");
-  CHECK(tutti_launch_env_tasks_on_node("4(x", 0) == -1, "tpn cut short");
-  CHECK(tutti_launch_env_tasks_on_node("4;5", 1) == -1, "tpn bad separator");
+  CHECK(tutti_launcher_tasks_on_node("4(x2),3", 0) == 4, "tpn 0");
+  CHECK(tutti_launcher_tasks_on_node("4(x2),3", 1) == 4, "tpn 1");
+  CHECK(tutti_launcher_tasks_on_node("4(x2),3", 2) == 3, "tpn 2");
+  CHECK(tutti_launcher_tasks_on_node("4(x2),3", 3) == -1, "tpn past the end");
+  CHECK(tutti_launcher_tasks_on_node("2", 0) == 2, "tpn single");
+  CHECK(tutti_launcher_tasks_on_node("1,2,3", 2) == 3, "tpn list");
+  CHECK(tutti_launcher_tasks_on_node("x", 0) == -1, "tpn junk");
+  CHECK(tutti_launcher_tasks_on_node("4(x", 0) == -1, "tpn cut short");
+  CHECK(tutti_launcher_tasks_on_node("4;5", 1) == -1, "tpn bad separator");
 }
 
 static void test_export(void) {
-  struct tutti_launch_env e;
+  struct tutti_launcher e;
   memset(&e, 0, sizeof e);
   e.launcher = "torchrun";
   unsetenv("NCCL_COMM_ID");
-  CHECK(tutti_launch_env_export_comm_id(&e) == 0 && getenv("NCCL_COMM_ID") == NULL,
+  CHECK(tutti_launcher_export_comm_id(&e) == 0 && getenv("NCCL_COMM_ID") == NULL,
         "nothing to export");
   snprintf(e.comm_id, sizeof e.comm_id, "10.0.0.1:29501");
-  CHECK(tutti_launch_env_export_comm_id(&e) == 1, "exported");
+  CHECK(tutti_launcher_export_comm_id(&e) == 1, "exported");
   const char* v = getenv("NCCL_COMM_ID");
   CHECK(v != NULL && strcmp(v, "10.0.0.1:29501") == 0, "NCCL_COMM_ID=%s", v ? v : "(unset)");
   snprintf(e.comm_id, sizeof e.comm_id, "10.9.9.9:1");
-  CHECK(tutti_launch_env_export_comm_id(&e) == 0, "a set NCCL_COMM_ID is kept");
+  CHECK(tutti_launcher_export_comm_id(&e) == 0, "a set NCCL_COMM_ID is kept");
   v = getenv("NCCL_COMM_ID");
   CHECK(v != NULL && strcmp(v, "10.0.0.1:29501") == 0, "still %s", v ? v : "(unset)");
   unsetenv("NCCL_COMM_ID");
@@ -239,9 +239,9 @@ static void test_export(void) {
   /* The process reader sees the real environment. */
   setenv("OMPI_COMM_WORLD_RANK", "1", 1);
   setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
-  CHECK(tutti_launch_env_read(&e) == 1 && e.rank == 1 && e.world_size == 3 &&
+  CHECK(tutti_launcher_read(&e) == 1 && e.rank == 1 && e.world_size == 3 &&
             strcmp(e.launcher, "mpirun") == 0,
-        "tutti_launch_env_read from the process environment");
+        "tutti_launcher_read from the process environment");
   unsetenv("OMPI_COMM_WORLD_RANK");
   unsetenv("OMPI_COMM_WORLD_SIZE");
 }
@@ -257,5 +257,5 @@ int main(void) {
   test_malformed();
   test_hostlist();
   test_export();
-  return test_summary("launch_env");
+  return test_summary("launcher");
 }

@@ -1,8 +1,8 @@
 /* Which network interface the job uses, chosen as NCCL does:
  * NCCL_SOCKET_IFNAME (prefixes, ^ to exclude, = for exact names) and
  * NCCL_SOCKET_FAMILY (AF_INET / AF_INET6). */
-#ifndef TUTTI_UTIL_IFACES_H
-#define TUTTI_UTIL_IFACES_H
+#ifndef TUTTI_TOPO_IFACES_H
+#define TUTTI_TOPO_IFACES_H
 
 #include <net/if.h>
 

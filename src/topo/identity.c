@@ -1,4 +1,5 @@
-/* Host identity and the INFO lines describing a communicator's layout. */
+/* Who this rank is: its host's identity (the host hash) and its own entry
+ * of the peer table. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -61,33 +62,4 @@ void tutti_topo_fill_self(struct tutti_peer_info* info, int rank, int cuda_dev) 
   info->host_hash = tutti_topo_host_hash();
   tutti_cuda_device_uuid(cuda_dev, info->gpu_uuid);
   snprintf(info->hostname, sizeof info->hostname, "%s", tutti_hostname());
-}
-
-void tutti_topo_log(const struct tutti_transport_comm* tc) {
-  if (!TUTTI_LOG_ENABLED(TUTTI_LOG_INFO)) {
-    return;
-  }
-  int nhosts = 0;
-  for (int r = 0; r < tc->nranks; r++) {
-    int first = 1;
-    for (int q = 0; q < r && first; q++) {
-      first = tc->peers[q].host_hash != tc->peers[r].host_hash;
-    }
-    nhosts += first;
-  }
-  INFO(TUTTI_INIT, "rank %d of %d on host %s (pid %d); %d host(s)", tc->rank, tc->nranks,
-       tc->peers[tc->rank].hostname, (int)tc->peers[tc->rank].pid, nhosts);
-  if (tc->rank == 0) {
-    char line[512];
-    int o = snprintf(line, sizeof line, "Channel 00 :");
-    for (int r = 0; r < tc->nranks && o < (int)sizeof line - 16; r++) {
-      o += snprintf(line + o, sizeof line - (size_t)o, " %d", r);
-    }
-    INFO(TUTTI_INIT | TUTTI_GRAPH, "%s", line);
-  }
-  int next = (tc->rank + 1) % tc->nranks;
-  if (tc->send[next] != NULL && next != tc->rank) {
-    INFO(TUTTI_INIT | TUTTI_P2P, "Channel 00 : %d[%d] -> %d[%d] via %s", tc->rank,
-         tc->peers[tc->rank].cuda_dev, next, tc->peers[next].cuda_dev, tc->send[next]->via);
-  }
 }

@@ -1,0 +1,76 @@
+/* What executors are set up with: a device communicator's sizes (channels,
+ * threads, queues, inboxes, where its queues live and how its regions are
+ * made) and how long a waiting rank spins. The variables are read here,
+ * never by the executors. */
+#define _GNU_SOURCE /* sched_getaffinity */
+#include <sched.h>
+
+#include "tune/internal.h"
+#include "util/param.h"
+
+static TUTTI_PARAM(max_nchannels, "NCCL_MAX_NCHANNELS", 64,
+                   "device: the most channels of a communicator (1 to 64; 4 with peers on "
+                   "other hosts)");
+static TUTTI_PARAM(nthreads, "NCCL_NTHREADS", 512,
+                   "device: threads per block of the kernels (64 to 512, a multiple of 32)");
+static TUTTI_PARAM(p2p_disable, "NCCL_P2P_DISABLE", 0,
+                   "1: GPUs do not write each other's memory: queues in host memory");
+static TUTTI_PARAM(cumem_enable, "NCCL_CUMEM_ENABLE", 1,
+                   "0: device regions from cudaMalloc, shared with CUDA IPC handles");
+static TUTTI_PARAM(spin_passes, "TUTTI_SPIN", -1,
+                   "idle passes a waiting rank spins before yielding (-1: 8, or 0 when ranks "
+                   "outnumber cores)");
+static TUTTI_PARAM(yield_passes, "TUTTI_YIELD", -1,
+                   "passes a waiting rank then yields before sleeping on a futex (-1: 200, or "
+                   "1000 when ranks outnumber cores)");
+
+static int clamp_channels(int64_t ch, const struct tutti_dev_limits* lim) {
+  return ch < 1 ? 1 : ch > lim->max_channels ? lim->max_channels : (int)ch;
+}
+
+/* The queues of a device communicator: at least 64 KB (a slot per eighth). */
+static size_t device_queue(int net) {
+  const size_t q = tutti_tune_device_queue_bytes(net);
+  return q < 64 * 1024 ? 64 * 1024 : q;
+}
+
+void tutti_tune_device_setup(const struct tutti_dev_limits* lim, struct tutti_dev_sizes* s) {
+  const int64_t nt = tutti_param_nthreads();
+  s->threads = nt < 64 ? 64 : nt > lim->max_threads ? lim->max_threads : (int)(nt / 32 * 32);
+  /* Across hosts a few channels fill the network; their queues are pinned
+   * host memory. */
+  const int64_t ch = tutti_param_max_nchannels();
+  s->channels = clamp_channels(ch, lim);
+  s->net_channels = clamp_channels(ch > lim->net_channels ? lim->net_channels : ch, lim);
+  s->queue_bytes = device_queue(0);
+  s->net_queue_bytes = device_queue(1);
+  s->mapped_memory = (size_t)tutti_tune_knob(TUTTI_KNOB_MAPPED_MEMORY);
+  s->mapped_ll128_memory = (size_t)tutti_tune_knob(TUTTI_KNOB_MAPPED_LL128_MEMORY);
+  s->ce_memory = (size_t)tutti_tune_knob(TUTTI_KNOB_CE_MEMORY);
+  /* LL128's inboxes only where some size may take its lines. */
+  const int proto = tutti_tune_protocols();
+  s->wants_ll128 = (proto & TUTTI_PROTO_LL128) &&
+                   (tutti_tune_knob(TUTTI_KNOB_MAPPED_LL128) > 0 || !(proto & TUTTI_PROTO_SIMPLE));
+  s->host_queues = tutti_param_p2p_disable() != 0;
+  s->cumem = tutti_param_cumem_enable() != 0;
+}
+
+void tutti_tune_wait(int local_ranks, struct tutti_wait_sizes* w) {
+  cpu_set_t set;
+  w->cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  /* Spinning answers fastest only while the peer is running; on a loaded
+   * machine (other jobs, or more ranks than cores) it burns the time slice
+   * the peer needs. sched_yield costs little when nobody else wants the core
+   * and hands it over at once when someone does, so spin only briefly, then
+   * yield for a good while before sleeping on the futex. */
+  const int oversubscribed = local_ranks > w->cores;
+  const int64_t spin = tutti_param_spin_passes(), yield = tutti_param_yield_passes();
+  /* More ranks than cores: yield from the first idle pass. A pass that
+   * found nothing says the peer is not running, and on this core it may be
+   * the very rank that must run (4 ranks on 2 cores: 32 B allreduce 4.12
+   * against 6.13 us spinning 8 passes first, 2 KB 5.79 against 6.79;
+   * docs/history/results-diary.md, "Decisions"). */
+  w->spin_max = spin >= 0 ? (int)spin : (oversubscribed ? 0 : 4096);
+  w->spin = spin >= 0 ? (int)spin : (oversubscribed ? 0 : 8);
+  w->yield = yield >= 0 ? (int)yield : (oversubscribed ? 1000 : 200);
+}
