@@ -36,11 +36,7 @@ static ncclResult_t wait_slot(struct tutti_rma* r, int peer, uint64_t seq, size_
      * sends and receives does, rather than wait on their service threads
      * (twice the rate on 2 cores). Not where receiving may call the device
      * layer: this may be a CUDA host function, which must not call CUDA. */
-    if (host_only(r) && tutti_rma_receive(r)) {
-      tutti_rma_nap_reset(&nap);
-      continue;
-    }
-    if (!tutti_rma_nap_idle(&nap)) {
+    if (tutti_rma_pass(r, &nap, host_only(r))) {
       continue;
     }
     const double t = tutti_socket_now();
