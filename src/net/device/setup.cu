@@ -17,28 +17,16 @@ extern "C" {
 #include "topo/nics.h"
 #include "net/socket/socknet.h"
 #include "util/check.h"
-#include "util/param.h"
 #include "util/socket.h"
 }
-
-static TUTTI_PARAM(net_p2p_disable, "NCCL_P2P_DISABLE", 0,
-                   "1 with NCCL_SHM_DISABLE=1: device calls between GPUs of one host go "
-                   "through the network proxy");
-static TUTTI_PARAM(net_shm_disable, "NCCL_SHM_DISABLE", 0,
-                   "1 with NCCL_P2P_DISABLE=1: device calls between GPUs of one host go "
-                   "through the network proxy");
 
 #define NCONN (TD_NET_CHANNELS + 1) /* per peer: the channels, then the control comm */
 #define MAX_DEVS TD_NET_CHANNELS
 
-static int is_forced(void) {
-  return tutti_param_net_p2p_disable() != 0 && tutti_param_net_shm_disable() != 0;
-}
-
 int td_net_remote(const struct tutti_dev_setup* s, unsigned char* remote) {
   int k = 0;
   for (int p = 0; p < s->nranks; p++) {
-    remote[p] = p != s->rank && (is_forced() || s->host_of[p] != s->host_of[s->rank]);
+    remote[p] = p != s->rank && (s->sizes.net_all || s->host_of[p] != s->host_of[s->rank]);
     k += remote[p];
   }
   return k;
@@ -278,7 +266,7 @@ ncclResult_t td_net_connect(struct tutti_dev_comm* dc, const struct tutti_dev_se
     }
   }
   struct td_rec* mine = &recs[dc->rank];
-  mine->forced = (uint8_t)is_forced();
+  mine->forced = (uint8_t)s->sizes.net_all;
   mine->ok = why[0] == '\0';
   if (dc->netp != NULL && dc->netp->net != NULL) {
     snprintf(mine->net, sizeof mine->net, "%.55s", dc->netp->net->name);
