@@ -1,4 +1,4 @@
-/* tutti's socket network (net/socket.h) between two processes of this host
+/* tutti's socket network (net/socket/) between two processes of this host
  * over loopback, against one plain TCP socket: GB/s one way and both ways
  * at once with 8 messages in flight, and the round trip of small messages.
  *   net_bw [-b MIN] [-e MAX] [-f FACTOR] [-m MB_PER_SIZE] [-i INFLIGHT]
@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "net/socket.h"
+#include "net/socket/socknet.h"
 #include "util/check.h"
 
 #define MAXQ 64
@@ -262,7 +262,7 @@ int main(int argc, char** argv) {
   fflush(NULL);
   const pid_t pid = fork();
   const int me = pid == 0;
-  if (tutti_net_socket_open(0, &net) != ncclSuccess) {
+  if (tutti_socknet_open(0, &net) != ncclSuccess) {
     die("opening the socket network");
   }
   setup(me, me ? c2p[1] : p2c[1], me ? p2c[0] : c2p[0]);

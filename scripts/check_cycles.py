@@ -30,15 +30,23 @@ import sys
 #   interface);
 # - call (call records, agreement, the doorbell) is rung by executors,
 #   transports and proxies, so it sits below them all.
+# - net/'s subfolders each have their place: the device executor's links to
+#   other hosts (net/device) sit below it; the network transport
+#   (net/transport) above transport, whose queues and proxy it is built
+#   from (the list of transports is api's); the two networks behind
+#   net/net.h (net/plugin, net/socket) below every transport, above topo
+#   (which chooses a rank's network devices).
 # A new folder must be placed here (the check fails until it is), and in
 # docs/design.md's "Layers and folders".
 LAYERS = [
     ("api",),
     ("rma",),
     ("exec", "device"),
+    ("net/device",),
     ("tune",),
+    ("net/transport",),
     ("transport",),
-    ("net",),
+    ("net/plugin", "net/socket"),
     ("bootstrap",),
     ("topo",),
     ("call",),

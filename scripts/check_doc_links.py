@@ -43,7 +43,7 @@ def path_pattern(names):
 
 def src_bases(root):
     """src/ and every folder under it: the design names files from their layer (`tune/table.c`)
-    or from its folder's own section (`net/net_proxy.cu` in src/device/)."""
+    or from its folder's own section (`launch/ce.cu` in src/device/)."""
     bases = []
     for dirpath, _, _ in os.walk(os.path.join(root, "src")):
         bases.append(dirpath)

@@ -18,7 +18,7 @@ int tutti_log_level_v = TUTTI_LOG_TRACE;
 
 void tutti_log_init(void) {}
 
-void tutti_net_plugin_set_logger(tutti_net_abi_logger log) {
+void tutti_netexport_set_logger(tutti_net_abi_logger log) {
   if (log != NULL) {
     __atomic_store_n(&logger, log, __ATOMIC_RELEASE);
   }

@@ -31,7 +31,7 @@
 static ncclResult_t props_v8(int dev, struct tutti_net_abi_props_v8* p) {
   struct tutti_net_props t;
   const char *name, *pci;
-  NCCLCHECK(tutti_net_plugin_props(dev, &t, &name, &pci));
+  NCCLCHECK(tutti_netexport_props(dev, &t, &name, &pci));
   memset(p, 0, sizeof *p);
   FILL_COMMON(p, t, name, pci);
   p->reg_is_global = t.reg_is_global;
@@ -41,7 +41,7 @@ static ncclResult_t props_v8(int dev, struct tutti_net_abi_props_v8* p) {
 static ncclResult_t props_v9(int dev, struct tutti_net_abi_props_v9* p) {
   struct tutti_net_props t;
   const char *name, *pci;
-  NCCLCHECK(tutti_net_plugin_props(dev, &t, &name, &pci));
+  NCCLCHECK(tutti_netexport_props(dev, &t, &name, &pci));
   memset(p, 0, sizeof *p);
   FILL_COMMON(p, t, name, pci);
   p->reg_is_global = t.reg_is_global;
@@ -56,7 +56,7 @@ static ncclResult_t props_v9(int dev, struct tutti_net_abi_props_v9* p) {
 static ncclResult_t props_v11(int dev, struct tutti_net_abi_props_v11* p) {
   struct tutti_net_props t;
   const char *name, *pci;
-  NCCLCHECK(tutti_net_plugin_props(dev, &t, &name, &pci));
+  NCCLCHECK(tutti_netexport_props(dev, &t, &name, &pci));
   memset(p, 0, sizeof *p);
   FILL_COMMON(p, t, name, pci);
   p->reg_is_global = t.reg_is_global;
@@ -72,23 +72,23 @@ static ncclResult_t props_v11(int dev, struct tutti_net_abi_props_v11* p) {
 /* ---- v8 ... v10: one process-wide network ---- */
 
 static ncclResult_t init_v8(tutti_net_abi_logger log) {
-  return tutti_net_plugin_init(log);
+  return tutti_netexport_init(log);
 }
 
 static ncclResult_t init_v10(tutti_net_abi_logger log, tutti_net_abi_profiler prof) {
   TUTTI_UNUSED(prof);
-  return tutti_net_plugin_init(log);
+  return tutti_netexport_init(log);
 }
 
 static ncclResult_t listen_v8(int dev, void* handle, void** listen_comm) {
-  struct tutti_net* n = tutti_net_plugin_base();
+  struct tutti_net* n = tutti_netexport_base();
   return n->ops->listen(n, dev, handle, listen_comm);
 }
 
 static ncclResult_t connect_v8(int dev, void* handle, void** send_comm,
                                struct tutti_net_abi_dev_handle** send_dev) {
-  struct tutti_net* n = tutti_net_plugin_base();
-  tutti_net_plugin_no_dev_handle(send_dev);
+  struct tutti_net* n = tutti_netexport_base();
+  tutti_netexport_no_dev_handle(send_dev);
   return n->ops->connect(n, dev, handle, send_comm);
 }
 
@@ -111,7 +111,7 @@ static ncclResult_t int_size(int size, const char* what) {
 static ncclResult_t isend_v8(void* send_comm, void* data, int size, int tag, void* mhandle,
                              void** request) {
   NCCLCHECK(int_size(size, "a send"));
-  return tutti_net_plugin_isend(send_comm, data, (size_t)size, tag, mhandle, request);
+  return tutti_netexport_isend(send_comm, data, (size_t)size, tag, mhandle, request);
 }
 
 static ncclResult_t irecv_v8(void* recv_comm, int n, void** data, int* sizes, int* tags,
@@ -126,19 +126,19 @@ static ncclResult_t irecv_v8(void* recv_comm, int n, void** data, int* sizes, in
     NCCLCHECK(int_size(sizes[i], "a receive"));
     wide[i] = (size_t)sizes[i];
   }
-  return tutti_net_plugin_irecv(recv_comm, n, data, wide, tags, mhandles, request);
+  return tutti_netexport_irecv(recv_comm, n, data, wide, tags, mhandles, request);
 }
 
 static ncclResult_t isend_v10(void* send_comm, void* data, size_t size, int tag, void* mhandle,
                               void* phandle, void** request) {
   TUTTI_UNUSED(phandle);
-  return tutti_net_plugin_isend(send_comm, data, size, tag, mhandle, request);
+  return tutti_netexport_isend(send_comm, data, size, tag, mhandle, request);
 }
 
 static ncclResult_t irecv_v10(void* recv_comm, int n, void** data, size_t* sizes, int* tags,
                               void** mhandles, void** phandles, void** request) {
   TUTTI_UNUSED(phandles);
-  return tutti_net_plugin_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+  return tutti_netexport_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
 }
 
 /* ---- v11: a context per communicator ---- */
@@ -148,8 +148,8 @@ static ncclResult_t init_v11(void** ctx, uint64_t comm_id, struct tutti_net_abi_
   TUTTI_UNUSED(config);
   TUTTI_UNUSED(prof);
   *ctx = NULL;
-  NCCLCHECK(tutti_net_plugin_init(log));
-  return tutti_net_plugin_open(comm_id, (struct tutti_net**)ctx);
+  NCCLCHECK(tutti_netexport_init(log));
+  return tutti_netexport_open(comm_id, (struct tutti_net**)ctx);
 }
 
 static ncclResult_t finalize_v11(void* ctx) {
@@ -169,19 +169,19 @@ static ncclResult_t listen_v11(void* ctx, int dev, void* handle, void** listen_c
 static ncclResult_t connect_v11(void* ctx, int dev, void* handle, void** send_comm,
                                 struct tutti_net_abi_dev_handle** send_dev) {
   struct tutti_net* n = ctx;
-  tutti_net_plugin_no_dev_handle(send_dev);
+  tutti_netexport_no_dev_handle(send_dev);
   return n->ops->connect(n, dev, handle, send_comm);
 }
 
 /* ---- the tables; NULL where NCCL takes "not offered" ---- */
 
-#define COMMON                                                                                     \
-  .name = NAME, .devices = tutti_net_plugin_devices, .accept = tutti_net_plugin_accept,            \
-  .reg_mr = tutti_net_plugin_reg_mr, .reg_mr_dmabuf = NULL, .dereg_mr = tutti_net_plugin_dereg_mr, \
-  .iflush = tutti_net_plugin_iflush, .test = tutti_net_plugin_test,                                \
-  .close_send = tutti_net_plugin_close_send, .close_recv = tutti_net_plugin_close_recv,            \
-  .close_listen = tutti_net_plugin_close_listen, .get_device_mr = tutti_net_plugin_get_device_mr,  \
-  .irecv_consumed = tutti_net_plugin_irecv_consumed
+#define COMMON                                                                                   \
+  .name = NAME, .devices = tutti_netexport_devices, .accept = tutti_netexport_accept,            \
+  .reg_mr = tutti_netexport_reg_mr, .reg_mr_dmabuf = NULL, .dereg_mr = tutti_netexport_dereg_mr, \
+  .iflush = tutti_netexport_iflush, .test = tutti_netexport_test,                                \
+  .close_send = tutti_netexport_close_send, .close_recv = tutti_netexport_close_recv,            \
+  .close_listen = tutti_netexport_close_listen, .get_device_mr = tutti_netexport_get_device_mr,  \
+  .irecv_consumed = tutti_netexport_irecv_consumed
 
 EXPORT const struct tutti_net_abi_v8 ncclNetPlugin_v8 = {
     COMMON,
@@ -199,8 +199,8 @@ EXPORT const struct tutti_net_abi_v9 ncclNetPlugin_v9 = {
     .get_properties = props_v9,
     .listen = listen_v8,
     .connect = connect_v8,
-    .isend = tutti_net_plugin_isend,
-    .irecv = tutti_net_plugin_irecv,
+    .isend = tutti_netexport_isend,
+    .irecv = tutti_netexport_irecv,
     .make_vdevice = NULL, /* NCCL then makes no virtual devices */
 };
 

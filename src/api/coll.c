@@ -11,7 +11,7 @@
 #include "api/comm.h"
 #include "api/group.h"
 #include "api/redop.h"
-#include "exec/agree.h"
+#include "call/agree.h"
 #include "reduce/reduce.h"
 #include "tune/tune.h"
 #include "util/check.h"
@@ -83,11 +83,11 @@ static ncclResult_t check_call(struct ncclComm* comm, struct call* c) {
   NCCLCHECK(tutti_comm_check_active(comm, c->fn));
   /* After a failed collective every call fails with its cause, as on the
    * peers: the ranks no longer agree on where they are. */
-  NCCLCHECK(tutti_agree_sticky(&comm->er));
+  NCCLCHECK(tutti_agree_sticky(comm->er.bell));
   ncclResult_t job = tutti_bootstrap_job_check(comm->boot);
   if (job != ncclSuccess) {
     /* Another job came on this job's NCCL_COMM_ID: the peers hear it too. */
-    tutti_agree_fail(&comm->er, job, comm->rank, comm->er.call_seq + 1, 0);
+    tutti_agree_fail(tutti_exec_bells(&comm->er), job, comm->rank, comm->er.call_seq + 1, 0);
     return job;
   }
   if ((int)c->type < 0 || c->type >= ncclNumTypes) {
@@ -172,7 +172,7 @@ static int in_place(const struct call* c, int rank, size_t bytes) {
   }
 }
 
-/* What every rank must agree on (exec/agree.c); its number is given when
+/* What every rank must agree on (call/agree.c); its number is given when
  * it runs (api/group.c), so calls a failed group drops count for nothing.
  * Sends and receives pair by peer instead: no record. */
 static void call_record(const struct ncclComm* comm, const struct call* c, struct tutti_call* out) {

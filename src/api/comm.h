@@ -112,6 +112,21 @@ void tutti_comm_free(struct ncclComm* comm);
  * bytes; fields newer than its `version` count as unset) into a complete
  * one, unset fields given their defaults, and validates it as NCCL does. */
 ncclResult_t tutti_config_read(const ncclConfig_t* config, ncclConfig_t* out);
+/* api/comm_init.c: a communicator made from a parent (ncclCommSplit,
+ * ncclCommShrink): where it goes and the caller's config, if any (none: the
+ * parent's, its blocking mode too). */
+struct tutti_child {
+  ncclComm_t* out;
+  ncclConfig_t config;
+  int has_config;
+};
+/* Reads the caller's `config` (NULL: none) for a child going to `out`. */
+ncclResult_t tutti_child_prepare(struct tutti_child* ch, ncclComm_t* out,
+                                 const ncclConfig_t* config);
+/* Makes the child: rank `rank` of `nranks` on `id`, on the parent's GPU. */
+ncclResult_t tutti_child_init(const struct tutti_child* ch, const struct ncclComm* parent,
+                              int nranks, const ncclUniqueId* id, int rank,
+                              struct ncclComm** made);
 /* Reads `config` (NULL: defaults) into the communicator. */
 ncclResult_t tutti_config_apply(struct ncclComm* comm, const ncclConfig_t* config);
 

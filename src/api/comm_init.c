@@ -27,6 +27,36 @@ static ncclResult_t check_init_args(ncclComm_t* out, int nranks, const ncclUniqu
   return tutti_bootstrap_check_id(id);
 }
 
+ncclResult_t tutti_child_prepare(struct tutti_child* ch, ncclComm_t* out,
+                                 const ncclConfig_t* config) {
+  ch->out = out;
+  ch->has_config = config != NULL;
+  /* Only the caller's `size` bytes are its struct (an older header's is smaller). */
+  return config != NULL ? tutti_config_read(config, &ch->config) : ncclSuccess;
+}
+
+ncclResult_t tutti_child_init(const struct tutti_child* ch, const struct ncclComm* parent,
+                              int nranks, const ncclUniqueId* id, int rank,
+                              struct ncclComm** made) {
+  ncclResult_t res = ncclSuccess;
+  struct ncclComm* c = tutti_comm_alloc(ch->has_config ? &ch->config : &parent->config, &res);
+  if (c == NULL) {
+    return res;
+  }
+  if (!ch->has_config) {
+    c->blocking = parent->blocking;
+  }
+  c->cuda_dev = parent->cuda_dev;
+  res = tutti_comm_init(c, nranks, id, rank);
+  if (res != ncclSuccess) {
+    tutti_comm_free(c);
+    return res;
+  }
+  *ch->out = c;
+  *made = c;
+  return ncclSuccess;
+}
+
 NCCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* newcomm, int nranks, ncclUniqueId commId,
                                              int rank, ncclConfig_t* config) {
   tutti_log_init();

@@ -5,7 +5,7 @@
 
 #include "api/api.h"
 #include "api/comm.h"
-#include "exec/agree.h"
+#include "call/agree.h"
 #include "api/group.h"
 #include "util/check.h"
 
@@ -109,7 +109,8 @@ NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async
     if (state != ncclSuccess) {
       tutti_comm_set_error(comm, state);
       /* Peers learn the cause too; a kernel's timeout is its own view. */
-      tutti_agree_fail(&comm->er, state, -1, comm->er.call_seq, state == ncclRemoteError);
+      tutti_agree_fail(tutti_exec_bells(&comm->er), state, -1, comm->er.call_seq,
+                       state == ncclRemoteError);
     }
   }
   *asyncError = state;

@@ -6,7 +6,7 @@
 
 #include "api/api.h"
 #include "api/group.h"
-#include "exec/agree.h"
+#include "call/agree.h"
 #include "tune/tune.h"
 #include "util/check.h"
 
@@ -53,7 +53,8 @@ static ncclResult_t launch_comm(struct ncclComm* comm, struct tutti_queued_op* q
                          TUTTI_DEV_MAX_OPS);
     }
     ops[nd++] = q[j].op;
-    ncclResult_t res = tutti_agree_device(q[j].op, cause);
+    ncclResult_t res = tutti_agree_device(tutti_exec_bells(q[j].op->er), &q[j].op->call,
+                                          &q[j].op->er->call_checked, cause);
     if (res != ncclSuccess) {
       /* Kernels already queued on this communicator stop too. */
       tutti_dev_comm_abort(comm->dev);

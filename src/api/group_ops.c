@@ -7,7 +7,7 @@
 
 #include "api/api.h"
 #include "api/group.h"
-#include "exec/agree.h"
+#include "call/agree.h"
 #include "util/check.h"
 #include "util/cuda.h"
 
@@ -140,7 +140,7 @@ static ncclResult_t run_ops(struct tutti_queued_op* q, int n, struct queued_rma*
     if (res != ncclSuccess) {
       tutti_comm_set_error(q[i].comm, res);
       /* Every later call fails with this cause, here and on the peers. */
-      tutti_agree_fail(&q[i].comm->er, res, first, q[i].op->call.seq, 0);
+      tutti_agree_fail(tutti_exec_bells(&q[i].comm->er), res, first, q[i].op->call.seq, 0);
     }
     tutti_op_put(q[i].op);
     q[i].op = NULL;

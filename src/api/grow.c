@@ -191,6 +191,21 @@ static ncclResult_t add_job(struct grow_job* j, struct ncclComm* c, ncclComm_t* 
 }
 
 /* An existing rank: checks, then the job that learns the id and joins. */
+/* The new communicator (with `config`) and the job that fills it. */
+static ncclResult_t alloc_job(const ncclConfig_t* config, struct ncclComm** c, struct grow_job** j) {
+  ncclResult_t res;
+  *c = tutti_comm_alloc(config, &res);
+  *j = *c != NULL ? calloc(1, sizeof **j) : NULL;
+  if (*j == NULL) {
+    if (*c != NULL) {
+      tutti_comm_free(*c);
+      res = tutti_error(ncclSystemError, "ncclCommGrow: out of host memory");
+    }
+    return res;
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t grow_existing(struct ncclComm* comm, int nRanks, int rank, ncclComm_t* newcomm,
                                   ncclConfig_t* config) {
   NCCLCHECK(parent_ready(comm, "ncclCommGrow", nRanks));
@@ -200,17 +215,10 @@ static ncclResult_t grow_existing(struct ncclComm* comm, int nRanks, int rank, n
                        "ranks keep their rank (%d here)",
                        rank, (void*)comm, comm->rank);
   }
-  ncclResult_t res;
+  struct ncclComm* c;
+  struct grow_job* j;
   /* No config: the parent's (its blocking mode too). */
-  struct ncclComm* c = tutti_comm_alloc(config != NULL ? config : &comm->config, &res);
-  struct grow_job* j = c != NULL ? calloc(1, sizeof *j) : NULL;
-  if (j == NULL) {
-    if (c != NULL) {
-      tutti_comm_free(c);
-      res = tutti_error(ncclSystemError, "ncclCommGrow: out of host memory");
-    }
-    return res;
-  }
+  NCCLCHECK(alloc_job(config != NULL ? config : &comm->config, &c, &j));
   c->cuda_dev = comm->cuda_dev;
   c->grown_from = comm->nranks + 1;
   j->parent = comm;
@@ -237,17 +245,10 @@ static ncclResult_t grow_new(int nRanks, const ncclUniqueId* id, int rank, ncclC
                        rank, nRanks);
   }
   NCCLCHECK(tutti_bootstrap_check_id(id));
-  ncclResult_t res;
+  struct ncclComm* c;
+  struct grow_job* j;
   /* No config: the defaults, as for ncclCommInitRank. */
-  struct ncclComm* c = tutti_comm_alloc(config, &res);
-  struct grow_job* j = c != NULL ? calloc(1, sizeof *j) : NULL;
-  if (j == NULL) {
-    if (c != NULL) {
-      tutti_comm_free(c);
-      res = tutti_error(ncclSystemError, "ncclCommGrow: out of host memory");
-    }
-    return res;
-  }
+  NCCLCHECK(alloc_job(config, &c, &j));
   c->grown_from = 1;
   j->nranks = nRanks;
   j->rank = rank;

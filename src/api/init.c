@@ -35,6 +35,16 @@ NCCL_API ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
   return tutti_bootstrap_get_unique_id(uniqueId);
 }
 
+/* The transports a communicator tries, in order of preference: shared
+ * memory within a host, a network plugin when every rank loaded the same
+ * one, then TCP. */
+static const struct tutti_transport* const transports[] = {
+    &tutti_transport_shm,
+    &tutti_transport_net,
+    &tutti_transport_tcp,
+};
+#define NTRANSPORTS ((int)(sizeof transports / sizeof transports[0]))
+
 struct ncclComm* tutti_comm_alloc(const ncclConfig_t* config, ncclResult_t* res) {
   struct ncclComm* comm = calloc(1, sizeof *comm);
   if (comm == NULL) {
@@ -70,7 +80,7 @@ void tutti_comm_free(struct ncclComm* comm) {
   tutti_exec_rank_free_pool(&comm->er);
   tutti_dev_comm_destroy(comm->dev);
   comm->dev = NULL;
-  tutti_transport_teardown(&comm->tc);
+  tutti_transport_teardown(&comm->tc, transports, NTRANSPORTS);
   tutti_bootstrap_close(comm->boot);
   free(comm->tc.send);
   free(comm->tc.recv);
@@ -259,7 +269,7 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
   if (tc->send == NULL || tc->recv == NULL || tc->peer_bells == NULL) {
     return tutti_error(ncclSystemError, "out of host memory connecting %d ranks", n);
   }
-  NCCLCHECK(tutti_transport_setup(tc));
+  NCCLCHECK(tutti_transport_setup(tc, transports, NTRANSPORTS));
 
   struct tutti_exec_rank* er = &comm->er;
   er->rank = comm->rank;

@@ -26,9 +26,7 @@ struct shrink_job {
   struct ncclComm* parent;
   unsigned char* excluded; /* [parent nranks] */
   uint64_t seq;            /* this parent's shrinks before this one */
-  ncclComm_t* out;
-  ncclConfig_t config;
-  int has_config;
+  struct tutti_child child;
 };
 
 static ncclResult_t shrink_run(void* arg) {
@@ -63,22 +61,13 @@ static ncclResult_t shrink_run(void* arg) {
   tutti_socket_set_port(&root, SHRINK_PORT_BASE + (int)(h2 % SHRINK_PORT_SPAN));
   ncclUniqueId id;
   tutti_bootstrap_rank0_id(&root, secret, &id);
-  struct ncclComm* c = tutti_comm_alloc(j->has_config ? &j->config : &p->config, &res);
-  if (c == NULL) {
-    goto out;
-  }
-  if (!j->has_config) {
-    c->blocking = p->blocking;
-  }
-  c->cuda_dev = p->cuda_dev;
-  res = tutti_comm_init(c, nnew, &id, newrank);
+  struct ncclComm* c;
+  res = tutti_child_init(&j->child, p, nnew, &id, newrank, &c);
   if (res != ncclSuccess) {
-    tutti_comm_free(c);
     goto out;
   }
   INFO(TUTTI_INIT, "comm %p shrunk from comm %p: %d of %d ranks remain, rank %d -> %d", (void*)c,
        (void*)p, nnew, n, p->rank, newrank);
-  *j->out = c;
 out:
   free(j->excluded);
   free(j);
@@ -135,16 +124,11 @@ NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int
   j->parent = comm;
   j->excluded = ex;
   j->seq = comm->shrinks++;
-  j->out = newcomm;
-  if (config != NULL) {
-    /* Only the caller's `size` bytes are its struct (an older header's is smaller). */
-    ncclResult_t res = tutti_config_read(config, &j->config);
-    if (res != ncclSuccess) {
-      free(ex);
-      free(j);
-      return tutti_group_fail(res);
-    }
-    j->has_config = 1;
+  ncclResult_t res = tutti_child_prepare(&j->child, newcomm, config);
+  if (res != ncclSuccess) {
+    free(ex);
+    free(j);
+    return tutti_group_fail(res);
   }
   return tutti_group_add_job(comm, shrink_run, j);
 }

@@ -21,9 +21,7 @@ struct split_job {
   struct ncclComm* parent;
   int color;
   int key;
-  ncclComm_t* out;
-  ncclConfig_t config;
-  int has_config;
+  struct tutti_child child;
 };
 
 static ncclResult_t split_run(void* arg) {
@@ -58,25 +56,16 @@ static ncclResult_t split_run(void* arg) {
   }
   NCCLCHECKGOTO(tutti_bootstrap_allgather(p->boot, ids, sizeof *ids), res, out);
   if (j->color == NCCL_SPLIT_NOCOLOR) {
-    *j->out = NULL;
+    *j->child.out = NULL;
     goto out;
   }
-  struct ncclComm* c = tutti_comm_alloc(j->has_config ? &j->config : &p->config, &res);
-  if (c == NULL) {
-    goto out;
-  }
-  if (!j->has_config) {
-    c->blocking = p->blocking;
-  }
-  c->cuda_dev = p->cuda_dev;
-  res = tutti_comm_init(c, nnew, &ids[leader], newrank);
+  struct ncclComm* c;
+  res = tutti_child_init(&j->child, p, nnew, &ids[leader], newrank, &c);
   if (res != ncclSuccess) {
-    tutti_comm_free(c);
     goto out;
   }
   INFO(TUTTI_INIT, "comm %p split from comm %p: color %d key %d -> rank %d of %d", (void*)c,
        (void*)p, j->color, j->key, newrank, nnew);
-  *j->out = c;
 out:
   free(e);
   free(ids);
@@ -103,15 +92,10 @@ NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCom
   j->parent = comm;
   j->color = color;
   j->key = key;
-  j->out = newcomm;
-  if (config != NULL) {
-    /* Only the caller's `size` bytes are its struct (an older header's is smaller). */
-    ncclResult_t res = tutti_config_read(config, &j->config);
-    if (res != ncclSuccess) {
-      free(j);
-      return tutti_group_fail(res);
-    }
-    j->has_config = 1;
+  ncclResult_t res = tutti_child_prepare(&j->child, newcomm, config);
+  if (res != ncclSuccess) {
+    free(j);
+    return tutti_group_fail(res);
   }
   return tutti_group_add_job(comm, split_run, j);
 }

@@ -73,7 +73,7 @@ static ncclResult_t read_table(struct tutti_bootstrap* b, int fd,
 static ncclResult_t reply_error(const struct tutti_bootstrap* b, unsigned char* text, size_t len,
                                 const struct tutti_socket_io* io) {
   text[len] = '\0';
-  uint32_t code = tutti_bs_get32(text);
+  uint32_t code = tutti_socket_get32(text);
   if (code != ncclSystemError && code != ncclInvalidArgument && code != ncclInvalidUsage &&
       code != ncclRemoteError) {
     code = ncclRemoteError;
@@ -106,7 +106,7 @@ static ncclResult_t read_reply(struct tutti_bootstrap* b, int fd,
                        io->peer, b->rank);
   }
   NCCLCHECK(res);
-  uint32_t type = tutti_bs_get32(hdr), len = tutti_bs_get32(hdr + 4);
+  uint32_t type = tutti_socket_get32(hdr), len = tutti_socket_get32(hdr + 4);
   const uint32_t table = (uint32_t)b->nranks * TUTTI_SOCKET_ADDR_WIRE;
   if (type == TUTTI_BS_TABLE && len == table) {
     return read_table(b, fd, io);
@@ -192,12 +192,12 @@ static ncclResult_t join_root(struct tutti_bootstrap* b, const struct tutti_bs_i
   double margin = b->timeout_s * 0.25 < ROOT_MARGIN_S ? b->timeout_s * 0.25 : ROOT_MARGIN_S;
   double left = deadline - margin - tutti_socket_now();
   tutti_bootstrap_preamble(msg, b->secret);
-  tutti_bs_put32(msg + TUTTI_BS_PREAMBLE, TUTTI_BS_HELLO);
-  tutti_bs_put32(msg + TUTTI_BS_PREAMBLE + 4, TUTTI_BS_HELLO_LEN);
-  tutti_bs_put32(p, (uint32_t)b->rank);
-  tutti_bs_put32(p + 4, (uint32_t)b->nranks);
-  tutti_bs_put32(p + 8, (uint32_t)(b->timeout_s < 4e6 ? b->timeout_s * 1e3 : 4e9));
-  tutti_bs_put32(p + 12, (uint32_t)(left <= 0 ? 0 : left < 4e6 ? left * 1e3 : 4e9));
+  tutti_socket_put32(msg + TUTTI_BS_PREAMBLE, TUTTI_BS_HELLO);
+  tutti_socket_put32(msg + TUTTI_BS_PREAMBLE + 4, TUTTI_BS_HELLO_LEN);
+  tutti_socket_put32(p, (uint32_t)b->rank);
+  tutti_socket_put32(p + 4, (uint32_t)b->nranks);
+  tutti_socket_put32(p + 8, (uint32_t)(b->timeout_s < 4e6 ? b->timeout_s * 1e3 : 4e9));
+  tutti_socket_put32(p + 12, (uint32_t)(left <= 0 ? 0 : left < 4e6 ? left * 1e3 : 4e9));
   tutti_socket_addr_pack(me, p + 16);
   ncclResult_t res = tutti_socket_send_all(fd, msg, sizeof msg, &io);
   if (res == ncclSuccess && !comm_id && b->rank != 0) {

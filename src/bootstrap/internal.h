@@ -85,17 +85,6 @@ struct tutti_bootstrap {
   char next_desc[96], prev_desc[96]; /* "rank 3 at 10.0.0.1:41234" */
 };
 
-static inline void tutti_bs_put32(unsigned char* p, uint32_t v) {
-  p[0] = (unsigned char)(v >> 24);
-  p[1] = (unsigned char)(v >> 16);
-  p[2] = (unsigned char)(v >> 8);
-  p[3] = (unsigned char)v;
-}
-
-static inline uint32_t tutti_bs_get32(const unsigned char* p) {
-  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
 /* uid.c */
 ncclResult_t tutti_bs_random_secret(unsigned char secret[TUTTI_BS_SECRET]);
 /* The job as its launcher names it ("SLURM_JOB_ID=12,SLURM_STEP_ID=0"),

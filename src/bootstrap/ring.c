@@ -51,7 +51,7 @@ static int pending_read(const struct tutti_bootstrap* b, struct pending* p) {
     return 0;
   }
   const unsigned char* q = p->in + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER;
-  int rank = (int32_t)tutti_bs_get32(q), nranks = (int32_t)tutti_bs_get32(q + 4);
+  int rank = (int32_t)tutti_socket_get32(q), nranks = (int32_t)tutti_socket_get32(q + 4);
   if (rank != (b->rank - 1 + b->nranks) % b->nranks || nranks != b->nranks) {
     WARN(
         "bootstrap: rank %d dropped a connection with this job's secret claiming rank %d of %d "
@@ -151,10 +151,10 @@ ncclResult_t tutti_bootstrap_ring_connect(struct tutti_bootstrap* b, double dead
                                    &b->next_fd));
     unsigned char msg[RING_HELLO_BYTES];
     tutti_bootstrap_preamble(msg, b->secret);
-    tutti_bs_put32(msg + TUTTI_BS_PREAMBLE, TUTTI_BS_RING);
-    tutti_bs_put32(msg + TUTTI_BS_PREAMBLE + 4, TUTTI_BS_RING_LEN);
-    tutti_bs_put32(msg + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER, (uint32_t)b->rank);
-    tutti_bs_put32(msg + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + 4, (uint32_t)b->nranks);
+    tutti_socket_put32(msg + TUTTI_BS_PREAMBLE, TUTTI_BS_RING);
+    tutti_socket_put32(msg + TUTTI_BS_PREAMBLE + 4, TUTTI_BS_RING_LEN);
+    tutti_socket_put32(msg + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER, (uint32_t)b->rank);
+    tutti_socket_put32(msg + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + 4, (uint32_t)b->nranks);
     NCCLCHECK(tutti_socket_send_all(b->next_fd, msg, sizeof msg, &io));
     NCCLCHECK(accept_prev(b, deadline));
   }
@@ -203,7 +203,7 @@ static ncclResult_t ready(const struct tutti_bootstrap* b, const char* what) {
  * ranks' bootstrap calls went out of step. */
 static ncclResult_t expect(struct tutti_bootstrap* b, const unsigned char* hdr, uint32_t type,
                            size_t len, const char* doing) {
-  uint32_t t = tutti_bs_get32(hdr), l = tutti_bs_get32(hdr + 4);
+  uint32_t t = tutti_socket_get32(hdr), l = tutti_socket_get32(hdr + 4);
   if (t == type && l == len) {
     return ncclSuccess;
   }
@@ -237,8 +237,8 @@ static ncclResult_t allgather(struct tutti_bootstrap* b, void* data, size_t byte
     size_t sblk = (size_t)((b->rank - s + b->nranks) % b->nranks);
     size_t rblk = (size_t)((b->rank - s - 1 + b->nranks) % b->nranks);
     unsigned char out[TUTTI_BS_HEADER], in[TUTTI_BS_HEADER];
-    tutti_bs_put32(out, TUTTI_BS_GATHER);
-    tutti_bs_put32(out + 4, (uint32_t)bytes);
+    tutti_socket_put32(out, TUTTI_BS_GATHER);
+    tutti_socket_put32(out + 4, (uint32_t)bytes);
     res = tutti_socket_exchange(b->next_fd, out, sizeof out, &to, b->prev_fd, in, sizeof in, &from);
     if (res == ncclSuccess) {
       res = expect(b, in, TUTTI_BS_GATHER, bytes, doing);
@@ -264,8 +264,8 @@ static ncclResult_t token(struct tutti_bootstrap* b, int sending, uint32_t type,
                           const struct tutti_socket_io* io) {
   unsigned char hdr[TUTTI_BS_HEADER];
   if (sending) {
-    tutti_bs_put32(hdr, type);
-    tutti_bs_put32(hdr + 4, 0);
+    tutti_socket_put32(hdr, type);
+    tutti_socket_put32(hdr + 4, 0);
     return tutti_socket_send_all(b->next_fd, hdr, sizeof hdr, io);
   }
   NCCLCHECK(tutti_socket_recv_all(b->prev_fd, hdr, sizeof hdr, io));

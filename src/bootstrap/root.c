@@ -71,8 +71,8 @@ static void queue(struct conn* c, uint32_t type, const void* a, size_t alen, con
     c->state = CONN_DEAD; /* the rank then times out; nothing better to do */
     return;
   }
-  tutti_bs_put32(c->out, type);
-  tutti_bs_put32(c->out + 4, (uint32_t)(alen + blen));
+  tutti_socket_put32(c->out, type);
+  tutti_socket_put32(c->out + 4, (uint32_t)(alen + blen));
   memcpy(c->out + TUTTI_BS_HEADER, a, alen);
   if (blen > 0) {
     memcpy(c->out + TUTTI_BS_HEADER + alen, b, blen);
@@ -83,7 +83,7 @@ static void queue(struct conn* c, uint32_t type, const void* a, size_t alen, con
 
 static void queue_error(struct root* r, struct conn* c) {
   unsigned char code[4];
-  tutti_bs_put32(code, r->err_code);
+  tutti_socket_put32(code, r->err_code);
   queue(c, TUTTI_BS_ERROR, code, 4, r->err, strlen(r->err));
 }
 
@@ -187,7 +187,7 @@ static void new_round(struct root* r, double now) {
  * formed this job's communicators may be of both. Both are stopped. */
 static void on_intruder(struct root* r, struct conn* c) {
   const unsigned char* p = c->in + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER;
-  int rank = (int32_t)tutti_bs_get32(p), nranks = (int32_t)tutti_bs_get32(p + 4);
+  int rank = (int32_t)tutti_socket_get32(p), nranks = (int32_t)tutti_socket_get32(p + 4);
   char why[TUTTI_BS_MAX_ERROR];
   snprintf(why, sizeof why,
            "two jobs were started on NCCL_COMM_ID %s with no job identity: a process (from %s) "
@@ -199,14 +199,14 @@ static void on_intruder(struct root* r, struct conn* c) {
   tutti_bs_job_poison(r->job, why);
   WARN("bootstrap root at %s: %s", r->where, r->job->why);
   unsigned char code[4];
-  tutti_bs_put32(code, ncclInvalidUsage);
+  tutti_socket_put32(code, ncclInvalidUsage);
   queue(c, TUTTI_BS_ERROR, code, 4, r->job->why, strlen(r->job->why));
 }
 
 static void on_hello(struct root* r, struct conn* c, double now) {
   const unsigned char* p = c->in + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER;
-  int rank = (int32_t)tutti_bs_get32(p), nranks = (int32_t)tutti_bs_get32(p + 4);
-  double timeout_s = tutti_bs_get32(p + 8) * 1e-3, left_s = tutti_bs_get32(p + 12) * 1e-3;
+  int rank = (int32_t)tutti_socket_get32(p), nranks = (int32_t)tutti_socket_get32(p + 4);
+  double timeout_s = tutti_socket_get32(p + 8) * 1e-3, left_s = tutti_socket_get32(p + 12) * 1e-3;
   union tutti_socket_addr addr;
   if (tutti_socket_addr_unpack(p + 16, &addr) != 0) {
     c->state = CONN_DEAD;

@@ -34,8 +34,8 @@ static void encode(ncclUniqueId* id, unsigned flags, const union tutti_socket_ad
                    const unsigned char secret[TUTTI_BS_SECRET]) {
   unsigned char* p = (unsigned char*)id->internal;
   memset(id, 0, sizeof *id);
-  tutti_bs_put32(p, TUTTI_ID_MAGIC);
-  tutti_bs_put32(p + 4, (TUTTI_ID_VERSION << 16) | (flags & 0xffff));
+  tutti_socket_put32(p, TUTTI_ID_MAGIC);
+  tutti_socket_put32(p + 4, (TUTTI_ID_VERSION << 16) | (flags & 0xffff));
   tutti_socket_addr_pack(root, p + 8);
   memcpy(p + 32, secret, TUTTI_BS_SECRET);
 }
@@ -147,8 +147,8 @@ ncclResult_t tutti_bootstrap_id_decode(const ncclUniqueId* id, struct tutti_bs_i
                        "NULL");
   }
   const unsigned char* p = (const unsigned char*)id->internal;
-  uint32_t magic = tutti_bs_get32(p);
-  uint32_t version = tutti_bs_get32(p + 4) >> 16;
+  uint32_t magic = tutti_socket_get32(p);
+  uint32_t version = tutti_socket_get32(p + 4) >> 16;
   if (magic != TUTTI_ID_MAGIC) {
     what = "bad magic (an id from another library, or bytes damaged in transit?)";
   } else if (version != TUTTI_ID_VERSION) {
@@ -158,7 +158,7 @@ ncclResult_t tutti_bootstrap_id_decode(const ncclUniqueId* id, struct tutti_bs_i
   } else if (tutti_socket_port(&out->root) == 0) {
     what = "the root port is 0";
   } else {
-    out->flags = tutti_bs_get32(p + 4) & 0xffff;
+    out->flags = tutti_socket_get32(p + 4) & 0xffff;
     memcpy(out->secret, p + 32, TUTTI_BS_SECRET);
     return ncclSuccess;
   }

@@ -47,8 +47,8 @@ int tutti_bootstrap_handshake_check(const unsigned char* buf, size_t got,
     }
   }
   if (got >= TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER &&
-      (tutti_bs_get32(buf + TUTTI_BS_PREAMBLE) != type ||
-       tutti_bs_get32(buf + TUTTI_BS_PREAMBLE + 4) != len)) {
+      (tutti_socket_get32(buf + TUTTI_BS_PREAMBLE) != type ||
+       tutti_socket_get32(buf + TUTTI_BS_PREAMBLE + 4) != len)) {
     return -1;
   }
   return 0;

@@ -39,7 +39,7 @@ struct tutti_dev_comm {
   int32_t* pids;                      /* [nranks]: peers' processes on this host (0: elsewhere) */
   struct tutti_doorbell* const*
       bells; /* [nranks]: peers' doorbells (stand-ins for network peers) */
-  const struct tutti_doorbell* own_bell; /* this rank's calls (exec/agree.c) */
+  const struct tutti_doorbell* own_bell; /* this rank's calls (call/agree.c) */
   uint64_t scan_checked;                 /* the watchdog's tutti_agree_scan mark */
   char scan_why[512];                    /* the calls that differ, error 7 */
   pthread_t watch;                       /* watchdog: a peer process gone while kernels wait */

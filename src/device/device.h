@@ -32,7 +32,7 @@ struct tutti_dev_setup {
   double timeout_s;
   const unsigned char* secret; /* 16 bytes: names host-memory segments */
   uint64_t comm_hash;
-  /* [nranks]: peers' doorbells where visible (exec/agree.c): a peer whose
+  /* [nranks]: peers' doorbells where visible (call/agree.c): a peer whose
    * communicator failed stops this rank's kernels with its cause. */
   struct tutti_doorbell* const* bells;
   const struct tutti_doorbell* own_bell; /* this rank's: its calls, for the watchdog to compare */

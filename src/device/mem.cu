@@ -4,8 +4,8 @@
 #include <stdio.h>
 
 #include "device/dev_comm.h"
-#include "device/net/net.h"
-#include "device/net/net_link.h"
+#include "net/device/devnet.h"
+#include "net/device/link.h"
 
 extern "C" {
 #include "util/check.h"

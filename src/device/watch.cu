@@ -10,7 +10,7 @@
 #include "device/dev_comm.h"
 
 extern "C" {
-#include "exec/agree.h"
+#include "call/agree.h"
 #include "util/check.h"
 #include "util/proc.h"
 }
@@ -37,7 +37,7 @@ void* td_watch_main(void* arg) {
     }
     /* A peer whose communicator failed (a mismatched call, a timeout) will
      * never answer: stop with its cause (peers on other hosts tell theirs
-     * through the host transport's proxy, exec/agree.c). */
+     * through the host transport's proxy, call/agree.c). */
     for (int p = 0; p < dc->nranks && dc->bells != NULL; p++) {
       if (p != dc->rank && dc->bells[p] != NULL &&
           __atomic_load_n(&dc->bells[p]->failed, __ATOMIC_ACQUIRE) != 0) {

@@ -16,7 +16,7 @@
  * executor) until this rank has finished g - 1. */
 #include <string.h>
 
-#include "exec/agree.h"
+#include "call/agree.h"
 #include "exec/step.h"
 #include "reduce/reduce.h"
 #include "util/check.h"

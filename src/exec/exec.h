@@ -29,7 +29,7 @@ struct tutti_exec_rank {
   volatile int* abort_flag;
   double timeout_s;
   uint64_t op_count;     /* operations issued, for error texts */
-  uint64_t call_seq;     /* collectives run (struct tutti_call.seq; exec/agree.c) */
+  uint64_t call_seq;     /* collectives run (struct tutti_call.seq; call/agree.c) */
   uint64_t call_checked; /* device calls every peer was seen agreeing on, up to this one */
   struct tutti_op* pool; /* finished operations kept with their buffers for reuse */
   int spin_passes;       /* idle passes spent spinning (adapted as calls go), */
@@ -47,6 +47,12 @@ struct tutti_exec_rank {
    * later board operation fails at once instead of waiting for them. */
   int board_failed;
 };
+
+/* The rank's doorbell and its peers', as call agreement sees them. */
+static inline struct tutti_bells tutti_exec_bells(const struct tutti_exec_rank* er) {
+  struct tutti_bells b = {er->bell, er->peer_bells, er->rank, er->nranks};
+  return b;
+}
 
 /* One operation ready to run. */
 struct tutti_op {

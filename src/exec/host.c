@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/agree.h"
+#include "call/agree.h"
 #include "exec/exec.h"
 #include "exec/step.h"
 #include "util/check.h"
@@ -122,7 +122,7 @@ static ncclResult_t lane_progress(struct tutti_op* op, struct tutti_lane_state* 
 }
 
 /* What this rank is in, in its doorbell, for peers that wait on it to say,
- * and its calls, for peers to compare (exec/agree.c). */
+ * and its calls, for peers to compare (call/agree.c). */
 static void publish(struct tutti_op** ops, int nops, int active) {
   for (int i = 0; i < nops; i++) {
     struct tutti_doorbell* bell = ops[i]->er->bell;
@@ -211,7 +211,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
   int first = -1; /* the rank that found a failure's cause, -1: this one */
   int timed_out = 0;
   for (int i = 0; i < nops; i++) {
-    NCCLCHECK(tutti_agree_sticky(ops[i]->er));
+    NCCLCHECK(tutti_agree_sticky(ops[i]->er->bell));
   }
   publish(ops, nops, 1);
   int prepared = 0; /* ops whose lane states are this call's */
@@ -253,7 +253,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
       }
       /* Done only once every peer was seen making the same call. */
       if (left == 0 && !op->agreed) {
-        NCCLCHECKGOTO(tutti_agree_check(op, &left), res, out);
+        NCCLCHECKGOTO(tutti_agree_check(tutti_exec_bells(op->er), &op->call, &left), res, out);
         op->agreed = left == 0;
       }
       pending += left;
@@ -306,10 +306,10 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
       struct tutti_exec_rank* er = op->er;
       /* A peer that failed, or made another call: its cause, at once. */
       int waiting = 0;
-      if (tutti_agree_peer_failed(er, op->call.seq, &res, &first) >= 0) {
+      if (tutti_agree_peer_failed(tutti_exec_bells(er), op->call.seq, &res, &first) >= 0) {
         goto out;
       }
-      NCCLCHECKGOTO(tutti_agree_check(op, &waiting), res, out);
+      NCCLCHECKGOTO(tutti_agree_check(tutti_exec_bells(er), &op->call, &waiting), res, out);
       if (er->abort_flag != NULL && __atomic_load_n(er->abort_flag, __ATOMIC_ACQUIRE)) {
         res = tutti_error(ncclRemoteError,
                           "%s #%llu on rank %d stopped: the communicator was aborted",
@@ -342,7 +342,7 @@ out:
   for (int i = 0; i < nops && res != ncclSuccess; i++) {
     ops[i]->er->board_failed = 1;
     /* The first cause stays; a timeout is this rank's view of a stall. */
-    tutti_agree_fail(ops[i]->er, res, first, ops[i]->call.seq, timed_out);
+    tutti_agree_fail(tutti_exec_bells(ops[i]->er), res, first, ops[i]->call.seq, timed_out);
   }
   /* The cause told first, then what peers may still read taken back: the
    * user may free the buffers once this returns. */

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "exec/agree.h"
+#include "call/agree.h"
 #include "exec/step.h"
 #include "util/check.h"
 #include "util/socket.h"
@@ -89,7 +89,8 @@ static ncclResult_t expose(struct tutti_op* op, struct tutti_lane_state* l,
 
 static ncclResult_t bad_desc(const struct tutti_op* op, const struct tutti_step* st, size_t got,
                              const struct tutti_peer_buf* d) {
-  NCCLCHECK(tutti_agree_explain(op, st->recv_peer)); /* both calls, when the peer's is known */
+  NCCLCHECK(tutti_agree_explain(tutti_exec_bells(op->er), &op->call,
+                                st->recv_peer)); /* both calls, when the peer's is known */
   return tutti_error(
       ncclInvalidUsage,
       "%s #%llu on rank %d: rank %d offered %s where %zu bytes of its buffer were "
@@ -190,7 +191,7 @@ static ncclResult_t move_piece(struct tutti_op* op, const struct tutti_conn* rc,
 static ncclResult_t withdrawn(const struct tutti_op* op, const struct tutti_step* st) {
   ncclResult_t res;
   int first;
-  if (tutti_agree_peer_failed(op->er, 0, &res, &first) >= 0) {
+  if (tutti_agree_peer_failed(tutti_exec_bells(op->er), 0, &res, &first) >= 0) {
     return res; /* its cause, as it told it */
   }
   return tutti_error(ncclRemoteError,

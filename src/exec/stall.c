@@ -4,11 +4,16 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "exec/agree.h"
+#include "call/agree.h"
 #include "exec/step.h"
 #include "util/check.h"
 #include "util/proc.h"
 #include "util/socket.h"
+
+/* The first peer of its host whose record of op's call has not come yet. */
+static int missing_call(const struct tutti_op* op) {
+  return tutti_agree_missing(tutti_exec_bells(op->er), &op->call);
+}
 
 /* The step lane i is stuck on, or NULL when the lane is done. */
 static const struct tutti_step* stuck_step(const struct tutti_op* op, int i) {
@@ -66,7 +71,7 @@ void tutti_stall_describe(const struct tutti_op* op, char* buf, size_t len) {
              l->step - s->lanes[i].first_step + 1, s->lanes[i].nsteps, l->done, st->bytes);
     return;
   }
-  const int p = tutti_agree_missing(op);
+  const int p = missing_call(op);
   if (p >= 0) {
     snprintf(buf, len, "its part done, waiting to see rank %d make the same call #%llu", p,
              (unsigned long long)op->call.seq);
@@ -80,7 +85,7 @@ void tutti_stall_describe(const struct tutti_op* op, char* buf, size_t len) {
 void tutti_stall_record(const struct tutti_op* op) {
   for (int i = 0; i <= op->sched.nlanes && op->er->bell != NULL; i++) {
     const int p = i < op->sched.nlanes ? stuck_peer(op, stuck_step(op, i))
-                  : all_done(op)       ? tutti_agree_missing(op)
+                  : all_done(op)       ? missing_call(op)
                                        : -1;
     if (p >= 0) {
       uint32_t none = 0;
@@ -155,7 +160,7 @@ void tutti_stall_describe_peer(const struct tutti_op* op, char* buf, size_t len)
     }
   }
   if (all_done(op)) {
-    describe_one(op, tutti_agree_missing(op), buf, len);
+    describe_one(op, missing_call(op), buf, len);
   }
 }
 
@@ -164,7 +169,7 @@ void tutti_stall_describe_peer(const struct tutti_op* op, char* buf, size_t len)
 int tutti_stall_gone_peer(struct tutti_op* op) {
   struct tutti_exec_rank* er = op->er;
   const struct tutti_schedule* s = &op->sched;
-  const int missing = all_done(op) ? tutti_agree_missing(op) : -1;
+  const int missing = all_done(op) ? missing_call(op) : -1;
   for (int i = 0; i < s->nlanes || (i == s->nlanes && missing >= 0); i++) {
     const struct tutti_step* st = i < s->nlanes ? stuck_step(op, i) : NULL;
     if (st == NULL && i < s->nlanes) {
@@ -180,7 +185,7 @@ int tutti_stall_gone_peer(struct tutti_op* op) {
       if (!waits || er->peer_bells == NULL || er->peer_bells[p] == NULL) {
         continue;
       }
-      const char* why = tutti_exec_peer_gone(er->peer_bells[p]);
+      const char* why = tutti_doorbell_gone(er->peer_bells[p]);
       if (why != NULL) {
         /* Leave the first cause where the other ranks will look when this
          * one leaves in turn: the rank that was lost first, not this one. */

@@ -1,16 +1,12 @@
 /* The data movement of each step kind, one piece at a time. A piece is at
  * most one slot; both ends cut a step into the same pieces because they
  * share the piece size and the step sizes. */
-#include <errno.h>
-#include <stdio.h>
 #include <string.h>
 
-#include "exec/agree.h"
+#include "call/agree.h"
 #include "exec/step.h"
 #include "util/check.h"
 #include "util/param.h"
-#include "util/proc.h"
-#include "util/socket.h"
 
 /* Local copies and reductions are cut too, so other lanes keep moving. */
 #define TUTTI_LOCAL_PIECE (1u << 20)
@@ -24,54 +20,10 @@ static inline int src_flags(const struct tutti_step* st) {
          ((st->flags & TUTTI_STEP_FINAL) ? TUTTI_RED_FINAL : 0);
 }
 
-const char* tutti_exec_peer_gone(const struct tutti_doorbell* bell) {
-  static __thread char why[192];
-  const char* left = NULL;
-  if (__atomic_load_n(&bell->departed, __ATOMIC_ACQUIRE)) {
-    left = "destroyed its communicator";
-  } else if (tutti_process_gone(bell->pid)) {
-    left = "exited";
-  }
-  /* A network peer's broken connection (see struct tutti_doorbell). */
-  const uint32_t lost = __atomic_load_n(&bell->lost, __ATOMIC_ACQUIRE);
-  const int err = tutti_lost_errno(lost);
-  const int who = tutti_lost_rank(lost);
-  if (tutti_lost_is_self(lost) && left == NULL && err == ETIMEDOUT) {
-    const int hb = tutti_socket_heartbeat_s();
-    snprintf(why, sizeof why,
-             "lost its connection (its host answered nothing for %d s, %d heartbeats of "
-             "TUTTI_HEARTBEAT_S=%d: is it down, or its network link cut?)",
-             hb * TUTTI_SOCKET_MISSED, TUTTI_SOCKET_MISSED, hb);
-    return why;
-  }
-  if (tutti_lost_is_self(lost) && left == NULL) {
-    snprintf(why, sizeof why, "lost its connection (%s)",
-             err != 0 ? strerror(err)
-                      : "closed without leaving the communicator: it exited, was killed or "
-                        "its host went down");
-    return why;
-  }
-  /* Only once the owner has left: a broken link elsewhere is its reason. */
-  if (who >= 0 && left != NULL && err == ETIME) {
-    snprintf(why, sizeof why,
-             "%s after rank %d made no progress for TUTTI_TIMEOUT (stopped, or stuck in its own "
-             "code)",
-             left, who);
-    return why;
-  }
-  if (who >= 0 && left != NULL) {
-    snprintf(why, sizeof why, "%s after losing rank %d (%s)", left, who,
-             err == ETIMEDOUT ? "its host stopped answering: down, or its link cut"
-             : err != 0       ? strerror(err)
-                              : "that rank left the job without a goodbye");
-    return why;
-  }
-  return left;
-}
-
 static ncclResult_t size_mismatch(const struct tutti_op* op, const struct tutti_step* st,
                                   size_t got, size_t want) {
-  NCCLCHECK(tutti_agree_explain(op, st->recv_peer)); /* both calls, when the peer's is known */
+  NCCLCHECK(tutti_agree_explain(tutti_exec_bells(op->er), &op->call,
+                                st->recv_peer)); /* both calls, when the peer's is known */
   return tutti_error(ncclInvalidUsage,
                      "%s #%llu on rank %d: rank %d sent a piece of %zu bytes where %zu were "
                      "expected: the ranks called different collectives, counts or datatypes",

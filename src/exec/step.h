@@ -54,10 +54,6 @@ static inline int tutti_exec_conn_ready(const struct tutti_lane_state* l,
   return 0;
 }
 
-/* Why a peer can no longer answer ("exited", "destroyed its communicator"),
- * or NULL while it can. */
-const char* tutti_exec_peer_gone(const struct tutti_doorbell* bell);
-
 /* What a stuck operation waits for (exec/stall.c), for error texts: which
  * peer and step (or, all its steps done, which peer's call it has not seen
  * yet); what that peer is doing when its doorbell shows it; a note in this

@@ -1,7 +1,7 @@
 /* A network as tutti's transports use it: the operations of NCCL's network
  * plugins (listen / connect / accept, memory registration, non-blocking
  * isend / irecv / iflush / test), whatever ABI version they came through
- * (net/abi.h), or tutti's own socket network built in (net/socket.h).
+ * (net/plugin/abi.h), or tutti's own socket network built in (net/socket/socknet.h).
  *
  *   struct tutti_net       one network opened for one communicator
  *   tutti_net_ops          its operations; each takes the network first
@@ -21,35 +21,11 @@
 #include <stdint.h>
 
 #include "nccl.h"
+#include "topo/nics.h" /* a device's properties */
 
 #define TUTTI_NET_HANDLE_BYTES 128 /* what listen fills, exchanged out of band */
-#define TUTTI_NET_PTR_HOST 0x1     /* registers and moves host memory */
-#define TUTTI_NET_PTR_CUDA 0x2     /* ... GPU memory (GPUDirect RDMA) */
-#define TUTTI_NET_PTR_DMABUF 0x4   /* ... GPU memory through a dma-buf fd */
-#define TUTTI_NET_MAX_VDEVS 8
-#define TUTTI_NET_MAX_REQUESTS 32 /* requests in flight on one comm, at most */
-#define TUTTI_NET_MAX_RECVS 8     /* buffers of one grouped receive, at most */
-
-/* A device's properties, widened from the plugin's version (fields an
- * older version lacks hold the defaults NCCL gives them). */
-struct tutti_net_props {
-  char name[64];
-  char pci_path[256]; /* "/sys/devices/pci0000:00/..."; "" when the plugin gives none */
-  uint64_t guid;      /* one NIC chip, whatever its PCI functions */
-  int ptr_support;    /* TUTTI_NET_PTR_* */
-  int reg_is_global;  /* a registration serves every comm of the device */
-  int force_flush;    /* receives into GPU memory need iflush even without GPUDirect */
-  int speed;          /* Mb/s */
-  int port;
-  float latency; /* µs */
-  int max_comms; /* comms one process may open on the device */
-  int max_recvs; /* buffers one grouped irecv may take */
-  int dev_type;  /* 0: the host drives it (the only kind tutti uses) */
-  int dev_version;
-  size_t max_p2p_bytes; /* the largest message */
-  int nvdevs;           /* a virtual device: the physical ones behind it (0: physical) */
-  int vdevs[TUTTI_NET_MAX_VDEVS];
-};
+#define TUTTI_NET_MAX_REQUESTS 32  /* requests in flight on one comm, at most */
+#define TUTTI_NET_MAX_RECVS 8      /* buffers of one grouped receive, at most */
 
 struct tutti_net;
 
@@ -93,7 +69,7 @@ struct tutti_net {
   char name[64];     /* the plugin's own name: "IB", "AWS Libfabric", "tutti" ... */
   char path[512];    /* the library it came from ("" when built in) */
   int abi;           /* the ncclNetPlugin_vN found (6 ... 12); 0: built in */
-  const void* table; /* the plugin's own table (net/abi.h) */
+  const void* table; /* the plugin's own table (net/plugin/abi.h) */
   void* ctx;         /* the context init gave (v11+; NULL before) */
   uint64_t comm_id;  /* the communicator it was opened for */
 };
@@ -114,6 +90,13 @@ struct tutti_net {
 ncclResult_t tutti_net_open(uint64_t comm_id, struct tutti_net** out);
 /* Finalizes and frees what tutti_net_open gave (NULL: nothing). */
 void tutti_net_close(struct tutti_net* n);
+
+/* The devices of `net` a rank uses, chosen from every device's properties
+ * by tutti_topo_pick_nics (its gpu_pci_path, local_rank and max), into devs
+ * and *ndevs, and their names into names[0 .. *ndevs) when not NULL
+ * (net/plugin/choose.c). */
+ncclResult_t tutti_net_choose(struct tutti_net* net, const char* gpu_pci_path, int local_rank,
+                              int* devs, int max, int* ndevs, char (*names)[64]);
 
 /* The plugin found at load, for tutti-check and logs: its path, name and
  * ABI version (not opened: ops and ctx are NULL), or NULL when none loads

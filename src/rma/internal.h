@@ -96,6 +96,10 @@ int tutti_rma_nap_idle(struct tutti_rma_nap* n);
  * wait that ended while spinning or just after says the peer runs and
  * spinning pays; one that needed long yields or a sleep says it does not. */
 void tutti_rma_nap_reset(struct tutti_rma_nap* n);
+/* One pass of a wait with nothing to show: receives what came (when
+ * `receive`), else idles. Non-zero when the caller should look at its
+ * condition again at once; zero when the slow checks are due. */
+int tutti_rma_pass(struct tutti_rma* r, struct tutti_rma_nap* n, int receive);
 /* Bumps `word` and wakes its sleepers, if any. */
 void tutti_rma_wake(uint32_t* word, const uint32_t* sleepers);
 

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "exec/step.h" /* tutti_exec_peer_gone */
+#include "call/doorbell.h"
 #include "rma/internal.h"
 #include "rma/wire.h"
 #include "util/check.h"
@@ -36,11 +36,7 @@ static ncclResult_t wait_slot(struct tutti_rma* r, int peer, uint64_t seq, size_
      * sends and receives does, rather than wait on their service threads
      * (twice the rate on 2 cores). Not where receiving may call the device
      * layer: this may be a CUDA host function, which must not call CUDA. */
-    if (host_only(r) && tutti_rma_receive(r)) {
-      tutti_rma_nap_reset(&nap);
-      continue;
-    }
-    if (!tutti_rma_nap_idle(&nap)) {
+    if (tutti_rma_pass(r, &nap, host_only(r))) {
       continue;
     }
     const double t = tutti_socket_now();
@@ -56,7 +52,7 @@ static ncclResult_t wait_slot(struct tutti_rma* r, int peer, uint64_t seq, size_
       break;
     }
     const char* why =
-        r->s.peer_bells[peer] != NULL ? tutti_exec_peer_gone(r->s.peer_bells[peer]) : NULL;
+        r->s.peer_bells[peer] != NULL ? tutti_doorbell_gone(r->s.peer_bells[peer]) : NULL;
     if (why != NULL) {
       tutti_rma_name_peer(r, peer, who, sizeof who);
       res = tutti_error(ncclRemoteError,

@@ -14,7 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "exec/step.h" /* tutti_exec_peer_gone */
+#include "call/doorbell.h"
 #include "rma/internal.h"
 #include "rma/wire.h"
 #include "util/check.h"
@@ -163,7 +163,7 @@ static void check_gone(struct tutti_rma* r) {
         __atomic_load_n(&r->gone[p], __ATOMIC_RELAXED)) {
       continue;
     }
-    const char* why = tutti_exec_peer_gone(r->s.peer_bells[p]);
+    const char* why = tutti_doorbell_gone(r->s.peer_bells[p]);
     if (why == NULL) {
       r->in[p].strikes = 0;
     } else if (++r->in[p].strikes >= 2) {
@@ -204,17 +204,22 @@ int tutti_rma_receive(struct tutti_rma* r) {
   return moved;
 }
 
+int tutti_rma_pass(struct tutti_rma* r, struct tutti_rma_nap* n, int receive) {
+  if (receive && tutti_rma_receive(r)) {
+    tutti_rma_nap_reset(n);
+    return 1;
+  }
+  return !tutti_rma_nap_idle(n);
+}
+
+
 static void* service_main(void* arg) {
   struct tutti_rma* r = arg;
   struct tutti_rma_nap nap = {
       &r->s.bell->ring, &r->s.bell->sleeping, r->spin, r->spin_max, r->yield, 0, 0, 0};
   double last_check = 0;
   while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
-    if (tutti_rma_receive(r)) {
-      tutti_rma_nap_reset(&nap);
-      continue;
-    }
-    if (!tutti_rma_nap_idle(&nap)) {
+    if (tutti_rma_pass(r, &nap, 1)) {
       continue;
     }
     const double t = tutti_socket_now();

@@ -138,11 +138,7 @@ ncclResult_t tutti_rma_wait_host(struct tutti_rma* r, const ncclWaitSignalDesc_t
   while (!try_consume(r, a, na)) {
     /* While spinning, receive what came (when the service thread is not
      * at it): the signal is seen without waking another thread. */
-    if (tutti_rma_receive(r)) {
-      tutti_rma_nap_reset(&nap);
-      continue;
-    }
-    if (!tutti_rma_nap_idle(&nap)) {
+    if (tutti_rma_pass(r, &nap, 1)) {
       continue;
     }
     const double t = tutti_socket_now();

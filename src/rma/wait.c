@@ -10,19 +10,12 @@
 #include <unistd.h>
 
 #include "rma/internal.h"
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
+#include "util/proc.h"
 
 int tutti_rma_nap_idle(struct tutti_rma_nap* n) {
   n->idle++;
   if (n->idle <= n->spin) {
-    cpu_relax();
+    tutti_cpu_relax();
     return 0;
   }
   if (n->idle <= n->spin + n->yield) {

@@ -2,7 +2,7 @@
  * size, then publishes head; the receiver reads head, then the data. The same
  * for tail in the other direction. head and tail are sequentially consistent
  * (not just release/acquire) because they also take part in the doorbell's
- * store-then-load handshake with a sleeping peer (exec/wait.c). */
+ * store-then-load handshake with a sleeping peer (call/doorbell.h). */
 #include "transport/fifo.h"
 
 #include <string.h>

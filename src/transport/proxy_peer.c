@@ -1,29 +1,32 @@
-/* The tcp transport's peers (see proxy.h): their private queues, and the
- * executor's side of them, which wakes the proxy thread when it sleeps. */
+/* A peer a proxy serves (see proxy.h): its private queues, the executor's
+ * side of them, which wakes the thread when it may sleep, and its stand-in
+ * doorbell. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "transport/proxy.h"
 #include "util/check.h"
 
-void tutti_proxy_poke(struct tutti_proxy* px) {
-  uint64_t one = 1;
-  ssize_t n = write(px->evfd, &one, sizeof one);
-  (void)n; /* a full counter already means "wake up" */
-}
-
 /* The executor's side: the fifo's own operations, plus a poke when the
- * thread may be asleep. The queue counters are stored seq_cst and `sleeping`
- * is loaded seq_cst (and the other way round in the thread), so either the
- * thread sees the new slot or we see it sleeping. */
+ * thread may be asleep: after a post or a free, and, where the thread
+ * polls something that cannot wake it, when a receive finds nothing. The
+ * queue counters are stored seq_cst and `sleeping` is loaded seq_cst (and
+ * the other way round in the thread), so either the thread sees the new
+ * slot or we see it sleeping. */
 static struct tutti_proxy_peer* peer_of(struct tutti_conn* c, int recv) {
   size_t off = recv ? offsetof(struct tutti_proxy_peer, recv_end)
                     : offsetof(struct tutti_proxy_peer, send_end);
   return (struct tutti_proxy_peer*)((char*)c - off);
+}
+
+static void wake(struct tutti_proxy_peer* p) {
+  if (__atomic_load_n(&p->px->sleeping, __ATOMIC_SEQ_CST)) {
+    __atomic_store_n(&p->px->sleeping, 0, __ATOMIC_SEQ_CST);
+    tutti_proxy_poke(p->px);
+  }
 }
 
 static void* conn_send_begin(struct tutti_conn* c) {
@@ -33,21 +36,22 @@ static void* conn_send_begin(struct tutti_conn* c) {
 static void conn_send_end(struct tutti_conn* c, size_t bytes) {
   struct tutti_proxy_peer* p = peer_of(c, 0);
   p->fifo_ops->send_end(c, bytes);
-  if (__atomic_load_n(&p->px->sleeping, __ATOMIC_SEQ_CST)) {
-    tutti_proxy_poke(p->px);
-  }
+  wake(p);
 }
 
 static const void* conn_recv_begin(struct tutti_conn* c, size_t* bytes) {
-  return peer_of(c, 1)->fifo_ops->recv_begin(c, bytes);
+  struct tutti_proxy_peer* p = peer_of(c, 1);
+  const void* got = p->fifo_ops->recv_begin(c, bytes);
+  if (got == NULL && p->poke_empty) {
+    wake(p);
+  }
+  return got;
 }
 
 static void conn_recv_end(struct tutti_conn* c) {
   struct tutti_proxy_peer* p = peer_of(c, 1);
   p->fifo_ops->recv_end(c);
-  if (__atomic_load_n(&p->px->sleeping, __ATOMIC_SEQ_CST)) {
-    tutti_proxy_poke(p->px);
-  }
+  wake(p);
 }
 
 static const struct tutti_conn_ops proxy_conn_ops = {
@@ -58,35 +62,22 @@ static const struct tutti_conn_ops proxy_conn_ops = {
 };
 
 ncclResult_t tutti_proxy_peer_init(struct tutti_proxy_peer* p, int rank, size_t buffsize,
-                                   int nsocks, const int* fds) {
-  memset(p, 0, sizeof *p);
+                                   size_t extra, int poke_empty) {
   p->rank = rank;
-  p->socks = calloc((size_t)nsocks, sizeof *p->socks);
-  if (p->socks == NULL) {
-    for (int s = 0; s < nsocks; s++) {
-      close(fds[s]);
-    }
-    return tutti_error(ncclSystemError, "out of host memory for the sockets of rank %d", rank);
-  }
-  p->nsocks = nsocks;
-  for (int s = 0; s < nsocks; s++) {
-    struct tutti_proxy_sock* k = &p->socks[s];
-    k->fd = fds[s];
-    k->snext = k->rnext = (uint64_t)s;
-    k->ready_in = k->ready_out = 1; /* optimistic: the first try tells */
-  }
+  p->poke_empty = poke_empty;
   tutti_fifo_geometry(buffsize, &p->nslots, &p->slot_bytes);
   const size_t q = tutti_fifo_bytes(p->nslots, p->slot_bytes);
   /* Anonymous pages: zeroed, and only touched once data moves. */
-  p->mem = mmap(NULL, 2 * q, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  p->mem = mmap(NULL, 2 * q + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p->mem == MAP_FAILED) {
     p->mem = NULL;
-    return tutti_error(ncclSystemError, "cannot map %zu bytes of queues for rank %d: %s", 2 * q,
-                       rank, strerror(errno));
+    return tutti_error(ncclSystemError, "cannot map %zu bytes of queues for rank %d: %s",
+                       2 * q + extra, rank, strerror(errno));
   }
-  p->mem_bytes = 2 * q;
+  p->mem_bytes = 2 * q + extra;
   p->sq = p->mem;
   p->rq = (struct tutti_fifo*)((char*)p->mem + q);
+  p->extra = (char*)p->mem + 2 * q;
   tutti_fifo_conn_init(&p->send_end, NULL, p->sq, p->nslots, p->slot_bytes, rank, -1, NULL, NULL);
   tutti_fifo_conn_init(NULL, &p->recv_end, p->rq, p->nslots, p->slot_bytes, -1, rank, NULL, NULL);
   p->fifo_ops = p->send_end.base.ops;
@@ -96,14 +87,65 @@ ncclResult_t tutti_proxy_peer_init(struct tutti_proxy_peer* p, int rank, size_t 
 }
 
 void tutti_proxy_peer_free(struct tutti_proxy_peer* p) {
-  for (int s = 0; s < p->nsocks; s++) {
-    close(p->socks[s].fd);
-  }
-  free(p->socks);
-  p->socks = NULL;
-  p->nsocks = 0;
   if (p->mem != NULL) {
     munmap(p->mem, p->mem_bytes);
     p->mem = NULL;
   }
+}
+
+int tutti_proxy_peer_sent(struct tutti_proxy_peer* p, uint8_t* done, uint64_t* tail, uint64_t end) {
+  uint64_t t = *tail;
+  while (t < end && done[t % p->nslots]) {
+    done[t % p->nslots] = 0;
+    t++;
+  }
+  if (t == *tail) {
+    return 0;
+  }
+  *tail = t;
+  __atomic_store_n(&p->sq->tail, t, __ATOMIC_SEQ_CST);
+  tutti_doorbell_ring(p->px->rank_bell);
+  return 1;
+}
+
+void tutti_proxy_peer_attach(struct tutti_proxy_peer* p, struct tutti_transport_comm* tc,
+                             const char* via) {
+  p->send_end.base.via = p->recv_end.base.via = via;
+  tc->send[p->rank] = &p->send_end.base;
+  tc->recv[p->rank] = &p->recv_end.base;
+  tc->peer_bells[p->rank] = &p->bell;
+  /* Its proxy brings the peer's calls: the rank compares them here. */
+  __atomic_store_n(&p->bell.shows_calls, 1, __ATOMIC_RELEASE);
+}
+
+void tutti_proxy_peer_detach(struct tutti_proxy_peer* p, struct tutti_transport_comm* tc) {
+  if (tc->send[p->rank] == &p->send_end.base) {
+    tc->send[p->rank] = NULL;
+    tc->recv[p->rank] = NULL;
+  }
+  if (tc->peer_bells[p->rank] == &p->bell) {
+    tc->peer_bells[p->rank] = NULL;
+  }
+}
+
+void tutti_proxy_peer_lost(struct tutti_proxy_peer* p, int err, const char* over, const char* why) {
+  struct tutti_proxy* px = p->px;
+  p->gone = 1;
+  __atomic_store_n(&p->bell.lost, tutti_lost_make(err, TUTTI_LOST_SELF), __ATOMIC_RELEASE);
+  /* Our own bell too, so that local ranks that see us leave can tell why. */
+  uint32_t none = 0;
+  __atomic_compare_exchange_n(&px->rank_bell->lost, &none, tutti_lost_make(err, p->rank), 0,
+                              __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  WARN("rank %d lost its connection to rank %d (pid %d on host %s)%s%s: %s", px->rank, p->rank,
+       (int)px->peers[p->rank].pid, px->peers[p->rank].hostname, over != NULL ? " over " : "",
+       over != NULL ? over : "", why);
+  tutti_doorbell_ring(px->rank_bell);
+}
+
+void tutti_proxy_peer_left(struct tutti_proxy_peer* p, uint32_t reason) {
+  if (reason != 0) {
+    __atomic_store_n(&p->bell.lost, reason, __ATOMIC_RELEASE);
+  }
+  __atomic_store_n(&p->bell.departed, 1, __ATOMIC_RELEASE);
+  tutti_doorbell_ring(p->px->rank_bell);
 }

@@ -1,6 +1,6 @@
 /* TCP transport: ranks on different hosts (or every pair, with
  * NCCL_SHM_DISABLE=1). tcp_connect.c connects the sockets, this file makes
- * them peers and threads, proxy.c moves the data. */
+ * them peers and threads, tcp_proxy.c moves the data. */
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
-#include "transport/proxy.h"
+#include "transport/tcp_proxy.h"
 #include "transport/tcp_connect.h"
-#include "transport/records.h"
+#include "call/records.h"
 #include "util/check.h"
 #include "topo/ifaces.h"
 #include "util/param.h"
@@ -28,10 +28,10 @@ static TUTTI_PARAM(nsocks_per_thread, "NCCL_NSOCKS_PERTHREAD", 2,
 
 struct tcp_state {
   int npeers;
-  struct tutti_proxy_peer* peers;
+  struct tutti_tcp_peer* peers;
   int nthreads;
-  struct tutti_proxy* threads;
-  struct tutti_proxy_peer** served; /* threads' lists of peers, back to back */
+  struct tutti_tcp_proxy* threads;
+  struct tutti_tcp_peer** served; /* threads' lists of peers, back to back */
   char via[32];
 };
 
@@ -62,13 +62,13 @@ static ncclResult_t start(struct tutti_transport_comm* tc, struct tcp_state* st,
   st->threads = calloc((size_t)st->nthreads, sizeof *st->threads);
   st->served = calloc((size_t)st->npeers, sizeof *st->served);
   for (int t = 0; st->threads != NULL && t < st->nthreads; t++) {
-    st->threads[t].evfd = -1; /* before any failure: teardown closes what is >= 0 */
+    st->threads[t].base.evfd = -1; /* before any failure: teardown closes what is >= 0 */
   }
   if (st->peers == NULL || st->threads == NULL || st->served == NULL) {
     return tutti_error(ncclSystemError, "out of host memory for %d TCP peers", st->npeers);
   }
   for (int t = 0; t < st->nthreads; t++) {
-    struct tutti_proxy* px = &st->threads[t];
+    struct tutti_proxy* px = &st->threads[t].base;
     px->rank = tc->rank;
     px->peers = tc->peers;
     px->rank_bell = tc->bell;
@@ -78,30 +78,26 @@ static ncclResult_t start(struct tutti_transport_comm* tc, struct tcp_state* st,
     if (!tutti_tcp_pair(tc, su->recs, tc->rank, r)) {
       continue;
     }
-    struct tutti_proxy_peer* p = &st->peers[i];
+    struct tutti_tcp_peer* p = &st->peers[i];
     int* fds = su->fds + (size_t)r * (size_t)su->nsocks;
     const int ns = tutti_tcp_pair_socks(su, r);
-    ncclResult_t res = tutti_proxy_peer_init(p, r, tc->buffsize, ns, fds);
+    ncclResult_t res = tutti_tcp_peer_init(p, r, tc->buffsize, ns, fds);
     for (int s = 0; s < ns; s++) {
       fds[s] = -1; /* the peer owns them now, even after a failure */
     }
     NCCLCHECK(res);
     /* Each thread serves a contiguous block of peers, in rank order. */
-    p->px = &st->threads[(i * st->nthreads) / st->npeers];
-    if (p->px->nserved == 0) {
-      p->px->served = st->served + i;
+    struct tutti_tcp_proxy* px = &st->threads[(i * st->nthreads) / st->npeers];
+    p->base.px = &px->base;
+    if (px->nserved == 0) {
+      px->served = st->served + i;
     }
-    p->px->served[p->px->nserved++] = p;
-    p->send_end.base.via = p->recv_end.base.via = st->via;
-    tc->send[r] = &p->send_end.base;
-    tc->recv[r] = &p->recv_end.base;
-    tc->peer_bells[r] = &p->bell;
-    /* Its proxy sends the peer's calls: the rank compares them here. */
-    __atomic_store_n(&p->bell.shows_calls, 1, __ATOMIC_RELEASE);
+    px->served[px->nserved++] = p;
+    tutti_proxy_peer_attach(&p->base, tc, st->via);
     i++;
   }
   for (int t = 0; t < st->nthreads; t++) {
-    NCCLCHECK(tutti_proxy_start(&st->threads[t]));
+    NCCLCHECK(tutti_tcp_proxy_start(&st->threads[t]));
   }
   return ncclSuccess;
 }
@@ -109,7 +105,8 @@ static ncclResult_t start(struct tutti_transport_comm* tc, struct tcp_state* st,
 static ncclResult_t tcp_setup(struct tutti_transport_comm* tc) {
   const int n = tc->nranks;
   if (tc->net_joined) {
-    return ncclSuccess; /* a network plugin carries these pairs (net.c), on every rank */
+    return ncclSuccess; /* a network plugin carries these pairs (net/transport/nettr.c), on every
+                           rank */
   }
   int need = 0;
   for (int r = 0; r < n; r++) {
@@ -143,7 +140,7 @@ static ncclResult_t tcp_setup(struct tutti_transport_comm* tc) {
   mine[0] = 1;
   mine[1] = tutti_param_shm_disable() != 0;
   mine[2] = lfd >= 0;
-  tutti_proxy_put32(mine + 4, (uint32_t)su.nsocks);
+  tutti_socket_put32(mine + 4, (uint32_t)su.nsocks);
   tutti_socket_addr_pack(&iface.addr, mine + 8);
   snprintf((char*)mine + 32, 16, "%s", iface.name);
   ncclResult_t gres = tutti_bootstrap_allgather(tc->boot, recs, TUTTI_TCP_REC_LEN);
@@ -197,24 +194,18 @@ static void tcp_teardown(struct tutti_transport_comm* tc) {
   }
   /* Passed on in the goodbyes, and left in our doorbell for the local ranks
    * that see us depart: every survivor can name the rank that was lost. */
-  const uint32_t why = tutti_rec_leave_reason(tc);
+  const uint32_t why = tutti_rec_leave_reason(tutti_transport_bells(tc));
   for (int t = 0; st->threads != NULL && t < st->nthreads; t++) {
-    st->threads[t].leave_reason = why;
-    tutti_proxy_stop(&st->threads[t],
-                     tc->abort_flag != NULL && __atomic_load_n(tc->abort_flag, __ATOMIC_ACQUIRE));
+    st->threads[t].base.leave_reason = why;
+    tutti_tcp_proxy_stop(&st->threads[t], tc->abort_flag != NULL &&
+                                              __atomic_load_n(tc->abort_flag, __ATOMIC_ACQUIRE));
   }
   for (int i = 0; st->peers != NULL && i < st->npeers; i++) {
-    struct tutti_proxy_peer* p = &st->peers[i];
+    struct tutti_tcp_peer* p = &st->peers[i];
     if (p->socks != NULL) {
-      if (tc->send[p->rank] == &p->send_end.base) {
-        tc->send[p->rank] = NULL;
-        tc->recv[p->rank] = NULL;
-      }
-      if (tc->peer_bells[p->rank] == &p->bell) {
-        tc->peer_bells[p->rank] = NULL;
-      }
+      tutti_proxy_peer_detach(&p->base, tc);
     }
-    tutti_proxy_peer_free(p);
+    tutti_tcp_peer_free(p);
   }
   free(st->served);
   free(st->threads);

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "transport/proxy.h"
 #include "util/check.h"
 #include "util/param.h"
 #include "util/socket.h"
@@ -31,12 +30,12 @@ struct tutti_tcp_pending {
 };
 
 static void put64(unsigned char* p, uint64_t v) {
-  tutti_proxy_put32(p, (uint32_t)(v >> 32));
-  tutti_proxy_put32(p + 4, (uint32_t)v);
+  tutti_socket_put32(p, (uint32_t)(v >> 32));
+  tutti_socket_put32(p + 4, (uint32_t)v);
 }
 
 static uint64_t get64(const unsigned char* p) {
-  return ((uint64_t)tutti_proxy_get32(p) << 32) | tutti_proxy_get32(p + 4);
+  return ((uint64_t)tutti_socket_get32(p) << 32) | tutti_socket_get32(p + 4);
 }
 
 static const unsigned char* rec_of(const struct tutti_tcp_setup* su, int r) {
@@ -50,7 +49,7 @@ int tutti_tcp_pair(const struct tutti_transport_comm* tc, const unsigned char* r
 }
 
 int tutti_tcp_pair_socks(const struct tutti_tcp_setup* su, int r) {
-  int theirs = (int)tutti_proxy_get32(rec_of(su, r) + 4);
+  int theirs = (int)tutti_socket_get32(rec_of(su, r) + 4);
   return theirs < su->nsocks ? theirs : su->nsocks;
 }
 
@@ -75,7 +74,7 @@ ncclResult_t tutti_tcp_check_table(const struct tutti_tcp_setup* su) {
     /* A count outside 1..TUTTI_TCP_MAX_SOCKS would leave a pair without sockets (or
      * with more than the peer has); a damaged address would only fail at
      * the timeout: both are refused here, naming the rank. */
-    const uint32_t ns = tutti_proxy_get32(a + 4);
+    const uint32_t ns = tutti_socket_get32(a + 4);
     union tutti_socket_addr addr;
     if (ns < 1 || ns > TUTTI_TCP_MAX_SOCKS) {
       return tutti_error(ncclInvalidUsage,
@@ -139,12 +138,12 @@ static const char* bad_hello(const struct tutti_tcp_setup* su, const unsigned ch
   for (int i = 0; i < 16; i++) {
     diff |= h[8 + i] ^ tc->secret[i];
   }
-  *from = (int)tutti_proxy_get32(h + 32);
-  *idx = (int)tutti_proxy_get32(h + 40);
+  *from = (int)tutti_socket_get32(h + 32);
+  *idx = (int)tutti_socket_get32(h + 40);
   if (memcmp(h, "tuttiTC1", 8) != 0 || diff != 0) {
     return "it did not present this job's secret";
   }
-  if (get64(h + 24) != tc->comm_hash || (int)tutti_proxy_get32(h + 36) != tc->rank) {
+  if (get64(h + 24) != tc->comm_hash || (int)tutti_socket_get32(h + 36) != tc->rank) {
     return "it is meant for another communicator or rank";
   }
   if (*from < 0 || *from >= tc->rank || !tutti_tcp_pair(tc, su->recs, *from, tc->rank) ||
@@ -164,8 +163,8 @@ static ncclResult_t complete(struct tutti_tcp_setup* su, int i) {
   int from = p->peer, idx = p->idx;
   if (p->out) {
     if (memcmp(p->buf, "tuttiTA1", 8) != 0 || get64(p->buf + 8) != tc->comm_hash ||
-        (int)tutti_proxy_get32(p->buf + 16) != p->peer ||
-        (int)tutti_proxy_get32(p->buf + 20) != p->idx) {
+        (int)tutti_socket_get32(p->buf + 16) != p->peer ||
+        (int)tutti_socket_get32(p->buf + 20) != p->idx) {
       char who[160];
       peer_name(su, p->peer, who, sizeof who);
       return tutti_error(ncclSystemError,
@@ -178,8 +177,8 @@ static ncclResult_t complete(struct tutti_tcp_setup* su, int i) {
     unsigned char ack[ACK_LEN];
     memcpy(ack, "tuttiTA1", 8);
     put64(ack + 8, tc->comm_hash);
-    tutti_proxy_put32(ack + 16, (uint32_t)tc->rank);
-    tutti_proxy_put32(ack + 20, (uint32_t)idx);
+    tutti_socket_put32(ack + 16, (uint32_t)tc->rank);
+    tutti_socket_put32(ack + 20, (uint32_t)idx);
     if (why != NULL || send(p->fd, ack, ACK_LEN, MSG_NOSIGNAL | MSG_DONTWAIT) != ACK_LEN) {
       INFO(TUTTI_NET, "rank %d dropped a connection to its TCP listener: %s", tc->rank,
            why != NULL ? why : "it closed before the acknowledgement");
@@ -270,12 +269,12 @@ ncclResult_t tutti_tcp_connect_all(struct tutti_tcp_setup* su, int lfd) {
     memcpy(hello, "tuttiTC1", 8);
     memcpy(hello + 8, tc->secret, 16);
     put64(hello + 24, tc->comm_hash);
-    tutti_proxy_put32(hello + 32, (uint32_t)tc->rank);
-    tutti_proxy_put32(hello + 36, (uint32_t)r);
-    tutti_proxy_put32(hello + 44, (uint32_t)tutti_tcp_pair_socks(su, r));
+    tutti_socket_put32(hello + 32, (uint32_t)tc->rank);
+    tutti_socket_put32(hello + 36, (uint32_t)r);
+    tutti_socket_put32(hello + 44, (uint32_t)tutti_tcp_pair_socks(su, r));
     for (int s = 0; s < tutti_tcp_pair_socks(su, r) && res == ncclSuccess; s++) {
       int fd = -1;
-      tutti_proxy_put32(hello + 40, (uint32_t)s);
+      tutti_socket_put32(hello + 40, (uint32_t)s);
       res = tutti_socket_connect(&addr, &io,
                                  "does NCCL_SOCKET_IFNAME pick an interface the hosts share?", &fd);
       if (res == ncclSuccess) {

@@ -1,20 +1,12 @@
-/* The list of transports, in order of preference, and the loop that lets
- * each connect the pairs it can. */
+/* The loop that lets each transport of a list connect the pairs it can. */
 #include "transport/transport.h"
 
 #include "util/check.h"
 
-static const struct tutti_transport* const transports[] = {
-    &tutti_transport_shm,
-    &tutti_transport_net, /* a network plugin, when every rank loaded the same one */
-    &tutti_transport_tcp,
-};
-
-#define NTRANSPORTS (sizeof transports / sizeof transports[0])
-
-ncclResult_t tutti_transport_setup(struct tutti_transport_comm* tc) {
-  for (size_t i = 0; i < NTRANSPORTS; i++) {
-    NCCLCHECK(transports[i]->setup(tc));
+ncclResult_t tutti_transport_setup(struct tutti_transport_comm* tc,
+                                   const struct tutti_transport* const* list, int n) {
+  for (int i = 0; i < n; i++) {
+    NCCLCHECK(list[i]->setup(tc));
   }
   if (tc->bell == NULL) {
     /* No shared segment: the rank still needs a doorbell its proxies can ring. */
@@ -32,10 +24,11 @@ ncclResult_t tutti_transport_setup(struct tutti_transport_comm* tc) {
   return ncclSuccess;
 }
 
-void tutti_transport_teardown(struct tutti_transport_comm* tc) {
-  for (size_t i = NTRANSPORTS; i-- > 0;) {
-    if (transports[i]->teardown != NULL) {
-      transports[i]->teardown(tc);
+void tutti_transport_teardown(struct tutti_transport_comm* tc,
+                              const struct tutti_transport* const* list, int n) {
+  for (int i = n; i-- > 0;) {
+    if (list[i]->teardown != NULL) {
+      list[i]->teardown(tc);
     }
   }
 }

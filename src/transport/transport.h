@@ -1,19 +1,21 @@
-/* The transport table. A transport connects two ranks with a pair of
- * one-directional connections, each a queue of fixed-size slots: the sender
- * fills a slot and posts it, the receiver reads it in place and frees it.
- * The executor sees only struct tutti_conn; it never knows which transport
- * carries the bytes. */
+/* The connection interface and the transport table. A transport connects
+ * two ranks with a pair of one-directional connections, each a queue of
+ * fixed-size slots: the sender fills a slot and posts it, the receiver
+ * reads it in place and frees it. The executor sees only struct tutti_conn;
+ * it never knows which transport carries the bytes. Doorbells are
+ * call/doorbell.h's, the board transport/board.h's, the peer table
+ * topo/peer.h's. */
 #ifndef TUTTI_TRANSPORT_TRANSPORT_H
 #define TUTTI_TRANSPORT_TRANSPORT_H
 
-#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "exec/status.h" /* the executor's part of a doorbell, reserved by size */
+#include "call/doorbell.h"
 #include "nccl.h"
 #include "topo/peer.h"
+#include "transport/board.h"
 
 struct tutti_conn;
 struct tutti_bootstrap;
@@ -79,146 +81,6 @@ struct tutti_conn {
   const char* via; /* "SHM", "NET/Socket/eth0", ... for logs */
 };
 
-/* A collective call as every rank of a communicator must make it: what
- * must agree (in or out of place need not), and its number among the
- * communicator's collectives (point-to-point calls are not counted: ranks
- * make different ones). exec/agree.c compares them. */
-struct tutti_call {
-  uint64_t seq; /* 1-based; 0: no record */
-  uint64_t count;
-  int32_t root;   /* -1: the collective has none */
-  uint8_t coll;   /* enum tutti_coll */
-  uint8_t type;   /* ncclDataType_t */
-  uint8_t red;    /* TUTTI_CALL_RED_*, or the ncclRedOp_t built-in */
-  uint8_t device; /* 1: device buffers, 0: host buffers */
-};
-#define TUTTI_CALL_RED_NONE 0xff      /* a collective without a reduction */
-#define TUTTI_CALL_RED_PREMUL_HOST 16 /* ncclRedOpCreatePreMulSum, host scalar */
-#define TUTTI_CALL_RED_PREMUL_DEV 17  /* ... device scalar */
-#define TUTTI_CALL_HISTORY 8          /* records a rank keeps for peers behind it */
-
-/* A rank's doorbell: where it sleeps when it has nothing to do, how others
- * wake it, and what its peers read of it. In shared memory when a
- * shared-memory transport exists, mapped by processes of one library
- * build: the layout may change from one build to the next, never the
- * reasons for its offsets. Three owners: the first cache line is the
- * transport's (waking, liveness); `status` is the host executor's
- * (exec/status.h), reserved here by size; the call and failure records are
- * written by the executors and also by the tcp proxy, which carries them to
- * network peers' stand-in bells (proxy_ctl.c), so their layout is the
- * transport's, as is the wire format that carries them (proxy.h). */
-struct tutti_doorbell {
-  uint32_t ring;     /* futex word: bumped by peers that post or free a slot */
-  uint32_t sleeping; /* non-zero while the owner may sleep on `ring` */
-  int32_t pid;
-  uint32_t departed; /* set when the owner destroyed its communicator */
-  /* A broken network connection, 0 while none: a cause and a rank in one
-   * atomic word, written and read only through tutti_lost_* (below). */
-  uint32_t lost;
-  /* This doorbell's address in the owner's own address space, so that a
-   * peer process can check that it may read the owner's memory (cma.c). */
-  uint64_t self_addr;
-  /* Non-zero when `calls` below shows the owner's calls: a shared bell, or
-   * a network peer's stand-in that its proxy keeps up to date. */
-  uint32_t shows_calls;
-  /* The fields above are read by every peer that posts (`sleeping`) and
-   * change rarely; the owner writes the ones below at every call, so they
-   * live in the next cache line (in shared memory, where bells are 64-byte
-   * aligned): a post does not miss on a line its owner just wrote. */
-  uint8_t pad_[64 - 36];
-  /* What the owner is doing, for peers that wait on it to report. */
-  struct tutti_exec_status status;
-  uint8_t pad2_[64 - sizeof(struct tutti_exec_status)];
-  /* The owner's recent collective calls, [seq % TUTTI_CALL_HISTORY]: peers
-   * compare them with their own (exec/agree.c). */
-  struct tutti_call calls[TUTTI_CALL_HISTORY];
-  /* Non-zero once a collective of the owner's communicator failed, and why:
-   * every later call there fails with this cause, and peers that wait for
-   * the owner stop with it too. */
-  uint32_t failed;
-  uint32_t failed_rank; /* who found the cause first */
-  uint64_t failed_seq;  /* in which call (struct tutti_call.seq; 0: not in one) */
-  uint32_t failed_wait; /* it gave up waiting (TUTTI_TIMEOUT): the others of that
-                           call may still be waiting for their own diagnosis */
-  char failed_why[480];
-};
-
-/* The doorbell's `lost` word: bits 24-31 an errno (0: closed without a
- * goodbye; ETIMEDOUT: the far host stopped answering; ETIME: no connection
- * broke, the owner gave up on a rank that made no progress for
- * TUTTI_TIMEOUT); bits 0-23 all ones (TUTTI_LOST_SELF) when this bell is a
- * private copy for a network peer whose own connection broke, else 1 + the
- * rank the owner lost its connection to (or gave up on). One word, so that
- * a compare-and-swap keeps the first cause and a goodbye carries it whole. */
-#define TUTTI_LOST_SELF (-1) /* `who` of tutti_lost_make: this bell's own connection */
-#define TUTTI_LOST_WHO_MASK 0xFFFFFFu
-
-/* The word for errno `err` (one that does not fit 8 bits counts as EIO) and
- * rank `who`, or TUTTI_LOST_SELF. */
-static inline uint32_t tutti_lost_make(int err, int who) {
-  const uint32_t e = err > 0 && err < 256 ? (uint32_t)err : (err != 0 ? (uint32_t)EIO : 0);
-  return (e << 24) | (who < 0 ? TUTTI_LOST_WHO_MASK : (uint32_t)who + 1);
-}
-static inline int tutti_lost_errno(uint32_t v) {
-  return (int)(v >> 24);
-}
-/* Whether `v` marks the bell's own connection as broken. */
-static inline int tutti_lost_is_self(uint32_t v) {
-  return (v & TUTTI_LOST_WHO_MASK) == TUTTI_LOST_WHO_MASK;
-}
-/* The rank `v` names, or -1 (none, or the bell's own connection). */
-static inline int tutti_lost_rank(uint32_t v) {
-  const uint32_t who = v & TUTTI_LOST_WHO_MASK;
-  return who == 0 || who == TUTTI_LOST_WHO_MASK ? -1 : (int)(who - 1);
-}
-
-/* The board: the ranks of one host post small contributions side by side
- * and read each other's in place, a header per rank instead of a queue per
- * pair (exec/board.c runs its steps). Two generations of one slot per rank:
- * slot (g, r) is a header (struct tutti_board_header, TUTTI_BOARD_HEADER
- * bytes) then `slot_bytes` of data, (g & 1) * nranks + r slots from base. */
-struct tutti_board {
-  char* base;        /* NULL: no board */
-  size_t slot_bytes; /* data bytes of one slot */
-  int nranks;        /* slots of one generation: the host's ranks */
-};
-#define TUTTI_BOARD_HEADER 64
-
-struct tutti_board_header {
-  uint64_t gen;   /* the generation the slot holds (0: none yet) */
-  uint64_t bytes; /* its size, to catch ranks that called different counts */
-  /* The poster's call: read with its data by every rank, so board
-   * collectives compare every rank's call at no cost (exec/agree.c). */
-  struct tutti_call call;
-};
-
-/* Rank `rank`'s slot of generation `gen`. */
-static inline struct tutti_board_header* tutti_board_slot(const struct tutti_board* b, uint64_t gen,
-                                                          int rank) {
-  const size_t stride = TUTTI_BOARD_HEADER + b->slot_bytes;
-  return (struct tutti_board_header*)(b->base +
-                                      ((size_t)(gen & 1) * (size_t)b->nranks + (size_t)rank) *
-                                          stride);
-}
-
-static inline void* tutti_board_data(struct tutti_board_header* h) {
-  return (char*)h + TUTTI_BOARD_HEADER;
-}
-
-/* The generation a slot holds; its data, size and call may be read once it
- * is the one awaited (acquire). */
-static inline uint64_t tutti_board_posted(const struct tutti_board_header* h) {
-  return __atomic_load_n(&h->gen, __ATOMIC_ACQUIRE);
-}
-
-/* Publishes generation `gen` in a slot whose data, size and call are
- * written. Sequentially consistent, as the loads of the peers' doorbells'
- * `sleeping` that follow need: a peer about to sleep either sees this
- * generation or is woken (tutti_doorbell_ring). */
-static inline void tutti_board_post(struct tutti_board_header* h, uint64_t gen) {
-  __atomic_store_n(&h->gen, gen, __ATOMIC_SEQ_CST);
-}
-
 /* The communicator as transports see it. */
 struct tutti_transport_comm {
   int rank;
@@ -253,65 +115,26 @@ struct tutti_transport {
   void (*teardown)(struct tutti_transport_comm* tc);
 };
 
-extern const struct tutti_transport tutti_transport_shm;
+/* This rank's doorbell and its peers' (call/doorbell.h). */
+static inline struct tutti_bells tutti_transport_bells(const struct tutti_transport_comm* tc) {
+  struct tutti_bells b = {tc->bell, tc->peer_bells, tc->rank, tc->nranks};
+  return b;
+}
+
+extern const struct tutti_transport tutti_transport_shm; /* transport/shm.c */
+extern const struct tutti_transport tutti_transport_tcp; /* transport/tcp.c */
+/* net/transport/nettr.c: a network's transport lives with the networks,
+ * above this folder, since it is built from its queues and proxy. */
 extern const struct tutti_transport tutti_transport_net;
-extern const struct tutti_transport tutti_transport_tcp;
 
-/* Runs every transport's setup in preference order; fails naming the first
- * pair of ranks no transport can join. */
-ncclResult_t tutti_transport_setup(struct tutti_transport_comm* tc);
-void tutti_transport_teardown(struct tutti_transport_comm* tc);
-
-/* The owner's call records in its doorbell (struct tutti_call): put writes
- * one (the owner, or the proxy that stands in for a network peer), at every
- * call, so inline; get reads call `seq`, 1 when present, 0 when not made
- * yet or long gone. A record is written field by field, its number last
- * (release); a reader takes the number, the fields, then the number again,
- * and trusts the fields only when both match: a record is rewritten only
- * TUTTI_CALL_HISTORY calls later. */
-static inline void tutti_doorbell_put_call(struct tutti_doorbell* bell,
-                                           const struct tutti_call* c) {
-  struct tutti_call* rec = &bell->calls[c->seq % TUTTI_CALL_HISTORY];
-  /* Release stores keep the blanked number ahead of the fields; the last
-   * store is sequentially consistent, so that of two ranks publishing and
-   * then reading each other's records, at least one sees the other's. */
-  __atomic_store_n(&rec->seq, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&rec->count, c->count, __ATOMIC_RELEASE);
-  __atomic_store_n(&rec->root, c->root, __ATOMIC_RELEASE);
-  __atomic_store_n(&rec->coll, c->coll, __ATOMIC_RELEASE);
-  __atomic_store_n(&rec->type, c->type, __ATOMIC_RELEASE);
-  __atomic_store_n(&rec->red, c->red, __ATOMIC_RELEASE);
-  __atomic_store_n(&rec->device, c->device, __ATOMIC_RELEASE);
-  __atomic_store_n(&rec->seq, c->seq, __ATOMIC_SEQ_CST);
-}
-
-/* Reads the record of call `seq` into *out: 1 when it is there whole, 0
- * when its place holds another call or is being rewritten. */
-static inline int tutti_doorbell_get_call(const struct tutti_doorbell* bell, uint64_t seq,
-                                          struct tutti_call* out) {
-  const struct tutti_call* rec = &bell->calls[seq % TUTTI_CALL_HISTORY];
-  /* Sequentially consistent against the writer's last store; the fields
-   * with acquire, so the second look at the number comes after them. */
-  if (__atomic_load_n(&rec->seq, __ATOMIC_SEQ_CST) != seq) {
-    return 0;
-  }
-  out->seq = seq;
-  out->count = __atomic_load_n(&rec->count, __ATOMIC_ACQUIRE);
-  out->root = __atomic_load_n(&rec->root, __ATOMIC_ACQUIRE);
-  out->coll = __atomic_load_n(&rec->coll, __ATOMIC_ACQUIRE);
-  out->type = __atomic_load_n(&rec->type, __ATOMIC_ACQUIRE);
-  out->red = __atomic_load_n(&rec->red, __ATOMIC_ACQUIRE);
-  out->device = __atomic_load_n(&rec->device, __ATOMIC_ACQUIRE);
-  return __atomic_load_n(&rec->seq, __ATOMIC_RELAXED) == seq;
-}
-
-/* Whether two records describe the same call. */
-static inline int tutti_call_same(const struct tutti_call* a, const struct tutti_call* b) {
-  return a->seq == b->seq && a->count == b->count && a->root == b->root && a->coll == b->coll &&
-         a->type == b->type && a->red == b->red && a->device == b->device;
-}
-
-/* Wakes the owner of `bell` if it may be asleep. */
-void tutti_doorbell_ring(struct tutti_doorbell* bell);
+/* Runs the setup of each of the `n` transports of `list`, in the list's
+ * order of preference (a pair one joins is not offered to the next); fails
+ * naming the first pair of ranks none can join. The list is the caller's
+ * (api/init.c), so that this layer names no transport above it. */
+ncclResult_t tutti_transport_setup(struct tutti_transport_comm* tc,
+                                   const struct tutti_transport* const* list, int n);
+/* Tears down the transports of `list`, the last first. */
+void tutti_transport_teardown(struct tutti_transport_comm* tc,
+                              const struct tutti_transport* const* list, int n);
 
 #endif

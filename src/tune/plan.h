@@ -78,6 +78,7 @@ struct tutti_dev_sizes {
   size_t mapped_memory, mapped_ll128_memory, ce_memory; /* inboxes per rank */
   int wants_ll128; /* some size may take LL128 lines: their inboxes are worth it */
   int host_queues; /* NCCL_P2P_DISABLE: queues in host memory */
+  int net_all;     /* with NCCL_SHM_DISABLE too: every peer through the network proxy */
   int cumem;       /* regions from cuMem (NCCL_CUMEM_ENABLE), else cudaMalloc */
 };
 

@@ -15,6 +15,9 @@ static TUTTI_PARAM(nthreads, "NCCL_NTHREADS", 512,
                    "device: threads per block of the kernels (64 to 512, a multiple of 32)");
 static TUTTI_PARAM(p2p_disable, "NCCL_P2P_DISABLE", 0,
                    "1: GPUs do not write each other's memory: queues in host memory");
+static TUTTI_PARAM(shm_disable, "NCCL_SHM_DISABLE", 0,
+                   "1 with NCCL_P2P_DISABLE=1: device calls between GPUs of one host go "
+                   "through the network proxy");
 static TUTTI_PARAM(cumem_enable, "NCCL_CUMEM_ENABLE", 1,
                    "0: device regions from cudaMalloc, shared with CUDA IPC handles");
 static TUTTI_PARAM(spin_passes, "TUTTI_SPIN", -1,
@@ -52,6 +55,7 @@ void tutti_tune_device_setup(const struct tutti_dev_limits* lim, struct tutti_de
   s->wants_ll128 = (proto & TUTTI_PROTO_LL128) &&
                    (tutti_tune_knob(TUTTI_KNOB_MAPPED_LL128) > 0 || !(proto & TUTTI_PROTO_SIMPLE));
   s->host_queues = tutti_param_p2p_disable() != 0;
+  s->net_all = s->host_queues && tutti_param_shm_disable() != 0;
   s->cumem = tutti_param_cumem_enable() != 0;
 }
 

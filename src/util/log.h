@@ -57,7 +57,7 @@ void tutti_log_reload(void);
 void tutti_log(enum tutti_log_level level, unsigned long subsys, const char* file, int line,
                const char* fmt, ...) __attribute__((format(printf, 5, 6)));
 /* tutti_log with the arguments as a va_list: for callers that relay other
- * code's messages (a network plugin's logger, net/callbacks.c). */
+ * code's messages (a network plugin's logger, net/plugin/callbacks.c). */
 void tutti_logv(enum tutti_log_level level, unsigned long subsys, const char* file, int line,
                 const char* fmt, va_list ap) __attribute__((format(printf, 5, 0)));
 

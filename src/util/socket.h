@@ -94,4 +94,26 @@ ncclResult_t tutti_socket_exchange(int sfd, const void* sbuf, size_t slen,
                                    const struct tutti_socket_io* sio, int rfd, void* rbuf,
                                    size_t rlen, const struct tutti_socket_io* rio);
 
+/* Words on the wire, big-endian, for every protocol that sockets carry
+ * (the bootstrap's, the TCP transport's, the records both proxies send). */
+static inline void tutti_socket_put32(unsigned char* p, uint32_t v) {
+  p[0] = (unsigned char)(v >> 24);
+  p[1] = (unsigned char)(v >> 16);
+  p[2] = (unsigned char)(v >> 8);
+  p[3] = (unsigned char)v;
+}
+
+static inline uint32_t tutti_socket_get32(const unsigned char* p) {
+  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline void tutti_socket_put64(unsigned char* p, uint64_t v) {
+  tutti_socket_put32(p, (uint32_t)(v >> 32));
+  tutti_socket_put32(p + 4, (uint32_t)v);
+}
+
+static inline uint64_t tutti_socket_get64(const unsigned char* p) {
+  return ((uint64_t)tutti_socket_get32(p) << 32) | tutti_socket_get32(p + 4);
+}
+
 #endif

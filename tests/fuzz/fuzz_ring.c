@@ -42,11 +42,11 @@ static void handshake(struct tutti_bootstrap* b, uint8_t piece, struct fuzz_in* 
     /* Accepted: it must be exactly a genuine hello from rank-1. */
     unsigned char want[RING_HELLO_BYTES];
     tutti_bootstrap_preamble(want, fuzz_secret);
-    tutti_bs_put32(want + TUTTI_BS_PREAMBLE, TUTTI_BS_RING);
-    tutti_bs_put32(want + TUTTI_BS_PREAMBLE + 4, TUTTI_BS_RING_LEN);
-    tutti_bs_put32(want + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER,
-                   (uint32_t)((b->rank - 1 + b->nranks) % b->nranks));
-    tutti_bs_put32(want + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + 4, (uint32_t)b->nranks);
+    tutti_socket_put32(want + TUTTI_BS_PREAMBLE, TUTTI_BS_RING);
+    tutti_socket_put32(want + TUTTI_BS_PREAMBLE + 4, TUTTI_BS_RING_LEN);
+    tutti_socket_put32(want + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER,
+                       (uint32_t)((b->rank - 1 + b->nranks) % b->nranks));
+    tutti_socket_put32(want + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + 4, (uint32_t)b->nranks);
     FUZZ_ASSERT(p.got == RING_HELLO_BYTES && memcmp(p.in, want, sizeof want) == 0,
                 "accepted something else than rank-1's hello");
   }

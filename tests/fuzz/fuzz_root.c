@@ -95,7 +95,7 @@ static void check_reply(const struct root* r, int fd) {
     fuzz_drain(fd);
     return;
   }
-  uint32_t type = tutti_bs_get32(buf), len = tutti_bs_get32(buf + 4);
+  uint32_t type = tutti_socket_get32(buf), len = tutti_socket_get32(buf + 4);
   if (type == TUTTI_BS_TABLE && (r->flags & TUTTI_ID_FLAG_LEARN)) {
     /* Any round's table (a later round may have begun), with the token. */
     FUZZ_ASSERT(r->job != NULL && len > TUTTI_BS_SECRET &&
@@ -107,7 +107,7 @@ static void check_reply(const struct root* r, int fd) {
   } else {
     FUZZ_ASSERT(type == TUTTI_BS_ERROR && len >= 4 && len <= 4 + TUTTI_BS_MAX_ERROR,
                 "reply type %u len %u", type, len);
-    uint32_t code = tutti_bs_get32(buf + 8);
+    uint32_t code = tutti_socket_get32(buf + 8);
     FUZZ_ASSERT(code > ncclSuccess && code < ncclNumResults, "error code %u", code);
   }
   fuzz_drain(fd);
@@ -119,13 +119,13 @@ static void hello(struct world* w, struct link* k, struct fuzz_in* in) {
   uint8_t t = fuzz_u8(in), kind = fuzz_u8(in);
   /* A learning root's job presents its token; the id's secret is then an intruder's. */
   tutti_bootstrap_preamble(m, w->r->job != NULL && (kind & 0x80) ? w->r->job->token : fuzz_secret);
-  tutti_bs_put32(m + TUTTI_BS_PREAMBLE, TUTTI_BS_HELLO);
-  tutti_bs_put32(m + TUTTI_BS_PREAMBLE + 4, TUTTI_BS_HELLO_LEN);
+  tutti_socket_put32(m + TUTTI_BS_PREAMBLE, TUTTI_BS_HELLO);
+  tutti_socket_put32(m + TUTTI_BS_PREAMBLE + 4, TUTTI_BS_HELLO_LEN);
   unsigned char* p = m + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER;
-  tutti_bs_put32(p, (uint32_t)(int32_t)rank);
-  tutti_bs_put32(p + 4, (uint32_t)(int32_t)nranks);
-  tutti_bs_put32(p + 8, (uint32_t)t * 1000u);
-  tutti_bs_put32(p + 12, (uint32_t)t * 900u);
+  tutti_socket_put32(p, (uint32_t)(int32_t)rank);
+  tutti_socket_put32(p + 4, (uint32_t)(int32_t)nranks);
+  tutti_socket_put32(p + 8, (uint32_t)t * 1000u);
+  tutti_socket_put32(p + 12, (uint32_t)t * 900u);
   union tutti_socket_addr a;
   memset(&a, 0, sizeof a);
   if (kind & 1) {

@@ -117,10 +117,10 @@ static void step(struct world* w, struct fuzz_in* in) {
       memcpy(m, "tuttiTC1", 8);
       memcpy(m + 8, fuzz_secret, 16);
       put64(m + 24, fuzz_hash);
-      tutti_proxy_put32(m + 32, (uint32_t)from);
-      tutti_proxy_put32(m + 36, (uint32_t)to);
-      tutti_proxy_put32(m + 40, (uint32_t)idx);
-      tutti_proxy_put32(m + 44, (uint32_t)w->su.nsocks);
+      tutti_socket_put32(m + 32, (uint32_t)from);
+      tutti_socket_put32(m + 36, (uint32_t)to);
+      tutti_socket_put32(m + 40, (uint32_t)idx);
+      tutti_socket_put32(m + 44, (uint32_t)w->su.nsocks);
       if (k != NULL && k->far >= 0) {
         fuzz_write(k->far, m, HELLO_LEN);
         serve(w, k);
@@ -132,8 +132,8 @@ static void step(struct world* w, struct fuzz_in* in) {
       if (k != NULL && k->out && k->far >= 0) {
         memcpy(m, "tuttiTA1", 8);
         put64(m + 8, fuzz_hash);
-        tutti_proxy_put32(m + 16, (uint32_t)k->peer);
-        tutti_proxy_put32(m + 20, (uint32_t)k->idx);
+        tutti_socket_put32(m + 16, (uint32_t)k->peer);
+        tutti_socket_put32(m + 20, (uint32_t)k->idx);
         fuzz_write(k->far, m, ACK_LEN);
         serve(w, k);
       }
@@ -172,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     memset(rec, 0, TUTTI_TCP_REC_LEN);
     rec[0] = 1;
     rec[2] = 1;
-    tutti_proxy_put32(rec + 4, (uint32_t)nsocks);
+    tutti_socket_put32(rec + 4, (uint32_t)nsocks);
     union tutti_socket_addr a;
     memset(&a, 0, sizeof a);
     a.sin.sin_family = AF_INET;

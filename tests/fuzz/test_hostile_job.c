@@ -224,8 +224,9 @@ static void attack(const struct listener* l) {
       case RIGHT_SECRET_WRONG_TYPE:
       case HALF_FRAME:
         tutti_bootstrap_preamble(m, kind == WRONG_SECRET ? bad : job_secret);
-        tutti_bs_put32(m + 24, kind == RIGHT_SECRET_WRONG_TYPE ? TUTTI_BS_TABLE : TUTTI_BS_HELLO);
-        tutti_bs_put32(m + 28, kind == RIGHT_SECRET_HUGE ? 0xfffffff0u : TUTTI_BS_HELLO_LEN);
+        tutti_socket_put32(m + 24,
+                           kind == RIGHT_SECRET_WRONG_TYPE ? TUTTI_BS_TABLE : TUTTI_BS_HELLO);
+        tutti_socket_put32(m + 28, kind == RIGHT_SECRET_HUGE ? 0xfffffff0u : TUTTI_BS_HELLO_LEN);
         len = kind == HALF_FRAME ? 30 : 32;
         break;
       case TCP_HELLO_WRONG: /* the TCP transport's hello, with a wrong secret */

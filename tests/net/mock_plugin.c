@@ -1,5 +1,5 @@
 /* A network plugin of ABI version MOCK_ABI (6 ... 12) over the mock network
- * (mock_core.c), exporting exactly net/abi.h's table of that version as
+ * (mock_core.c), exporting exactly net/plugin/abi.h's table of that version as
  * ncclNetPlugin_v<MOCK_ABI> and nothing else: built once per version, it
  * checks the loader's adapters against each layout. Environment, for what
  * real plugins do: MOCK_NDEV (devices, default 2; 0 as a plugin refuses a
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "mock_core.h"
-#include "net/abi.h"
+#include "net/plugin/abi.h"
 
 #ifndef MOCK_ABI
 #error "build with -DMOCK_ABI=6 ... 12"

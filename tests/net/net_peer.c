@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "net/socket.h"
+#include "net/socket/socknet.h"
 #include "util/check.h"
 
 #define SIZE (16u << 20)
@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   }
   const int recv = strcmp(argv[1], "recv") == 0;
   struct tutti_net* n = NULL;
-  if (tutti_net_socket_open(0, &n) != ncclSuccess) {
+  if (tutti_socknet_open(0, &n) != ncclSuccess) {
     failed(argv[1], "open");
   }
   void* c = join(n, recv, argv[2]);

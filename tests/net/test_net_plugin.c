@@ -1,6 +1,6 @@
 /* libnccl-net-tutti.so as NCCL sees it: loaded with dlopen, driven through
  * its ncclNetPlugin_v11 and ncclNetPlugin_v8 tables with exactly the
- * structs of net/abi.h; it exports those tables and nothing else, and its
+ * structs of net/plugin/abi.h; it exports those tables and nothing else, and its
  * log lines reach the logger given to init.
  *   test_net_plugin PLUGIN.so NM */
 #include <dlfcn.h>
@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "harness.h"
-#include "net/abi.h"
+#include "net/plugin/abi.h"
 
 static char lines[64][512];
 static int levels[64];

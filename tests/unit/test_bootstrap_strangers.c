@@ -25,11 +25,11 @@ static void test_bad_hello(void) {
   unsigned char msg[TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + TUTTI_BS_HELLO_LEN] = {0};
   unsigned char* p = msg + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER;
   tutti_bootstrap_preamble(msg, f.secret);
-  tutti_bs_put32(msg + TUTTI_BS_PREAMBLE, TUTTI_BS_HELLO);
-  tutti_bs_put32(msg + TUTTI_BS_PREAMBLE + 4, TUTTI_BS_HELLO_LEN);
-  tutti_bs_put32(p, 7);
-  tutti_bs_put32(p + 4, 2);
-  tutti_bs_put32(p + 12, 3000);
+  tutti_socket_put32(msg + TUTTI_BS_PREAMBLE, TUTTI_BS_HELLO);
+  tutti_socket_put32(msg + TUTTI_BS_PREAMBLE + 4, TUTTI_BS_HELLO_LEN);
+  tutti_socket_put32(p, 7);
+  tutti_socket_put32(p + 4, 2);
+  tutti_socket_put32(p + 12, 3000);
   tutti_socket_addr_pack(&f.root, p + 16);
   setup(a, 1, &id, 2, 3.0, 8);
   pthread_t t;
@@ -41,7 +41,7 @@ static void test_bad_hello(void) {
   CHECK(tutti_socket_connect(&f.root, &io, NULL, &fd) == ncclSuccess &&
             tutti_socket_send_all(fd, msg, sizeof msg, &io) == ncclSuccess &&
             tutti_socket_recv_all(fd, hdr, 8, &io) == ncclSuccess &&
-            tutti_bs_get32(hdr) == TUTTI_BS_ERROR,
+            tutti_socket_get32(hdr) == TUTTI_BS_ERROR,
         "the bad rank is answered with an error");
   close(fd);
   pthread_join(t, NULL);
@@ -118,8 +118,8 @@ static int stranger(const union tutti_socket_addr* at, int kind, const unsigned 
     }
   } else if (kind != SILENT && kind != TRICKLE) {
     tutti_bootstrap_preamble(m, kind == WRONG_SECRET ? bad : secret);
-    tutti_bs_put32(m + 24, kind == HUGE_RING ? TUTTI_BS_RING : TUTTI_BS_HELLO);
-    tutti_bs_put32(m + 28, kind == WRONG_SECRET ? TUTTI_BS_HELLO_LEN : 0xffffffffu);
+    tutti_socket_put32(m + 24, kind == HUGE_RING ? TUTTI_BS_RING : TUTTI_BS_HELLO);
+    tutti_socket_put32(m + 28, kind == WRONG_SECRET ? TUTTI_BS_HELLO_LEN : 0xffffffffu);
     len = kind == HALF_FRAME ? 28 : 32;
   }
   if (len > 0) {

@@ -25,9 +25,9 @@
 
 #include "harness.h"
 #include "mock_net.h"
-#include "net/abi.h"
+#include "net/plugin/abi.h"
 #include "net/net.h"
-#include "net/pick.h"
+#include "topo/nics.h"
 #include "net_traffic.h"
 #include "tune/tune.h"
 #include "util/log.h"
@@ -114,7 +114,7 @@ static void check_pick(int abi, int ndev, const struct tutti_net_props* props) {
     }
   }
   int devs[4] = {-1, -1, -1, -1}, k = -1;
-  CHECK_NCCL(tutti_net_pick(props, ndev, NULL, 0, devs, 4, &k));
+  CHECK_NCCL(tutti_topo_pick_nics(props, ndev, NULL, 0, devs, 4, &k));
   CHECK(k == nwant && memcmp(devs, want, sizeof(int) * (size_t)nwant) == 0,
         "picked %d devices (%d %d %d), wanted %d", k, devs[0], devs[1], devs[2], nwant);
 }

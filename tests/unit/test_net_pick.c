@@ -1,4 +1,4 @@
-/* Choosing network devices (net/pick.h) from made-up properties: devices
+/* Choosing network devices (topo/nics.h) from made-up properties: devices
  * the host cannot drive, several functions of one port, the NIC nearest the
  * GPU by sysfs path, speed order, ranks spread by rotation; and a GPU's
  * sysfs path from its bus id. */
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "net/pick.h"
+#include "topo/nics.h"
 
 static struct tutti_net_props dev(const char* name, uint64_t guid, int port, int speed,
                                   const char* pci) {
@@ -24,12 +24,12 @@ static struct tutti_net_props dev(const char* name, uint64_t guid, int port, int
   return p;
 }
 
-/* tutti_net_pick's answer as "0 2 1" ("-" for none). */
+/* tutti_topo_pick_nics's answer as "0 2 1" ("-" for none). */
 static const char* pick(const struct tutti_net_props* p, int n, const char* gpu, int rank,
                         int max) {
   static char out[64];
   int devs[16], k = -1;
-  ncclResult_t r = tutti_net_pick(p, n, gpu, rank, devs, max, &k);
+  ncclResult_t r = tutti_topo_pick_nics(p, n, gpu, rank, devs, max, &k);
   if (r != ncclSuccess) {
     return "error";
   }
@@ -115,19 +115,19 @@ static void test_locality(void) {
 static void test_arguments(void) {
   struct tutti_net_props p = dev("a", 1, 1, 100, "");
   int devs[2], k = 0;
-  CHECK(tutti_net_pick(&p, 1, NULL, 0, devs, 2, NULL) == ncclInternalError, "no *ndevs");
-  CHECK(tutti_net_pick(NULL, 1, NULL, 0, devs, 2, &k) == ncclInternalError, "no props");
-  CHECK(tutti_net_pick(&p, -1, NULL, 0, devs, 2, &k) == ncclInternalError, "ndev < 0");
-  CHECK(tutti_net_pick(&p, 1, NULL, 0, NULL, 2, &k) == ncclInternalError, "no devs");
-  CHECK(tutti_net_pick(&p, 1, NULL, 0, NULL, 0, &k) == ncclSuccess && k == 0, "max 0");
+  CHECK(tutti_topo_pick_nics(&p, 1, NULL, 0, devs, 2, NULL) == ncclInternalError, "no *ndevs");
+  CHECK(tutti_topo_pick_nics(NULL, 1, NULL, 0, devs, 2, &k) == ncclInternalError, "no props");
+  CHECK(tutti_topo_pick_nics(&p, -1, NULL, 0, devs, 2, &k) == ncclInternalError, "ndev < 0");
+  CHECK(tutti_topo_pick_nics(&p, 1, NULL, 0, NULL, 2, &k) == ncclInternalError, "no devs");
+  CHECK(tutti_topo_pick_nics(&p, 1, NULL, 0, NULL, 0, &k) == ncclSuccess && k == 0, "max 0");
 }
 
 static void test_pci_path(void) {
   char out[PATH_MAX];
-  CHECK(tutti_net_pci_path("0000:3b:00.0/../x", out, sizeof out) == ncclInvalidArgument,
+  CHECK(tutti_topo_pci_path("0000:3b:00.0/../x", out, sizeof out) == ncclInvalidArgument,
         "a path is not a bus id");
-  CHECK(tutti_net_pci_path("", out, sizeof out) == ncclInvalidArgument, "empty");
-  CHECK(tutti_net_pci_path("ffff:ff:1f.7", out, sizeof out) == ncclSuccess && out[0] == '\0',
+  CHECK(tutti_topo_pci_path("", out, sizeof out) == ncclInvalidArgument, "empty");
+  CHECK(tutti_topo_pci_path("ffff:ff:1f.7", out, sizeof out) == ncclSuccess && out[0] == '\0',
         "no such device: no path, no error");
   DIR* d = opendir("/sys/bus/pci/devices");
   struct dirent* e = NULL;
@@ -144,11 +144,11 @@ static void test_pci_path(void) {
       *c = (char)(*c >= 'a' && *c <= 'f' ? *c - 'a' + 'A' : *c);
     }
     snprintf(nvml, sizeof nvml, "0000%s", upper); /* NVML's 8-digit domain */
-    CHECK(tutti_net_pci_path(upper, out, sizeof out) == ncclSuccess && strcmp(out, want) == 0,
+    CHECK(tutti_topo_pci_path(upper, out, sizeof out) == ncclSuccess && strcmp(out, want) == 0,
           "%s: %s, not %s", upper, out, want);
-    CHECK(tutti_net_pci_path(nvml, out, sizeof out) == ncclSuccess && strcmp(out, want) == 0,
+    CHECK(tutti_topo_pci_path(nvml, out, sizeof out) == ncclSuccess && strcmp(out, want) == 0,
           "%s: %s, not %s", nvml, out, want);
-    CHECK(tutti_net_pci_path(upper, out, 4) == ncclInternalError, "no room: an error");
+    CHECK(tutti_topo_pci_path(upper, out, 4) == ncclInternalError, "no room: an error");
   }
   if (d != NULL) {
     closedir(d);

@@ -1,4 +1,4 @@
-/* The socket network (net/socket.h) within one process over loopback:
+/* The socket network (net/socket/socknet.h) within one process over loopback:
  * messages of every size class arrive whole and are reported with their
  * sizes, 32 requests in flight both ways, grouped receives matched by tag,
  * a receive too small, several connections through one listen comm, the
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "net/socket.h"
+#include "net/socket/socknet.h"
 #include "net_pair.h"
 #include "nccl.h"
 #include "util/check.h"
@@ -228,7 +228,7 @@ int main(void) {
   /* Workers whatever the cores (none by default below 4); the suite also
    * runs this with NCCL_SOCKET_NTHREADS=0 (tests/net/tests.cmake). */
   setenv("NCCL_SOCKET_NTHREADS", "4", 0);
-  CHECK_NCCL(tutti_net_socket_open(7, &net));
+  CHECK_NCCL(tutti_socknet_open(7, &net));
   np_settle();
   const int fds0 = np_count("fd"), tasks0 = np_count("task");
   test_props();

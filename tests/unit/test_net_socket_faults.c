@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "net/socket.h"
-#include "net/socket_comm.h"
+#include "net/socket/socknet.h"
+#include "net/socket/comm.h"
 #include "net_pair.h"
 #include "nccl.h"
 #include "util/check.h"
@@ -23,7 +23,7 @@ static struct tutti_net* net;
 
 /* A raw socket to the address in a listen handle. */
 static int raw_connect(const void* handle) {
-  const struct tutti_sock_handle* h = handle;
+  const struct tutti_socknet_handle* h = handle;
   union tutti_socket_addr a;
   if (tutti_socket_addr_unpack(h->addr, &a) != 0) {
     return -1;
@@ -46,8 +46,8 @@ static void test_strangers(void) {
   memset(junk, 'x', sizeof junk);
   CHECK(write(garbage, junk, sizeof junk) == (ssize_t)sizeof junk, "garbage written");
   /* A hello with the right magic but not this listen's nonce. */
-  struct tutti_sock_hello fake = {
-      .magic = TUTTI_SOCK_MAGIC, .nonce = 12345, .nsocks = 1, .version = TUTTI_SOCK_VERSION};
+  struct tutti_socknet_hello fake = {
+      .magic = TUTTI_SOCKNET_MAGIC, .nonce = 12345, .nsocks = 1, .version = TUTTI_SOCKNET_VERSION};
   CHECK(write(liar, &fake, sizeof fake) == (ssize_t)sizeof fake, "lie written");
   void* r = NULL;
   for (int i = 0; i < 50 && r == NULL; i++) {
@@ -103,8 +103,9 @@ static void child_sender(void* handle) {
   }
   /* Striped over the data sockets, or whole on the control socket when
    * the connection has none. */
-  struct tutti_sock_comm* sc = c;
-  struct tutti_sock_hdr h = {BIG, 0, TUTTI_SOCK_HDR_CHECK | (sc->nsocks ? TUTTI_SOCK_STRIPED : 0)};
+  struct tutti_socknet_comm* sc = c;
+  struct tutti_socknet_hdr h = {BIG, 0,
+                                TUTTI_SOCKNET_HDR_CHECK | (sc->nsocks ? TUTTI_SOCKNET_STRIPED : 0)};
   if (write(sc->ctrl, &h, sizeof h) != (ssize_t)sizeof h ||
       write(sc->nsocks ? sc->data[sc->next_sock] : sc->ctrl, buf, 1000) != 1000) {
     _exit(4);
@@ -246,7 +247,7 @@ int main(void) {
    * runs this with NCCL_SOCKET_NTHREADS=0 (tests/net/tests.cmake). */
   setenv("NCCL_SOCKET_NTHREADS", "4", 0);
   signal(SIGPIPE, SIG_IGN);
-  CHECK_NCCL(tutti_net_socket_open(0, &net));
+  CHECK_NCCL(tutti_socknet_open(0, &net));
   np_settle();
   const int fds0 = np_count("fd"), tasks0 = np_count("task");
   test_strangers();

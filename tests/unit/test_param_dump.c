@@ -167,7 +167,7 @@ static void dump_tests(const char* conf) {
   CHECK(strcmp(t->type, "int32") == 0 && strcmp(t->accepts, "0 to 3600") == 0,
         "TUTTI_HEARTBEAT_S: %s, accepts %s", t->type, t->accepts);
   t = find(e, n, "NCCL_SOCKET_NTHREADS");
-  CHECK(strcmp(t->deflt, "-1 (net/socket_comm.c), 1 (transport/tcp.c)") == 0,
+  CHECK(strcmp(t->deflt, "-1 (net/socket/comm.c), 1 (transport/tcp.c)") == 0,
         "two readers' defaults: %s", t->deflt);
   t = find(e, n, "NCCL_SHM_DISABLE");
   CHECK(strcmp(t->deflt, "0") == 0 && strcmp(t->accepts, "any integer") == 0,

@@ -7,7 +7,7 @@
 
 #include "check.h"
 #include "net/net.h"
-#include "net/socket.h"
+#include "net/socket/socknet.h"
 #include "util/param.h"
 
 static void ptr_text(int ptr, char* buf, size_t len) {
@@ -93,7 +93,7 @@ void probe_net_plugin(void) {
   report_line("net plugin", "none%s: tutti's own TCP transport and socket network",
               named != NULL && named[0] != '\0' ? " loads (see the warning above)" : "");
   struct tutti_net* own = NULL;
-  if (tutti_net_socket_open(0x7475747469636b32ull, &own) == ncclSuccess && own != NULL) {
+  if (tutti_socknet_open(0x7475747469636b32ull, &own) == ncclSuccess && own != NULL) {
     report_json_begin("socket_network", 0);
     list_devices(own, "socket net");
     report_json_end();

@@ -1,0 +1,113 @@
+/* The TCP transport's proxy threads (transport/proxy.h's, over sockets):
+ * each owns the far end of its peers' private slot queues and moves slots
+ * between them and the sockets. */
+#ifndef TUTTI_TRANSPORT_TCP_PROXY_H
+#define TUTTI_TRANSPORT_TCP_PROXY_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "call/records.h"
+#include "transport/proxy.h"
+
+/* Wire format, per socket and direction: records {u32 size}{size bytes},
+ * big-endian, slot k of a peer on socket k % nsocks; a size of
+ * TUTTI_TCP_BYE (larger than any slot) is the last record, followed by a
+ * u32 reason: 0, or a doorbell `lost` word naming a rank the job lost,
+ * which is why the sender leaves. Socket 0 also carries control records
+ * between slots, ahead of them when due: TUTTI_TCP_CALL and 24 bytes, a
+ * collective call the sender's rank made (call/agree.c), on every socket
+ * before the slots posted after it; TUTTI_TCP_FAIL
+ * and 500 bytes, its communicator failed (u32 code, u32 the rank that
+ * found the cause, u64 the call, u32 whether it gave up waiting, 480 bytes
+ * of text), on socket 0. They go into the peer's stand-in
+ * doorbell, where the rank compares calls as with a peer on its host
+ * (the records' wire form is call/records.h's). */
+#define TUTTI_TCP_BYE 0xFFFFFFFFu
+#define TUTTI_TCP_CALL 0xFFFFFFFDu
+#define TUTTI_TCP_FAIL 0xFFFFFFFCu
+#define TUTTI_TCP_CALL_BYTES TUTTI_REC_CALL_BYTES
+#define TUTTI_TCP_FAIL_BYTES TUTTI_REC_FAIL_BYTES
+
+struct tutti_tcp_proxy;
+
+/* One socket of a peer. Socket s carries slots s, s + nsocks, ... both ways. */
+struct tutti_tcp_sock {
+  int fd;
+  int dead;     /* failed or closed: no more I/O */
+  int hup;      /* poll saw a hang-up while no I/O was wanted */
+  int ready_in; /* the last poll (or an optimistic guess) says recv may not block */
+  int ready_out;
+  /* Sending: the record of slot `snext` (or the goodbye), `soff` bytes out. */
+  uint64_t snext;
+  int sbusy;
+  int bye_sent; /* 1: the goodbye is going out; 2: it went, with a FIN after it */
+  int send_err; /* a send failed with this errno */
+  size_t soff;
+  unsigned char shdr[8];
+  unsigned char sctl[TUTTI_TCP_FAIL_BYTES]; /* a control record's body being sent */
+  int sctl_on;                              /* the record being sent is that one */
+  uint64_t call_sent; /* the rank's calls sent on this socket so far (by number) */
+  size_t shdr_len;
+  const char* spayload;
+  size_t spayload_len;
+  /* Receiving: the record of slot `rnext`, `roff` bytes in (header first). */
+  uint64_t rnext;
+  int bye_got;
+  size_t roff;
+  unsigned char rhdr[8];
+  uint32_t rsize;
+  unsigned char rctl[TUTTI_TCP_FAIL_BYTES]; /* a control record's body being received */
+};
+
+struct tutti_tcp_peer {
+  struct tutti_proxy_peer base; /* queues, the executor's ends, the stand-in bell */
+  int nsocks;
+  struct tutti_tcp_sock* socks;
+  uint64_t s_head, s_tail; /* posted by the rank (cached); fully sent, in order */
+  uint64_t r_head, r_tail; /* fully received, in order; freed by the rank (cached) */
+  uint8_t sdone[TUTTI_FIFO_MAX_SLOTS];
+  uint8_t rdone[TUTTI_FIFO_MAX_SLOTS];
+  int byes;            /* sockets that brought a goodbye */
+  uint32_t bye_reason; /* the first non-zero reason among them */
+  int fail_sent;       /* the rank's failure was sent */
+};
+
+/* One thread serving some of the communicator's TCP peers. */
+struct tutti_tcp_proxy {
+  struct tutti_proxy base; /* the thread, its eventfd, stop and bells */
+  struct tutti_tcp_peer** served;
+  int nserved;
+  struct pollfd* pfds;
+  struct tutti_tcp_sock** pfd_sock; /* [i]: the socket of pfds[i], NULL for evfd */
+  char* discard;                    /* sink for data that arrives while leaving */
+  int check_ms;                     /* how often the heartbeat is read (and the longest poll) */
+  double next_check;                /* when it is read next */
+};
+
+/* Control records (tcp_ctl.c). Whether a header's size names one, and
+ * the bytes of its body; whether one is due on socket k of peer p; fills k's
+ * next record with it (1) or leaves it (0); applies one received on k. */
+int tutti_tcp_ctl_is(uint32_t size);
+size_t tutti_tcp_ctl_bytes(uint32_t size);
+int tutti_tcp_ctl_due(const struct tutti_tcp_peer* p, const struct tutti_tcp_sock* k);
+int tutti_tcp_ctl_next(struct tutti_tcp_peer* p, struct tutti_tcp_sock* k);
+void tutti_tcp_ctl_apply(struct tutti_tcp_peer* p, const struct tutti_tcp_sock* k);
+
+/* Makes `p` serve `rank` over the connected sockets `fds` (taken over, even
+ * on failure): private queues of the geometry of `buffsize`, and the two
+ * connections the executor uses. */
+ncclResult_t tutti_tcp_peer_init(struct tutti_tcp_peer* p, int rank, size_t buffsize, int nsocks,
+                                 const int* fds);
+/* Closes the sockets and frees the queues (the thread must be stopped). */
+void tutti_tcp_peer_free(struct tutti_tcp_peer* p);
+
+/* Starts a thread serving `px->served` (transport/proxy.h's loop). */
+ncclResult_t tutti_tcp_proxy_start(struct tutti_tcp_proxy* px);
+/* Sends what the rank posted and a goodbye on every socket (for at most
+ * flush_s without progress), then ends the thread; with `abort` set it
+ * flushes nothing: the job is being torn down. */
+void tutti_tcp_proxy_stop(struct tutti_tcp_proxy* px, int abort);
+
+#endif
