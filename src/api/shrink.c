@@ -18,9 +18,12 @@
 #include "topo/ifaces.h"
 #include "util/socket.h"
 
-/* The new root's port: in [20000, 60000), away from the usual ephemeral range. */
+/* The new root's port: in [20000, 32768), below Linux's default ephemeral
+ * range (32768-60999), where connect()'s own ends and their TIME_WAIT never
+ * land: a host that made thousands of connections in the last minute would
+ * otherwise refuse the bind. */
 #define SHRINK_PORT_BASE 20000
-#define SHRINK_PORT_SPAN 40000
+#define SHRINK_PORT_SPAN 12768
 
 struct shrink_job {
   struct ncclComm* parent;

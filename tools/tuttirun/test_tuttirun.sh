@@ -320,7 +320,7 @@ case_c10d() {
   # Two tuttirun processes meet through the c10d rendezvous (one serves the
   # store), agree on ranks, and tutti's own bootstrap (NCCL_COMM_ID, secret)
   # joins their ranks in one all-reduce.
-  port=$((20000 + $$ % 20000))
+  port=$((20000 + $$ % 12000)) # below the ephemeral range
   "$RUN" --nnodes 2 --nproc_per_node 2 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$port" \
     --rdzv_id c1 "$CHILD" allreduce 1000 >"$TMP/a" 2>&1 &
   pid=$!

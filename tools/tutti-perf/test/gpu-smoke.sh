@@ -36,7 +36,7 @@ run allreduce -t "$ngpu" -b 8 -e 1M -f 8 -G 10 -n 5 -w 2
 run allreduce -t "$ngpu" -b 8 -e 1M -f 8 -p 1 -m 4 -a 3 -y 1
 run reducescatter -g "$ngpu" -b 8 -e 1M -f 8 -z 1 -a 0 -c 2
 # One process per GPU, started as a launcher would.
-port=$((20000 + $$ % 20000))
+port=$((20000 + $$ % 12000)) # below the ephemeral range
 for r in $(seq 0 $((ngpu - 1))); do
   NCCL_COMM_ID=127.0.0.1:$port RANK=$r WORLD_SIZE=$ngpu LOCAL_RANK=$r \
     "$perf" --lib "$nccl" allreduce -b 8 -e 64M -f 8 -a 2 >"$out/procs$r.txt" 2>&1 &
