@@ -125,8 +125,7 @@ ncclResult_t tutti_child_prepare(struct tutti_child* ch, ncclComm_t* out,
                                  const ncclConfig_t* config);
 /* Makes the child: rank `rank` of `nranks` on `id`, on the parent's GPU. */
 ncclResult_t tutti_child_init(const struct tutti_child* ch, const struct ncclComm* parent,
-                              int nranks, const ncclUniqueId* id, int rank,
-                              struct ncclComm** made);
+                              int nranks, const ncclUniqueId* id, int rank, struct ncclComm** made);
 /* Reads `config` (NULL: defaults) into the communicator. */
 ncclResult_t tutti_config_apply(struct ncclComm* comm, const ncclConfig_t* config);
 

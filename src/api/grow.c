@@ -192,7 +192,8 @@ static ncclResult_t add_job(struct grow_job* j, struct ncclComm* c, ncclComm_t* 
 
 /* An existing rank: checks, then the job that learns the id and joins. */
 /* The new communicator (with `config`) and the job that fills it. */
-static ncclResult_t alloc_job(const ncclConfig_t* config, struct ncclComm** c, struct grow_job** j) {
+static ncclResult_t alloc_job(const ncclConfig_t* config, struct ncclComm** c,
+                              struct grow_job** j) {
   ncclResult_t res;
   *c = tutti_comm_alloc(config, &res);
   *j = *c != NULL ? calloc(1, sizeof **j) : NULL;

@@ -212,7 +212,6 @@ int tutti_rma_pass(struct tutti_rma* r, struct tutti_rma_nap* n, int receive) {
   return !tutti_rma_nap_idle(n);
 }
 
-
 static void* service_main(void* arg) {
   struct tutti_rma* r = arg;
   struct tutti_rma_nap nap = {

@@ -19,40 +19,21 @@ static const struct tr_job* job;
 static struct tr_store* workers; /* the store at MASTER_ADDR:MASTER_PORT, if served here */
 
 /* Whether `port` can be bound on every address (tutti's bootstrap root
- * takes MASTER_PORT+1), asked the way the root and the store listen: with
- * SO_REUSEADDR, so that connections of the past in TIME_WAIT on the port
- * (bind(0) hands out odd ports, connect() prefers even ones, so P+1 is often
- * one) do not count, and over IPv4 where IPv6 cannot bind. */
+ * takes MASTER_PORT+1), asked the way the root and the store bind. */
 static int port_free(int port) {
-  int one = 1, zero = 0, ok = 0, tried6 = 0;
-  int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = tr_bind_any(port);
   if (fd >= 0) {
-    struct sockaddr_in6 a = {
-        .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port), .sin6_addr = in6addr_any};
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-    ok = bind(fd, (struct sockaddr*)&a, sizeof a) == 0;
-    tried6 = ok || errno == EADDRINUSE || errno == EACCES;
     close(fd);
   }
-  if (!tried6) { /* no IPv6 here */
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0) {
-      setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      ok = bind(fd, (struct sockaddr*)&a, sizeof a) == 0;
-      close(fd);
-    }
-  }
-  return ok;
+  return fd >= 0;
 }
 
 /* The first port the kernel hands out to bind(0) and connect(). */
 static int ephemeral_low(void) {
-  int lo = 32768, hi = 60999;
+  int lo = 32768;
   FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
   if (f != NULL) {
-    if (fscanf(f, "%d %d", &lo, &hi) != 2) {
+    if (fscanf(f, "%d", &lo) != 1) {
       lo = 32768;
     }
     fclose(f);
@@ -95,8 +76,9 @@ static int serve_workers(int port) {
   }
   if (workers == NULL) {
     if (err[0] == '\0') {
-      snprintf(err, sizeof err, "found no free pair of ports P, P+1 (P+1 is tutti's bootstrap "
-                                "root); pass a free pair as --master_port");
+      snprintf(err, sizeof err,
+               "found no free pair of ports P, P+1 (P+1 is tutti's bootstrap "
+               "root); pass a free pair as --master_port");
     }
     tr_say("cannot serve the workers' store: %s", err);
     return -1;

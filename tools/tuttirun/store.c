@@ -45,6 +45,41 @@ static int set_nonblock(int fd) {
   return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
+int tr_bind_any(int port) {
+  /* Like torch: IPv6 on every address (IPv4 too, mapped), else IPv4. */
+  int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1, zero = 0;
+  if (fd >= 0) {
+    struct sockaddr_in6 a6 = {
+        .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port), .sin6_addr = in6addr_any};
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    if (bind(fd, (struct sockaddr*)&a6, sizeof a6) == 0) {
+      return fd;
+    }
+    const int e = errno;
+    close(fd);
+    if (e == EADDRINUSE || e == EACCES) {
+      return -e;
+    }
+  }
+  /* No IPv6 here. */
+  struct sockaddr_in a4 = {.sin_family = AF_INET,
+                           .sin_port = htons((uint16_t)port),
+                           .sin_addr.s_addr = htonl(INADDR_ANY)};
+  fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return -errno;
+  }
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (bind(fd, (struct sockaddr*)&a4, sizeof a4) != 0) {
+    const int e = errno;
+    close(fd);
+    return -e;
+  }
+  return fd;
+}
+
 struct tr_store* tr_store_listen(int port, char* err, size_t errlen) {
   size_t slot = 0;
   while (slot < TR_STORES_MAX && stores[slot] != NULL) {
@@ -56,36 +91,9 @@ struct tr_store* tr_store_listen(int port, char* err, size_t errlen) {
     free(s);
     return NULL;
   }
-  /* Like torch: IPv6 on every address (IPv4 too, mapped), else IPv4. */
-  int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1, zero = 0;
-  if (fd >= 0) {
-    struct sockaddr_in6 a6 = {
-        .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port), .sin6_addr = in6addr_any};
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-    if (bind(fd, (struct sockaddr*)&a6, sizeof a6) != 0) {
-      int e = errno;
-      close(fd);
-      fd = e == EADDRINUSE || e == EACCES ? -2 - e : -1;
-    }
-  }
-  if (fd == -1) { /* no IPv6 here */
-    struct sockaddr_in a4 = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_ANY)};
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0) {
-      setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      if (bind(fd, (struct sockaddr*)&a4, sizeof a4) != 0) {
-        int e = errno;
-        close(fd);
-        fd = -2 - e;
-      }
-    }
-  }
-  if (fd < -1) {
-    errno = -2 - fd;
+  int fd = tr_bind_any(port);
+  if (fd < 0) {
+    errno = -fd;
     fd = -1;
   }
   if (fd < 0 || listen(fd, 4096) != 0 || set_nonblock(fd) != 0) {

@@ -50,6 +50,10 @@ void tr_kv_clear(struct tr_kv_table* t);
 
 /* A served store, on every address of this host. Port 0: any free port. */
 struct tr_store;
+/* A TCP socket bound to `port` (0: any) on every address, as the store and
+ * tutti's bootstrap root bind (SO_REUSEADDR; IPv6 with IPv4 mapped, else
+ * IPv4), not yet listening; or -errno. */
+int tr_bind_any(int port);
 struct tr_store* tr_store_listen(int port, char* err, size_t errlen);
 int tr_store_port(const struct tr_store* s);
 /* The hosting agent's own access, in process; after a change through the
