@@ -156,17 +156,20 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
     dc->region = dc->own.ptr;
   }
   /* The counters and the device communicator in one allocation of their
-   * own (zeroed), cuMem where the region is, so that a suspend can give it
+   * own (zeroed), cuMem, so that a suspend can give it
    * back and keep d_comm's address, which captured graphs hold. Whole 2 MiB
    * pages, which cuMem's granularity and cudaMalloc's pages take anyway:
    * cudaMalloc then shares them with nothing, and the count (mem.cu) is
    * what cudaMemGetInfo sees. */
   const size_t dcomm_off = (dc->lay.priv_total + 255) / 256 * 256;
   const size_t pvt_bytes = dcomm_off + sizeof(struct td_devcomm) + (size_t)n * sizeof(char*);
+  /* cuMem wherever the driver has it, NCCL_CUMEM_ENABLE=0 too: nothing
+   * exports it, and graphs keep d_comm's address across a suspend. */
   NCCLCHECK(td_region_alloc(&dc->pvt, dc->dev, (pvt_bytes + (2 << 20) - 1) / (2 << 20) * (2 << 20),
-                            dc->side, s->sizes.cumem));
+                            dc->side, 1));
   dc->priv = dc->pvt.ptr;
   dc->d_comm = (struct td_devcomm*)(dc->pvt.ptr + dcomm_off);
+  dc->dcomm_off = dcomm_off;
   CUDACHECK(cudaHostAlloc((void**)&dc->host_flags, 64, cudaHostAllocMapped | cudaHostAllocPortable),
             "cudaHostAlloc");
   memset(dc->host_flags, 0, 64);
@@ -347,6 +350,7 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
   dc->nranks = s->nranks;
   dc->dev = s->cuda_dev;
   dc->timeout_s = s->timeout_s;
+  dc->rma_direct = s->sizes.rma_direct;
   dc->remote = (unsigned char*)calloc((size_t)s->nranks, 1);
   if (dc->remote == NULL) {
     free(dc);

@@ -70,10 +70,14 @@ struct tutti_dev_comm {
   /* ncclCommSuspend (suspend.cu): memory given back, and what the
    * communicator held then (tutti_dev_comm_mem reports it meanwhile). */
   int suspended;
+  int keep_malloc;   /* cudaMalloc regions kept by this suspend (a graph holds them) */
+  int ce_in_graph;   /* a captured graph holds copy-engine copies into peers' regions */
+  size_t dcomm_off;  /* d_comm's offset in pvt */
   struct tutti_dev_mem held;
   void* launch_bufs; /* the kernel parameters being filled (struct td_launch_bufs) */
   uint16_t* turns;   /* [TD_MAX_CHANNELS][2 * nranks]: turns handed out while filling */
   double timeout_s;
+  int rma_direct;     /* tune's: puts into this host's peers' windows through peer memory */
   struct td_rma* rma; /* one-sided operations (rma/rma.h), from the first window on */
 };
 
@@ -147,6 +151,14 @@ static inline void td_raise_stop(struct tutti_dev_comm* dc, int why, int rank) {
   }
   __atomic_store_n(&dc->host_flags[TD_FLAG_STOP], why, __ATOMIC_SEQ_CST);
   __atomic_store_n(&dc->host_flags[TD_FLAG_ABORT], 1, __ATOMIC_SEQ_CST);
+}
+
+/* Non-zero when a captured graph holds this rank's view of cudaMalloc
+ * regions (NCCL_CUMEM_ENABLE=0), whose addresses a suspend would change:
+ * copy-engine copies into peers' regions, or d_comm itself outside cuMem. */
+static inline int td_graphs_hold_regions(const struct tutti_dev_comm* dc) {
+  return (dc->own.kind == TD_REGION_MALLOC && dc->ce_in_graph) ||
+         (dc->pvt.kind == TD_REGION_MALLOC && dc->cap_id != 0);
 }
 
 struct td_dev_guard {

@@ -28,15 +28,15 @@ struct td_mem_item {
 };
 
 /* A cuMem region is its mapped size (a multiple of the granularity) and is
- * given back; cudaMalloc's come in 2 MiB pages and stay (their addresses
- * could not be kept). */
-static struct td_mem_item region_item(const char* what, const struct td_region* r) {
+ * given back; cudaMalloc's come in 2 MiB pages and are given back too
+ * (their addresses change) unless a captured graph holds them (`held`). */
+static struct td_mem_item region_item(const char* what, const struct td_region* r, int held) {
   struct td_mem_item it = {what, 0, 0, 0};
   if (r->kind == TD_REGION_CUMEM) {
     it.bytes = r->size;
   } else if (r->kind == TD_REGION_MALLOC) {
     it.bytes = round_up(r->size, PAGE_2M);
-    it.keep = 1;
+    it.keep = held;
   }
   return it;
 }
@@ -44,11 +44,13 @@ static struct td_mem_item region_item(const char* what, const struct td_region* 
 /* Every allocation of `dc` into out[] (at most `max`); returns how many. */
 static int mem_items(const struct tutti_dev_comm* dc, struct td_mem_item* out, int max) {
   int k = 0;
+  /* What this rank knows of graphs (a suspend asks every rank's). */
+  const int held = dc->keep_malloc || td_graphs_hold_regions(dc);
   if (!dc->host_mode && k < max) {
-    out[k++] = region_item("queues and inboxes (GPU)", &dc->own);
+    out[k++] = region_item("queues and inboxes (GPU)", &dc->own, held);
   }
   if (k < max) {
-    out[k++] = region_item("counters and device communicator (GPU)", &dc->pvt);
+    out[k++] = region_item("counters and device communicator (GPU)", &dc->pvt, held);
   }
   if (dc->scratch_cap > 0 && k < max) {
     /* A graph captured with it replays with its address. */

@@ -122,10 +122,11 @@ void tutti_dev_rma_stop(struct tutti_dev_comm* dc) {
 }
 
 ncclResult_t tutti_dev_rma_win_export(struct tutti_dev_comm* dc, void* buff, size_t size,
-                                      unsigned char out[TUTTI_RMA_DEV_EXPORT]) {
+                                      int device, unsigned char out[TUTTI_RMA_DEV_EXPORT]) {
   (void)dc;
   (void)buff;
   (void)size;
+  (void)device;
   (void)out;
   return no_device_rma("ncclCommWindowRegister on device memory");
 }
@@ -171,6 +172,12 @@ ncclResult_t tutti_dev_rma_signal(struct tutti_dev_comm* dc, int origin, int sig
   (void)sig;
   (void)ctx;
   return no_device_rma("a signal counted in device memory");
+}
+
+void tutti_dev_rma_fail(struct tutti_dev_comm* dc, int origin, const char* why) {
+  (void)dc;
+  (void)origin;
+  (void)why;
 }
 
 ncclResult_t tutti_dev_rma_wait(struct tutti_dev_comm* dc, const ncclWaitSignalDesc_t* descs,

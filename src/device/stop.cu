@@ -48,6 +48,16 @@ extern "C" ncclResult_t tutti_dev_comm_error(struct tutti_dev_comm* dc) {
       return tutti_error((ncclResult_t)__atomic_load_n(&b->failed, __ATOMIC_ACQUIRE), "%s", why);
     }
     case TD_STOP_TIMEOUT:
+      if (dc->rma != NULL && dc->rma->stall->set == 2) {
+        const struct td_rma_stall* w = dc->rma->stall;
+        return tutti_error(ncclRemoteError,
+                           "ncclWaitSignal on rank %d waited more than %.0f s (TUTTI_TIMEOUT) for "
+                           "signal %d (context %d) from rank %d: %llu of the %llu it waits for "
+                           "arrived; did rank %d stop, or put with another signal or context?",
+                           dc->rank, dc->timeout_s, w->sig, w->ctx, w->origin,
+                           (unsigned long long)w->arrived, (unsigned long long)w->needed,
+                           w->origin);
+      }
       return tutti_error(ncclRemoteError,
                          "a device collective on rank %d waited more than %.0f s (TUTTI_TIMEOUT) "
                          "for a peer: a rank stopped, or the ranks called different collectives",

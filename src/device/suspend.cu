@@ -92,14 +92,56 @@ extern "C" ncclResult_t tutti_dev_comm_suspend(struct tutti_dev_comm* dc,
     td_dev_leave(&g);
     return res;
   }
+  /* cudaMalloc regions (NCCL_CUMEM_ENABLE=0) lose their addresses with
+   * their memory: given back unless a graph captured on some rank holds
+   * them (copy-engine copies name peers' regions; kernels find every
+   * region through d_comm, whose address stays), which every rank must
+   * know. */
+  int32_t* held = (int32_t*)calloc((size_t)dc->nranks, sizeof *held);
+  if (held == NULL) {
+    td_dev_leave(&g);
+    return tutti_error(ncclSystemError, "out of host memory");
+  }
+  held[dc->rank] = td_graphs_hold_regions(dc);
+  res = tutti_bootstrap_allgather(s->boot, held, sizeof *held);
+  int keep = 0;
+  for (int p = 0; p < dc->nranks; p++) {
+    keep |= held[p];
+  }
+  free(held);
+  if (res != ncclSuccess) {
+    td_dev_leave(&g);
+    return res;
+  }
+  dc->keep_malloc = keep;
+  if (keep) {
+    INFO(TUTTI_INIT | TUTTI_ALLOC,
+         "rank %d: NCCL_CUMEM_ENABLE=0 and a captured CUDA graph holds the addresses of the "
+         "queues: the suspend keeps them (NCCL_CUMEM_ENABLE=1 gives them back)",
+         dc->rank);
+  }
   tutti_dev_comm_mem(dc, &dc->held);
   dc->suspended = 1;
   td_net_free(dc); /* goodbyes both ways, then the network's comms and the shadows go */
   for (int p = 0; p < dc->nranks; p++) {
-    td_region_release(&dc->mapped[p]);
+    if (!keep || dc->mapped[p].kind == TD_REGION_CUMEM) {
+      td_region_release(&dc->mapped[p]);
+    }
   }
-  td_region_release(&dc->own);
-  td_region_release(&dc->pvt);
+  if (!keep && dc->own.kind == TD_REGION_MALLOC) {
+    /* Every peer has closed its handle to this rank's memory first. */
+    res = agree(dc, s, ncclSuccess, "close its peers' memory before the suspend");
+    if (res != ncclSuccess) {
+      td_dev_leave(&g);
+      return res;
+    }
+  }
+  if (!keep || dc->own.kind == TD_REGION_CUMEM) {
+    td_region_release(&dc->own);
+  }
+  if (!keep || dc->pvt.kind == TD_REGION_CUMEM) {
+    td_region_release(&dc->pvt);
+  }
   free_scratch(dc);
   for (int p = 0; dc->host_mode && p < dc->nranks; p++) {
     td_host_region_unpin(&dc->hosts[p]);
@@ -130,9 +172,19 @@ extern "C" ncclResult_t tutti_dev_comm_suspend(struct tutti_dev_comm* dc,
  * or host memory pinned again, as are its mappings of local peers'). */
 static ncclResult_t restore_own(struct tutti_dev_comm* dc) {
   NCCLCHECK(td_region_restore(&dc->pvt, dc->dev));
+  /* cudaMalloc's come back at new addresses (nothing captured holds them). */
+  dc->priv = dc->pvt.ptr;
+  dc->d_comm = (struct td_devcomm*)(dc->pvt.ptr + dc->dcomm_off);
   cudaError_t e = cudaMemsetAsync(dc->priv, 0, dc->lay.priv_total, dc->side);
   if (!dc->host_mode) {
     NCCLCHECK(td_region_restore(&dc->own, dc->dev));
+    dc->region = dc->own.ptr;
+    dc->base[dc->rank] = dc->region;
+    dc->ex[dc->rank].ptr = dc->region;
+    if (dc->own.kind == TD_REGION_MALLOC &&
+        cudaIpcGetMemHandle(&dc->ex[dc->rank].handle, dc->region) != cudaSuccess) {
+      (void)cudaGetLastError(); /* in-process peers need none */
+    }
     e = e == cudaSuccess ? cudaMemsetAsync(dc->region, 0, dc->lay.total, dc->side) : e;
   }
   for (int p = 0; dc->host_mode && p < dc->nranks; p++) {
@@ -166,11 +218,19 @@ static ncclResult_t remap_peers(struct tutti_dev_comm* dc, const struct tutti_de
   for (int p = 0; p < n; p++) {
     fds[p] = -1;
   }
-  ncclResult_t res = td_swap_fds(dc, s, box, dc->ex, fds);
+  /* Where cudaMalloc regions moved: every rank's new address and handle. */
+  ncclResult_t res = tutti_bootstrap_allgather(s->boot, dc->ex, sizeof *dc->ex);
+  res = res == ncclSuccess ? td_swap_fds(dc, s, box, dc->ex, fds) : res;
   for (int p = 0; p < n && res == ncclSuccess; p++) {
     const struct td_export* x = &dc->ex[p];
     if (dc->mapped[p].kind == TD_REGION_CUMEM) {
       res = td_region_reimport(&dc->mapped[p], dc->dev, fds[p]);
+    } else if (dc->mapped[p].kind == TD_REGION_IPC && dc->mapped[p].released) {
+      res = td_region_reopen_ipc(&dc->mapped[p], &x->handle);
+      dc->base[p] = dc->mapped[p].ptr;
+    } else if (p != dc->rank && !dc->remote[p] && x->pid == (int32_t)getpid() &&
+               x->kind == TD_REGION_MALLOC) {
+      dc->base[p] = x->ptr; /* a region of this process: its new address */
     } else if (p != dc->rank && !dc->remote[p] && x->pid == (int32_t)getpid() &&
                x->dev != dc->dev && x->kind == TD_REGION_CUMEM) {
       res = td_region_grant(x->ptr, x->size, dc->dev);

@@ -21,7 +21,7 @@ struct tutti_rma_dev_win; /* the device layer's state of one window */
 
 /* Bytes the device layer may fill, per rank and window, with what peers need
  * to map that rank's device buffer (a cuMem export, an IPC handle). */
-#define TUTTI_RMA_DEV_EXPORT 64
+#define TUTTI_RMA_DEV_EXPORT 192
 
 /* One rank's part of a window as every rank learns it from the all-gather
  * at registration: peers[r] of every window is rank r's. */
@@ -55,11 +55,12 @@ ncclResult_t tutti_dev_rma_start(struct tutti_dev_comm* dc, int nranks, int num_
 /* Frees what tutti_dev_rma_start made (when the communicator goes). */
 void tutti_dev_rma_stop(struct tutti_dev_comm* dc);
 
-/* Registration of a window any part of which is device memory (kind
- * TUTTI_MEM_DEVICE on some rank). Export: this rank's buffer is device
- * memory; fill `out`, which every rank then receives in peers[me].dev. */
+/* Registration of a window on a rank with a device communicator. Export:
+ * fill `out`, which every rank then receives in peers[me].dev: what this
+ * host's peers need to map this rank's signal counters and, when `device`
+ * (the buffer is device memory), its part of the window. */
 ncclResult_t tutti_dev_rma_win_export(struct tutti_dev_comm* dc, void* buff, size_t size,
-                                      unsigned char out[TUTTI_RMA_DEV_EXPORT]);
+                                      int device, unsigned char out[TUTTI_RMA_DEV_EXPORT]);
 /* Collective: every rank calls it after the all-gather, in the same order,
  * with the same `peers` (of `nranks`); maps the peers' device buffers where
  * it can. *out may stay NULL when this rank keeps nothing. A rank that fails
@@ -101,6 +102,9 @@ ncclResult_t tutti_dev_rma_deliver(struct tutti_dev_comm* dc, struct tutti_rma_d
 /* Service thread, and puts to this rank itself, when on_device: the data of
  * a put from `origin` is in place; raise signal (sig, ctx) from it by one. */
 ncclResult_t tutti_dev_rma_signal(struct tutti_dev_comm* dc, int origin, int sig, int ctx);
+/* Service thread: the receiving side failed (`why`, naming `origin`):
+ * waits on streams end with it instead of at TUTTI_TIMEOUT. */
+void tutti_dev_rma_fail(struct tutti_dev_comm* dc, int origin, const char* why);
 /* ncclWaitSignal when on_device: enqueue on `stream` a wait until each
  * desc's signal has risen by opCnt past what earlier waits consumed, then
  * consume it. Descs are validated (peer, sigIdx, ctx in range, opCnt > 0). */

@@ -35,6 +35,10 @@ int tutti_rma_fail(struct tutti_rma* r, ncclResult_t res, const char* why) {
     r->failed_res = res;
     snprintf(r->failed_why, sizeof r->failed_why, "%s", why);
     __atomic_store_n(&r->failed, 2, __ATOMIC_SEQ_CST);
+    if (r->on_device) {
+      /* Waits on streams read no host word: stop the device work instead. */
+      tutti_dev_rma_fail(r->s.dev, -1, why);
+    }
   }
   __atomic_add_fetch(&r->s.bell->ring, 1, __ATOMIC_SEQ_CST);
   syscall(SYS_futex, &r->s.bell->ring, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);

@@ -34,6 +34,10 @@ static void fill_mine(struct tutti_rma* r, struct tutti_rma_peer_win* me, void* 
   me->win_id = id;
   me->status = ncclSuccess;
   if (me->kind != TUTTI_MEM_DEVICE) {
+    /* Peers of this host may still raise this rank's signals directly. */
+    if (r->s.dev != NULL && tutti_dev_rma_win_export(r->s.dev, buff, size, 0, me->dev) != ncclSuccess) {
+      memset(me->dev, 0, sizeof me->dev);
+    }
     return;
   }
   if (r->s.dev == NULL) {
@@ -44,7 +48,7 @@ static void fill_mine(struct tutti_rma* r, struct tutti_rma_peer_win* me, void* 
                              r->s.rank, buff);
     return;
   }
-  me->status = tutti_dev_rma_win_export(r->s.dev, buff, size, me->dev);
+  me->status = tutti_dev_rma_win_export(r->s.dev, buff, size, 1, me->dev);
 }
 
 /* Every rank must have registered the same window without failing. */

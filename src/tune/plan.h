@@ -80,6 +80,7 @@ struct tutti_dev_sizes {
   int host_queues; /* NCCL_P2P_DISABLE: queues in host memory */
   int net_all;     /* with NCCL_SHM_DISABLE too: every peer through the network proxy */
   int cumem;       /* regions from cuMem (NCCL_CUMEM_ENABLE), else cudaMalloc */
+  int rma_direct;  /* one-sided puts through peer memory on this host (TUTTI_RMA_DIRECT) */
 };
 
 #endif

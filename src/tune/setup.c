@@ -20,6 +20,9 @@ static TUTTI_PARAM(shm_disable, "NCCL_SHM_DISABLE", 0,
                    "through the network proxy");
 static TUTTI_PARAM(cumem_enable, "NCCL_CUMEM_ENABLE", 1,
                    "0: device regions from cudaMalloc, shared with CUDA IPC handles");
+static TUTTI_PARAM(rma_direct, "TUTTI_RMA_DIRECT", 1,
+                   "device one-sided operations: 1 puts into the windows of this host's peers "
+                   "through peer memory; 0 sends every put through the service thread");
 static TUTTI_PARAM(spin_passes, "TUTTI_SPIN", -1,
                    "idle passes a waiting rank spins before yielding (-1: 8, or 0 when ranks "
                    "outnumber cores)");
@@ -57,6 +60,7 @@ void tutti_tune_device_setup(const struct tutti_dev_limits* lim, struct tutti_de
   s->host_queues = tutti_param_p2p_disable() != 0;
   s->net_all = s->host_queues && tutti_param_shm_disable() != 0;
   s->cumem = tutti_param_cumem_enable() != 0;
+  s->rma_direct = tutti_param_rma_direct() != 0;
 }
 
 void tutti_tune_wait(int local_ranks, struct tutti_wait_sizes* w) {

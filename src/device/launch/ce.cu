@@ -144,6 +144,12 @@ static ncclResult_t ce_piece(struct tutti_dev_comm* dc, struct td_ce* w, int nb,
                         dc->ce_copy); /* src may be host memory */
   }
   if (e == cudaSuccess) {
+    /* A graph keeps these addresses (a suspend then keeps cudaMalloc regions). */
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    e = cudaStreamIsCapturing(stream, &cs);
+    dc->ce_in_graph |= cs == cudaStreamCaptureStatusActive;
+  }
+  if (e == cudaSuccess) {
     e = cudaEventRecord(dc->ce_copied, dc->ce_copy);
   }
   if (e == cudaSuccess) {

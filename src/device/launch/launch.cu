@@ -50,6 +50,12 @@ extern "C" void tutti_dev_comm_caps(struct tutti_dev_comm* dc, cudaStream_t stre
     cs = cudaStreamCaptureStatusNone;
   }
   c->capturing = cs == cudaStreamCaptureStatusActive;
+  /* Copy-engine copies name peers' regions: a graph would keep addresses
+   * of cudaMalloc regions, which a suspend changes (kernels find regions
+   * through d_comm, whose address stays). */
+  if (c->capturing && dc->own.kind == TD_REGION_MALLOC) {
+    c->ce_slot_bytes = 0;
+  }
 }
 
 struct td_counts {

@@ -244,7 +244,18 @@ ncclResult_t td_region_grant(char* ptr, size_t size, int dev) {
   return ncclSuccess;
 }
 
+ncclResult_t td_region_reopen_ipc(struct td_region* r, const cudaIpcMemHandle_t* h) {
+  if (r->kind != TD_REGION_IPC || !r->released) {
+    return tutti_error(ncclInternalError, "a peer's IPC region was opened again while open");
+  }
+  return td_region_open_ipc(r, h);
+}
+
 void td_region_free(struct td_region* r) {
+  if (r->released && r->kind != TD_REGION_CUMEM) {
+    memset(r, 0, sizeof *r); /* nothing behind it any more */
+    return;
+  }
   switch (r->kind) {
     case TD_REGION_CUMEM:
       if (!r->released) {
@@ -268,8 +279,21 @@ void td_region_free(struct td_region* r) {
 }
 
 int td_region_release(struct td_region* r) {
-  if (r->kind != TD_REGION_CUMEM || r->released) {
+  if (r->released || r->kind == TD_REGION_NONE) {
     return r->released;
+  }
+  if (r->kind == TD_REGION_MALLOC || r->kind == TD_REGION_IPC) {
+    /* The memory goes, and its addresses with it: td_region_restore and
+     * td_region_reopen_ipc give new ones. */
+    if (r->kind == TD_REGION_MALLOC) {
+      cudaFree(r->ptr);
+    } else {
+      cudaIpcCloseMemHandle(r->ptr);
+    }
+    (void)cudaGetLastError();
+    r->ptr = NULL;
+    r->released = 1;
+    return 1;
   }
   /* The handle goes with the mapping: once every process that imported it
    * did the same, the driver frees the memory. */
@@ -298,6 +322,18 @@ static ncclResult_t map_at(struct td_region* r, CUmemGenericAllocationHandle h, 
 }
 
 ncclResult_t td_region_restore(struct td_region* r, int dev) {
+  if (r->kind == TD_REGION_MALLOC && r->released) {
+    cudaError_t e = cudaMalloc((void**)&r->ptr, r->size);
+    if (e != cudaSuccess) {
+      r->ptr = NULL;
+      (void)cudaGetLastError();
+      return tutti_error(ncclUnhandledCudaError,
+                         "cudaMalloc of %zu bytes of queues on GPU %d at resume failed: %s",
+                         r->size, dev, cudaGetErrorString(e));
+    }
+    r->released = 0;
+    return ncclSuccess;
+  }
   if (r->kind != TD_REGION_CUMEM || !r->released) {
     return ncclSuccess;
   }

@@ -49,14 +49,18 @@ void td_region_free(struct td_region* r);
 
 /* Suspending (device/suspend.cu): a cuMem region's memory is unmapped and
  * released while its addresses stay reserved, so pointers to it (the
- * device communicator, captured graphs) stay valid. Returns 1 when the
- * region is released, 0 when it keeps its memory (cudaMalloc and IPC
- * regions cannot keep their addresses without it; NONE). */
+ * device communicator, captured graphs) stay valid. A cudaMalloc region is
+ * freed and an IPC import closed: their addresses go too (the caller
+ * decides whether anything may still hold them). Returns 1 when the region
+ * is released, 0 on NONE. */
 int td_region_release(struct td_region* r);
-/* New memory of the same size behind this process's own released region,
- * at its old addresses, readable and writable by GPU `dev` (contents
- * undefined); a no-op on a region that was not released. */
+/* New memory of the same size behind this process's own released region:
+ * at its old addresses (cuMem), or at new ones (cudaMalloc: r->ptr),
+ * readable and writable by GPU `dev` (contents undefined); a no-op on a
+ * region that was not released. */
 ncclResult_t td_region_restore(struct td_region* r, int dev);
+/* A peer's released IPC import opened again from its new handle. */
+ncclResult_t td_region_reopen_ipc(struct td_region* r, const cudaIpcMemHandle_t* h);
 /* A peer's released import mapped again from `fd` (the peer's restored
  * region) at its old addresses, for GPU `dev`. */
 ncclResult_t td_region_reimport(struct td_region* r, int dev, int fd);

@@ -1,12 +1,20 @@
 /* The device side of one-sided operations (rma/rma_dev.h): what a device
- * communicator keeps for them. Signals are counted in pinned host memory
- * that the GPU maps: the host side raises them (the service thread once a
- * put's data is in place, a host function for puts to this rank) and a
- * one-thread kernel on the waiting stream waits for them, so a wait is
- * ordered on its stream and can be captured in a graph. Data to other ranks
- * leaves through the host sender (staged through pinned memory when it is
- * device memory); data that arrives is copied into device windows by the
- * service thread (docs/design.md, "One-sided operations on device buffers"). */
+ * communicator keeps for them.
+ *
+ * Two paths carry a put (docs/design.md, "One-sided operations on device
+ * buffers"):
+ * - direct, to a peer of this host whose window part and signal counters
+ *   this rank maps (CUDA IPC; the same process and GPU: the pointers): the
+ *   origin's stream copies the data into the peer's window and a one-thread
+ *   kernel raises the peer's counter in its GPU memory. No host thread and
+ *   no CUDA call of the target is in the chain its wait depends on.
+ * - through the service communicator, to peers of other hosts and where
+ *   nothing is mapped: device data is staged in pinned memory of the
+ *   stream's own and handed to the host sender from a host function; the
+ *   target's service thread copies what arrives into its device window from
+ *   a pinned bounce buffer and raises the counter in mapped host memory.
+ * A wait kernel on the waiting stream waits for the sum of both counters,
+ * so a wait is ordered on its stream and can be captured in a graph. */
 #ifndef TUTTI_DEVICE_RMA_RMA_H
 #define TUTTI_DEVICE_RMA_RMA_H
 
@@ -16,39 +24,92 @@
 
 #include "rma/rma_dev.h"
 
-/* Device-memory data to other ranks is staged in pieces of this size. */
+/* Device-memory data to other hosts is staged in pieces of this size. */
 #define TD_RMA_STAGE_BYTES (4u << 20)
 /* Descriptors one wait kernel takes (more: several kernels in a row). */
 #define TD_RMA_WAIT_DESCS 32
 
 struct td_rma_call; /* a host function's argument (rma_put.cu) */
 
+/* What this rank exports of a window and of its counters, inside
+ * tutti_rma_peer_win.dev (TUTTI_RMA_DEV_EXPORT bytes). */
+struct td_rma_export {
+  cudaIpcMemHandle_t win;  /* the allocation holding the window (has_win) */
+  cudaIpcMemHandle_t sig;  /* the device signal counters (has_sig) */
+  uint64_t win_off;        /* the window's offset in that allocation */
+  uint64_t win_ptr;        /* the window, for peers of this process */
+  uint64_t sig_ptr;        /* the counters, for peers of this process */
+  int32_t has_win, has_sig;
+  int32_t dev; /* this rank's GPU */
+  int32_t pad;
+};
+
+/* Where a wait kernel gave up (pinned, mapped): written by the kernel
+ * before it stops the communicator, read by the error that follows. */
+struct td_rma_stall {
+  volatile int32_t set;
+  int32_t origin, sig, ctx;
+  uint64_t arrived, needed;
+};
+
+/* A pinned staging buffer of one stream's (or one captured put's). */
+struct td_rma_stage {
+  unsigned long long stream_id; /* 0: a captured put's own */
+  char* buf;
+};
+
 struct td_rma {
   int nranks, nctx, nsig;
-  /* [ctx][sig][origin]: signals raised (pinned host memory, mapped), and
-   * the same seen by the GPU; the part waits consumed (device memory, only
-   * wait kernels touch it, in the communicator's order). */
+  /* [ctx][sig][origin]: signals raised through the service thread (pinned
+   * host memory, mapped; arrived_dev is the GPU's view), signals raised by
+   * direct puts (GPU memory, exported to this host's peers), and the part
+   * waits consumed (GPU memory, only wait kernels touch it, in the
+   * communicator's order). */
   uint64_t* arrived;
   uint64_t* arrived_dev;
+  uint64_t* sig_dev;
   uint64_t* consumed;
-  char* stage;       /* pinned: device data on its way out, made at the first such put */
-  cudaStream_t copy; /* the service thread's copies into device windows */
+  cudaIpcMemHandle_t sig_handle;
+  int sig_exported;
+  uint64_t** peer_sig;  /* [nranks]: each peer's sig_dev as mapped here, or NULL */
+  int* peer_sig_opened; /* [nranks]: peer_sig[p] came from cudaIpcOpenMemHandle */
+  int direct;           /* TUTTI_RMA_DIRECT (tune's): 0 keeps every put on the service path */
+  struct td_rma_stall* stall;
+  struct td_rma_stall* stall_dev;
+  /* Pinned staging, one per stream that put device data to a peer of the
+   * service path, and one per captured such put (its graph may replay it
+   * beside the stream's own work). */
+  struct td_rma_stage* stages;
+  int nstages, cap_stages;
+  /* The service thread's copies into device windows: from `bounce` (pinned)
+   * on `copy`, finished when `copied` is. */
+  char* bounce;
+  cudaStream_t copy;
+  cudaEvent_t copied;
   pthread_mutex_t lock;
   /* Host functions' arguments a captured graph may replay: freed at stop. */
   struct td_rma_call** kept;
   int nkept, cap_kept;
-  char why[512]; /* the first failure of a host function (TD_STOP_RMA) */
+  char why[512]; /* the first failure of a host function or a delivery (TD_STOP_RMA) */
 };
 
-/* The window as this rank keeps it: its own device buffer. */
+/* The window as this rank keeps it: its own device buffer, and each peer's
+ * part where this rank maps it (direct puts). */
 struct tutti_rma_dev_win {
   char* buff;
   size_t size;
+  int nranks;
+  char** peer;      /* [nranks]: the peer's part as mapped here, or NULL */
+  char** opened;    /* [nranks]: what cudaIpcOpenMemHandle gave (closed at deregistration) */
 };
 
 /* Index of signal (ctx, sig) from `origin`. */
 static inline size_t td_rma_index(const struct td_rma* r, int ctx, int sig, int origin) {
   return ((size_t)ctx * (size_t)r->nsig + (size_t)sig) * (size_t)r->nranks + (size_t)origin;
 }
+
+/* The staging buffer of `stream_id` (0: a new one of its own), made at its
+ * first use (rma_dev.cu). */
+ncclResult_t td_rma_stage_get(struct td_rma* r, unsigned long long stream_id, char** out);
 
 #endif

@@ -1,9 +1,13 @@
-/* One-sided operations, device side: the per-communicator state, windows,
- * and what the service thread asks (copies into device windows, signals).
+/* One-sided operations, device side: the per-communicator state, windows
+ * (exported to this host's peers and mapped from them), and what the
+ * service thread asks (copies into device windows, signals, failures).
  * Puts and waits on streams: rma_put.cu. */
+#include <cuda.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "device/dev_comm.h"
 #include "device/rma/rma.h"
@@ -15,6 +19,7 @@ extern "C" {
 }
 
 static ncclResult_t rma_fail(cudaError_t e, const char* what) {
+  (void)cudaGetLastError();
   return tutti_error(ncclUnhandledCudaError, "%s failed: %s (%s)", what, cudaGetErrorString(e),
                      cudaGetErrorName(e));
 }
@@ -26,15 +31,82 @@ static void rma_free(struct td_rma* r) {
   if (r->copy != NULL) {
     cudaStreamDestroy(r->copy);
   }
+  if (r->copied != NULL) {
+    cudaEventDestroy(r->copied);
+  }
+  for (int p = 0; r->peer_sig != NULL && p < r->nranks; p++) {
+    if (r->peer_sig_opened[p]) {
+      cudaIpcCloseMemHandle(r->peer_sig[p]);
+    }
+  }
+  free(r->peer_sig);
+  free(r->peer_sig_opened);
+  for (int i = 0; i < r->nstages; i++) {
+    cudaFreeHost(r->stages[i].buf);
+  }
+  free(r->stages);
   cudaFreeHost(r->arrived);
-  cudaFreeHost(r->stage);
+  cudaFreeHost(r->stall);
+  cudaFreeHost(r->bounce);
+  cudaFree(r->sig_dev);
   cudaFree(r->consumed);
   for (int i = 0; i < r->nkept; i++) {
     free(r->kept[i]);
   }
   free(r->kept);
   pthread_mutex_destroy(&r->lock);
+  (void)cudaGetLastError();
   free(r);
+}
+
+/* Pinned host memory the GPU maps: *host, and the GPU's view in *dev. */
+static cudaError_t mapped_alloc(void** host, void** dev, size_t bytes) {
+  cudaError_t e = cudaHostAlloc(host, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
+  if (e == cudaSuccess) {
+    memset(*host, 0, bytes);
+    e = cudaHostGetDevicePointer(dev, *host, 0);
+  }
+  return e;
+}
+
+static cudaError_t rma_alloc(struct tutti_dev_comm* dc, struct td_rma* r, size_t bytes,
+                             const char** what) {
+  *what = "cudaHostAlloc of the signal counters";
+  cudaError_t e = mapped_alloc((void**)&r->arrived, (void**)&r->arrived_dev, bytes);
+  if (e == cudaSuccess) {
+    *what = "cudaHostAlloc of the wait record";
+    e = mapped_alloc((void**)&r->stall, (void**)&r->stall_dev, sizeof *r->stall);
+  }
+  if (e == cudaSuccess) {
+    *what = "cudaMalloc of the signal counters";
+    e = cudaMalloc((void**)&r->sig_dev, bytes);
+  }
+  if (e == cudaSuccess) {
+    *what = "cudaMalloc of the consumed signal counts";
+    e = cudaMalloc((void**)&r->consumed, bytes);
+  }
+  if (e == cudaSuccess) {
+    *what = "cudaStreamCreate";
+    e = cudaStreamCreateWithFlags(&r->copy, cudaStreamNonBlocking);
+  }
+  if (e == cudaSuccess) {
+    *what = "cudaEventCreate";
+    e = cudaEventCreateWithFlags(&r->copied, cudaEventDisableTiming);
+  }
+  if (e == cudaSuccess) {
+    /* On the communicator's own stream: a device-wide wait could wait for
+     * other communicators' kernels. */
+    *what = "zeroing the signal counters";
+    e = cudaMemsetAsync(r->consumed, 0, bytes, r->copy);
+    e = e == cudaSuccess ? cudaMemsetAsync(r->sig_dev, 0, bytes, r->copy) : e;
+    e = e == cudaSuccess ? cudaStreamSynchronize(r->copy) : e;
+  }
+  /* The counters direct puts raise, for this host's other processes. */
+  if (e == cudaSuccess && r->direct && !dc->host_mode) {
+    r->sig_exported = cudaIpcGetMemHandle(&r->sig_handle, r->sig_dev) == cudaSuccess;
+    (void)cudaGetLastError();
+  }
+  return e;
 }
 
 extern "C" ncclResult_t tutti_dev_rma_start(struct tutti_dev_comm* dc, int nranks, int num_ctx,
@@ -51,46 +123,34 @@ extern "C" ncclResult_t tutti_dev_rma_start(struct tutti_dev_comm* dc, int nrank
   r->nranks = nranks;
   r->nctx = num_ctx;
   r->nsig = nsignals;
+  r->direct = dc->rma_direct;
+  r->peer_sig = (uint64_t**)calloc((size_t)nranks, sizeof *r->peer_sig);
+  r->peer_sig_opened = (int*)calloc((size_t)nranks, sizeof *r->peer_sig_opened);
+  if (r->peer_sig == NULL || r->peer_sig_opened == NULL) {
+    rma_free(r);
+    return tutti_error(ncclSystemError, "out of host memory for one-sided operations");
+  }
   const size_t bytes = (size_t)num_ctx * (size_t)nsignals * (size_t)nranks * sizeof(uint64_t);
   struct td_dev_guard g;
   td_dev_enter(&g, dc->dev);
-  cudaError_t e =
-      cudaHostAlloc((void**)&r->arrived, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
-  const char* what = "cudaHostAlloc of the signal counters";
-  if (e == cudaSuccess) {
-    memset(r->arrived, 0, bytes);
-    e = cudaHostGetDevicePointer((void**)&r->arrived_dev, r->arrived, 0);
-    what = "cudaHostGetDevicePointer of the signal counters";
-  }
-  if (e == cudaSuccess) {
-    e = cudaMalloc((void**)&r->consumed, bytes);
-    what = "cudaMalloc of the consumed signal counts";
-  }
-  if (e == cudaSuccess) {
-    e = cudaStreamCreateWithFlags(&r->copy, cudaStreamNonBlocking);
-    what = "cudaStreamCreate";
-  }
-  if (e == cudaSuccess) {
-    /* On the communicator's own stream: a device-wide wait could wait for
-     * other communicators' kernels. */
-    e = cudaMemsetAsync(r->consumed, 0, bytes, r->copy);
-    what = "cudaMemsetAsync";
-  }
-  if (e == cudaSuccess) {
-    e = cudaStreamSynchronize(r->copy);
-    what = "cudaStreamSynchronize";
-  }
+  const char* what = "";
+  cudaError_t e = rma_alloc(dc, r, bytes, &what);
   td_dev_leave(&g);
   if (e != cudaSuccess) {
     rma_free(r);
     return rma_fail(e, what);
   }
+  r->peer_sig[dc->rank] = r->sig_dev;
   dc->rma = r;
   *on_device = 1;
   INFO(TUTTI_INIT,
-       "one-sided operations on device %d: %d contexts x %d signals x %d ranks counted "
-       "in mapped host memory",
-       dc->dev, num_ctx, nsignals, nranks);
+       "one-sided operations on device %d: %d contexts x %d signals x %d ranks, counted in GPU "
+       "memory (direct puts%s) and in mapped host memory (the service thread's)",
+       dc->dev, num_ctx, nsignals, nranks,
+       !r->direct ? ": off, TUTTI_RMA_DIRECT=0"
+       : dc->host_mode ? ": off, peers share host memory"
+       : r->sig_exported ? ""
+                         : ": this process's peers only");
   return ncclSuccess;
 }
 
@@ -105,49 +165,190 @@ extern "C" void tutti_dev_rma_stop(struct tutti_dev_comm* dc) {
   td_dev_leave(&g);
 }
 
+ncclResult_t td_rma_stage_get(struct td_rma* r, unsigned long long stream_id, char** out) {
+  *out = NULL;
+  pthread_mutex_lock(&r->lock);
+  for (int i = 0; stream_id != 0 && i < r->nstages && *out == NULL; i++) {
+    *out = r->stages[i].stream_id == stream_id ? r->stages[i].buf : NULL;
+  }
+  ncclResult_t res = ncclSuccess;
+  if (*out == NULL && r->nstages == r->cap_stages) {
+    const int cap = r->cap_stages ? 2 * r->cap_stages : 4;
+    struct td_rma_stage* s =
+        (struct td_rma_stage*)realloc(r->stages, (size_t)cap * sizeof *s);
+    if (s == NULL) {
+      res = tutti_error(ncclSystemError, "out of host memory for one-sided staging");
+    } else {
+      r->stages = s;
+      r->cap_stages = cap;
+    }
+  }
+  if (*out == NULL && res == ncclSuccess) {
+    char* buf = NULL;
+    /* Also while the caller's stream captures (as a first put may). */
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaError_t e = cudaHostAlloc((void**)&buf, TD_RMA_STAGE_BYTES, cudaHostAllocPortable);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    if (e != cudaSuccess) {
+      res = rma_fail(e, "cudaHostAlloc of one-sided staging");
+    } else {
+      r->stages[r->nstages++] = {stream_id, buf};
+      *out = buf;
+      INFO(TUTTI_ALLOC, "one-sided staging %d: %u bytes of pinned host memory (%s)", r->nstages,
+           TD_RMA_STAGE_BYTES, stream_id != 0 ? "a stream's" : "a captured put's");
+    }
+  }
+  pthread_mutex_unlock(&r->lock);
+  return res;
+}
+
+/* cuMemGetAddressRange, looked up through the runtime (no libcuda link). */
+static CUresult address_range(void* p, CUdeviceptr* base, size_t* size) {
+  static CUresult (*fn)(CUdeviceptr*, size_t*, CUdeviceptr) = NULL;
+  if (fn == NULL) {
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    void* f = NULL;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    fn = (CUresult(*)(CUdeviceptr*, size_t*, CUdeviceptr))f;
+  }
+  return fn(base, size, (CUdeviceptr)(uintptr_t)p);
+}
+
 extern "C" ncclResult_t tutti_dev_rma_win_export(struct tutti_dev_comm* dc, void* buff, size_t size,
+                                                 int device,
                                                  unsigned char out[TUTTI_RMA_DEV_EXPORT]) {
   (void)size;
+  static_assert(sizeof(struct td_rma_export) <= TUTTI_RMA_DEV_EXPORT, "export too large");
   memset(out, 0, TUTTI_RMA_DEV_EXPORT);
-  cudaPointerAttributes a;
-  cudaError_t e = cudaPointerGetAttributes(&a, buff);
-  if (e != cudaSuccess) {
-    return rma_fail(e, "cudaPointerGetAttributes of the window");
+  struct td_rma_export x;
+  memset(&x, 0, sizeof x);
+  x.dev = dc->dev;
+  const struct td_rma* r = dc->rma;
+  if (r != NULL) {
+    x.sig = r->sig_handle;
+    x.has_sig = r->sig_exported;
+    x.sig_ptr = (uint64_t)(uintptr_t)r->sig_dev;
   }
-  if (a.type == cudaMemoryTypeDevice && a.device != dc->dev) {
-    return tutti_error(ncclInvalidArgument,
-                       "ncclCommWindowRegister: the buffer %p is memory of GPU %d but the "
-                       "communicator's rank %d works on GPU %d: register memory of its own GPU",
-                       buff, a.device, dc->rank, dc->dev);
+  if (device) {
+    cudaPointerAttributes a;
+    cudaError_t e = cudaPointerGetAttributes(&a, buff);
+    if (e != cudaSuccess) {
+      return rma_fail(e, "cudaPointerGetAttributes of the window");
+    }
+    if (a.type == cudaMemoryTypeDevice && a.device != dc->dev) {
+      return tutti_error(ncclInvalidArgument,
+                         "ncclCommWindowRegister: the buffer %p is memory of GPU %d but the "
+                         "communicator's rank %d works on GPU %d: register memory of its own GPU",
+                         buff, a.device, dc->rank, dc->dev);
+    }
+    x.win_ptr = (uint64_t)(uintptr_t)buff;
+    /* Peers of other processes map the allocation that holds it; memory
+     * CUDA IPC cannot share (cuMem's) reaches them through the service
+     * thread instead. */
+    CUdeviceptr base = 0;
+    size_t len = 0;
+    if (r != NULL && r->sig_exported && address_range(buff, &base, &len) == CUDA_SUCCESS &&
+        cudaIpcGetMemHandle(&x.win, (void*)(uintptr_t)base) == cudaSuccess) {
+      x.win_off = (uint64_t)((uintptr_t)buff - (uintptr_t)base);
+      x.has_win = 1;
+    }
+    (void)cudaGetLastError();
   }
-  /* Peers reach this rank's window through its service thread: nothing to
-   * export (mapping peers' windows for copy-engine puts is not built). */
+  memcpy(out, &x, sizeof x);
   return ncclSuccess;
+}
+
+/* Maps peer p's part of `w` and its counters, where p is a process of this
+ * host (or this process on this GPU) that exported them: 1 when mapped. */
+static int map_peer(struct tutti_dev_comm* dc, struct tutti_rma_dev_win* w, int p,
+                    const struct tutti_rma_peer_win* pw) {
+  struct td_rma* r = dc->rma;
+  struct td_rma_export x;
+  memcpy(&x, pw->dev, sizeof x);
+  if (pw->pid == (int32_t)getpid()) {
+    if (x.dev != dc->dev) {
+      return 0; /* another GPU of this process: the service thread carries it */
+    }
+    r->peer_sig[p] = (uint64_t*)(uintptr_t)x.sig_ptr;
+    w->peer[p] = pw->kind == TUTTI_MEM_DEVICE ? (char*)(uintptr_t)pw->addr : NULL;
+    return 1;
+  }
+  if (r->peer_sig[p] == NULL && x.has_sig) {
+    void* ptr = NULL;
+    if (cudaIpcOpenMemHandle(&ptr, x.sig, cudaIpcMemLazyEnablePeerAccess) == cudaSuccess) {
+      r->peer_sig[p] = (uint64_t*)ptr;
+      r->peer_sig_opened[p] = 1;
+    }
+    (void)cudaGetLastError();
+  }
+  if (pw->kind == TUTTI_MEM_DEVICE && x.has_win && r->peer_sig[p] != NULL) {
+    void* ptr = NULL;
+    if (cudaIpcOpenMemHandle(&ptr, x.win, cudaIpcMemLazyEnablePeerAccess) == cudaSuccess) {
+      w->opened[p] = (char*)ptr;
+      w->peer[p] = (char*)ptr + x.win_off;
+    }
+    (void)cudaGetLastError();
+  }
+  return r->peer_sig[p] != NULL;
 }
 
 extern "C" ncclResult_t tutti_dev_rma_win_register(struct tutti_dev_comm* dc, uint32_t win_id,
                                                    void* buff, size_t size,
                                                    const struct tutti_rma_peer_win* peers,
                                                    int nranks, struct tutti_rma_dev_win** out) {
-  (void)win_id;
-  (void)nranks;
   *out = NULL;
-  if (peers[dc->rank].kind != TUTTI_MEM_DEVICE) {
-    return ncclSuccess; /* this rank's part is host memory: the host path writes it */
-  }
   struct tutti_rma_dev_win* w = (struct tutti_rma_dev_win*)calloc(1, sizeof *w);
-  if (w == NULL) {
+  if (w != NULL) {
+    w->peer = (char**)calloc((size_t)nranks, sizeof *w->peer);
+    w->opened = (char**)calloc((size_t)nranks, sizeof *w->opened);
+  }
+  if (w == NULL || w->peer == NULL || w->opened == NULL) {
+    tutti_dev_rma_win_deregister(dc, w);
     return tutti_error(ncclSystemError, "out of host memory registering a window");
   }
-  w->buff = (char*)buff;
-  w->size = size;
+  w->nranks = nranks;
+  if (peers[dc->rank].kind == TUTTI_MEM_DEVICE) {
+    w->buff = (char*)buff;
+    w->size = size;
+    w->peer[dc->rank] = (char*)buff;
+  }
+  int direct = 0;
+  struct td_dev_guard g;
+  td_dev_enter(&g, dc->dev);
+  for (int p = 0; dc->rma != NULL && dc->rma->direct && !dc->host_mode && p < nranks; p++) {
+    if (p != dc->rank && !dc->remote[p] && dc->pids[p] != 0) {
+      direct += map_peer(dc, w, p, &peers[p]);
+    }
+  }
+  td_dev_leave(&g);
+  INFO(TUTTI_INIT, "rank %d: window #%u reaches %d of its %d peers directly (peer memory)",
+       dc->rank, win_id, direct, nranks - 1);
   *out = w;
   return ncclSuccess;
 }
 
 extern "C" void tutti_dev_rma_win_deregister(struct tutti_dev_comm* dc,
                                              struct tutti_rma_dev_win* w) {
-  (void)dc;
+  if (w == NULL) {
+    return;
+  }
+  struct td_dev_guard g;
+  td_dev_enter(&g, dc->dev);
+  for (int p = 0; w->opened != NULL && p < w->nranks; p++) {
+    if (w->opened[p] != NULL) {
+      cudaIpcCloseMemHandle(w->opened[p]);
+    }
+  }
+  (void)cudaGetLastError();
+  td_dev_leave(&g);
+  free(w->peer);
+  free(w->opened);
   free(w);
 }
 
@@ -157,11 +358,33 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Waits for the copy stream's last copy, bounded; an abort ends the wait. */
+static ncclResult_t copy_wait(struct tutti_dev_comm* dc, struct td_rma* r, int origin) {
+  cudaError_t e = cudaEventRecord(r->copied, r->copy);
+  const double t0 = now_s();
+  for (int i = 0; e == cudaSuccess && cudaEventQuery(r->copied) == cudaErrorNotReady; i++) {
+    if (__atomic_load_n(&dc->host_flags[TD_FLAG_ABORT], __ATOMIC_ACQUIRE) ||
+        now_s() - t0 > dc->timeout_s) {
+      return tutti_error(ncclSystemError,
+                         "rank %d: copying a put from rank %d into its device window did not "
+                         "finish within %.0f s (TUTTI_TIMEOUT), or the communicator was aborted",
+                         dc->rank, origin, dc->timeout_s);
+    }
+    if (i > 64) {
+      struct timespec ts = {0, 2000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  e = e == cudaSuccess ? cudaEventQuery(r->copied) : e;
+  return e == cudaSuccess ? ncclSuccess : rma_fail(e, "copying a put into a device window");
+}
+
 extern "C" ncclResult_t tutti_dev_rma_deliver(struct tutti_dev_comm* dc,
                                               struct tutti_rma_dev_win* w, int origin,
                                               uint64_t offset, const void* src, size_t bytes) {
   struct td_rma* r = dc->rma;
-  if (w == NULL || r == NULL || offset > w->size || bytes > w->size - offset) {
+  if (w == NULL || r == NULL || w->buff == NULL || offset > w->size ||
+      bytes > w->size - offset) {
     return tutti_error(ncclInternalError,
                        "rank %d: a put from rank %d for %zu bytes at %llu does not fit this "
                        "rank's device window",
@@ -169,24 +392,24 @@ extern "C" ncclResult_t tutti_dev_rma_deliver(struct tutti_dev_comm* dc,
   }
   struct td_dev_guard g;
   td_dev_enter(&g, dc->dev);
-  cudaError_t e = cudaMemcpyAsync(w->buff + offset, src, bytes, cudaMemcpyHostToDevice, r->copy);
-  /* The data must be in the window before its signal rises: wait for the
-   * copy, bounded, and let an abort end the wait. */
-  const double t0 = now_s();
-  while (e == cudaSuccess && (e = cudaStreamQuery(r->copy)) == cudaErrorNotReady) {
-    if (__atomic_load_n(&dc->host_flags[TD_FLAG_ABORT], __ATOMIC_ACQUIRE) ||
-        now_s() - t0 > dc->timeout_s) {
-      td_dev_leave(&g);
-      return tutti_error(ncclSystemError,
-                         "rank %d: copying a put from rank %d into its device window did not "
-                         "finish within %.0f s (TUTTI_TIMEOUT), or the communicator was aborted",
-                         dc->rank, origin, dc->timeout_s);
-    }
-    struct timespec ts = {0, 2000};
-    nanosleep(&ts, NULL);
+  ncclResult_t res = ncclSuccess;
+  if (r->bounce == NULL) {
+    cudaError_t e = cudaHostAlloc((void**)&r->bounce, TD_RMA_STAGE_BYTES, cudaHostAllocPortable);
+    res = e == cudaSuccess ? ncclSuccess : rma_fail(e, "cudaHostAlloc of the delivery buffer");
+    r->bounce = e == cudaSuccess ? r->bounce : NULL;
+  }
+  /* From pinned memory the copy engine moves it on its own: no staging by
+   * the driver, no wait for anything but the copy. */
+  for (size_t done = 0; res == ncclSuccess && done < bytes;) {
+    const size_t n = bytes - done < TD_RMA_STAGE_BYTES ? bytes - done : TD_RMA_STAGE_BYTES;
+    memcpy(r->bounce, (const char*)src + done, n);
+    cudaError_t e = cudaMemcpyAsync(w->buff + offset + done, r->bounce, n, cudaMemcpyHostToDevice,
+                                    r->copy);
+    res = e == cudaSuccess ? copy_wait(dc, r, origin) : rma_fail(e, "cudaMemcpyAsync of a put");
+    done += n;
   }
   td_dev_leave(&g);
-  return e == cudaSuccess ? ncclSuccess : rma_fail(e, "copying a put into a device window");
+  return res;
 }
 
 extern "C" ncclResult_t tutti_dev_rma_signal(struct tutti_dev_comm* dc, int origin, int sig,
@@ -199,4 +422,17 @@ extern "C" ncclResult_t tutti_dev_rma_signal(struct tutti_dev_comm* dc, int orig
   /* Release: a wait kernel that sees the count sees the data before it. */
   __atomic_fetch_add(&r->arrived[td_rma_index(r, ctx, sig, origin)], 1, __ATOMIC_RELEASE);
   return ncclSuccess;
+}
+
+extern "C" void tutti_dev_rma_fail(struct tutti_dev_comm* dc, int origin, const char* why) {
+  struct td_rma* r = dc == NULL ? NULL : dc->rma;
+  if (r == NULL) {
+    return;
+  }
+  pthread_mutex_lock(&r->lock);
+  if (r->why[0] == '\0') {
+    snprintf(r->why, sizeof r->why, "%s", why);
+  }
+  pthread_mutex_unlock(&r->lock);
+  td_raise_stop(dc, TD_STOP_RMA, origin);
 }

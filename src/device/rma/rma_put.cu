@@ -1,8 +1,10 @@
-/* One-sided operations on a stream: puts (a copy for puts to this rank, a
- * host function handing the data to the host sender for the others, after
- * staging device data in pinned memory) and the wait kernel. Each is
- * ordered among the communicator's launches (launch/order.cu) and may be
- * captured into a graph: nothing here waits for the stream. */
+/* One-sided operations on a stream: puts (direct: a copy into the
+ * target's mapped window and a kernel raising its counter; through the
+ * service communicator: a host function handing the data to the host
+ * sender, after staging device data in the stream's pinned memory) and the
+ * wait kernel. Each is ordered among the communicator's launches
+ * (launch/order.cu) and may be captured into a graph: nothing here waits
+ * for the stream. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,11 +19,8 @@ extern "C" {
 #include "util/log.h"
 }
 
-/* What a host function does. */
-enum td_rma_call_kind { TD_RMA_SEND, TD_RMA_RAISE };
-
+/* A host function's work: hand a put (or a piece) to the host sender. */
 struct td_rma_call {
-  enum td_rma_call_kind kind;
   struct tutti_dev_comm* dc;
   struct tutti_rma* rma;
   tutti_rma_send_fn send;
@@ -48,8 +47,6 @@ static void CUDART_CB run_call(void* arg) {
   ncclResult_t res = ncclSuccess;
   if (__atomic_load_n(&dc->host_flags[TD_FLAG_ABORT], __ATOMIC_ACQUIRE)) {
     res = ncclInvalidUsage; /* the stop that aborted names the cause */
-  } else if (c->kind == TD_RMA_RAISE) {
-    res = tutti_dev_rma_signal(dc, dc->rank, c->sig, c->ctx);
   } else {
     res = c->send(c->rma, c->peer, c->win_id, c->offset, c->src, c->bytes, c->sig, c->ctx,
                   c->with_signal);
@@ -104,20 +101,30 @@ static ncclResult_t enqueue_call(struct tutti_dev_comm* dc, cudaStream_t stream,
   return ncclSuccess;
 }
 
-/* The staging buffer, made at the first put of device data to another rank. */
-static ncclResult_t stage(struct tutti_dev_comm* dc) {
-  struct td_rma* r = dc->rma;
-  if (r->stage != NULL) {
-    return ncclSuccess;
+/* Raises a counter by one, after everything the stream did before (the
+ * put's copy): system scope, as the reader may be another process. */
+__global__ void td_rma_raise_kernel(unsigned long long* ctr) {
+  __threadfence_system();
+  atomicAdd_system(ctr, 1ull);
+}
+
+static ncclResult_t raise_on(cudaStream_t stream, uint64_t* ctr) {
+  td_rma_raise_kernel<<<1, 1, 0, stream>>>((unsigned long long*)ctr);
+  cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? ncclSuccess : put_fail(e, "launching the one-sided signal kernel");
+}
+
+/* A put this rank carries itself: into its own window, or into a peer's it
+ * maps, then the target's counter for (sig, ctx) from this rank. */
+static ncclResult_t put_direct(struct tutti_dev_comm* dc, const struct tutti_rma_dev_put* p,
+                               char* dst, uint64_t* sig) {
+  if (p->bytes > 0) {
+    cudaError_t e = cudaMemcpyAsync(dst + p->offset, p->src, p->bytes, cudaMemcpyDefault, p->stream);
+    if (e != cudaSuccess) {
+      return put_fail(e, "cudaMemcpyAsync of a put");
+    }
   }
-  cudaError_t e = cudaHostAlloc((void**)&r->stage, TD_RMA_STAGE_BYTES, cudaHostAllocPortable);
-  if (e != cudaSuccess) {
-    r->stage = NULL;
-    return put_fail(e, "cudaHostAlloc of the one-sided staging buffer");
-  }
-  INFO(TUTTI_ALLOC, "one-sided staging on device %d: %u bytes of pinned host memory", dc->dev,
-       TD_RMA_STAGE_BYTES);
-  return ncclSuccess;
+  return raise_on(p->stream, sig + td_rma_index(dc->rma, p->ctx, p->sig, dc->rank));
 }
 
 static ncclResult_t put_body(struct tutti_dev_comm* dc, const struct tutti_rma_dev_put* p,
@@ -131,19 +138,17 @@ static ncclResult_t put_body(struct tutti_dev_comm* dc, const struct tutti_rma_d
   c.win_id = p->win_id;
   c.sig = p->sig;
   c.ctx = p->ctx;
-  if (p->peer == dc->rank) {
-    /* In place, then this rank's own signal. */
-    if (p->bytes > 0) {
-      char* dst = (char*)(uintptr_t)p->target->addr + p->offset;
-      cudaError_t e = cudaMemcpyAsync(dst, p->src, p->bytes, cudaMemcpyDefault, p->stream);
-      if (e != cudaSuccess) {
-        return put_fail(e, "cudaMemcpyAsync of a put to this rank");
-      }
-    }
-    c.kind = TD_RMA_RAISE;
-    return enqueue_call(dc, p->stream, captured, &c);
+  /* To this rank, or to a peer whose counters (and, for data, window part)
+   * this rank maps: no host thread on the way. */
+  struct td_rma* r = dc->rma;
+  char* dst = p->win != NULL ? p->win->peer[p->peer] : NULL;
+  uint64_t* sig = r->peer_sig[p->peer];
+  if (p->peer == dc->rank && p->bytes > 0 && dst == NULL) {
+    dst = (char*)(uintptr_t)p->target->addr; /* host memory of its own */
   }
-  c.kind = TD_RMA_SEND;
+  if (sig != NULL && (p->bytes == 0 || dst != NULL)) {
+    return put_direct(dc, p, dst, sig);
+  }
   if (p->bytes == 0 || p->src_kind != TUTTI_MEM_DEVICE) {
     /* A signal, or host data the host function can read where it is. */
     c.offset = p->offset;
@@ -152,18 +157,25 @@ static ncclResult_t put_body(struct tutti_dev_comm* dc, const struct tutti_rma_d
     c.with_signal = 1;
     return enqueue_call(dc, p->stream, captured, &c);
   }
-  /* Device data leaves in pieces through the staging buffer: each piece's
-   * copy waits (stream order) for the host function that sent the last. */
-  NCCLCHECK(stage(dc));
+  /* Device data leaves in pieces through pinned staging of the stream's
+   * own (a captured put's own: its graph may replay beside the stream):
+   * each piece's copy waits (stream order) for the host function that sent
+   * the last. */
+  unsigned long long sid = 0;
+  if (!captured && cudaStreamGetId(p->stream, &sid) != cudaSuccess) {
+    return put_fail(cudaGetLastError(), "cudaStreamGetId");
+  }
+  char* stage = NULL;
+  NCCLCHECK(td_rma_stage_get(r, sid, &stage));
   for (size_t off = 0; off < p->bytes; off += TD_RMA_STAGE_BYTES) {
     const size_t n = p->bytes - off < TD_RMA_STAGE_BYTES ? p->bytes - off : TD_RMA_STAGE_BYTES;
-    cudaError_t e = cudaMemcpyAsync(dc->rma->stage, (const char*)p->src + off, n,
-                                    cudaMemcpyDeviceToHost, p->stream);
+    cudaError_t e = cudaMemcpyAsync(stage, (const char*)p->src + off, n, cudaMemcpyDeviceToHost,
+                                    p->stream);
     if (e != cudaSuccess) {
       return put_fail(e, "cudaMemcpyAsync staging a put");
     }
     c.offset = p->offset + off;
-    c.src = dc->rma->stage;
+    c.src = stage;
     c.bytes = n;
     c.with_signal = off + n == p->bytes;
     NCCLCHECK(enqueue_call(dc, p->stream, captured, &c));
@@ -201,28 +213,44 @@ extern "C" ncclResult_t tutti_dev_rma_put(struct tutti_dev_comm* dc,
 
 struct td_rma_wait_args {
   td_devcomm* comm;
-  const uint64_t* arrived; /* mapped host memory */
+  const uint64_t* arrived; /* mapped host memory: the service thread's raises */
+  const uint64_t* sig;     /* GPU memory: direct puts' raises */
   uint64_t* consumed;
+  struct td_rma_stall* stall; /* mapped host memory */
+  int nranks, nsig;
   int n;
   uint32_t index[TD_RMA_WAIT_DESCS];
   uint32_t count[TD_RMA_WAIT_DESCS];
 };
 
 /* One thread waits for each descriptor in turn (two may name the same
- * signal), then consumes it. A wait that outlasts TUTTI_TIMEOUT, or an
- * abort, ends the kernel and stops the communicator (td_wait_ok). */
+ * signal), then consumes it. A wait that outlasts TUTTI_TIMEOUT leaves
+ * what it waited for in the stall record and stops the communicator
+ * (td_wait_ok); an abort (a failed delivery included) ends it. */
 __global__ void td_rma_wait_kernel(td_rma_wait_args a) {
   td_kernel_started(a.comm);
   for (int i = 0; i < a.n; i++) {
-    const uint64_t want = a.consumed[a.index[i]] + a.count[i];
+    const uint32_t k = a.index[i];
+    const uint64_t want = a.consumed[k] + a.count[i];
     td_spin sp = {0, 0};
-    while (td_ld_acquire(a.arrived + a.index[i]) < want) {
+    uint64_t seen;
+    while ((seen = td_ld_acquire(a.arrived + k) + td_ld_acquire(a.sig + k)) < want) {
       if (!td_spin_ok<TD_SPIN_COUNTER>(a.comm, &sp)) {
+        if (sp.start != 0 && td_now_ns() - sp.start > a.comm->timeout_ns &&
+            atomicCAS((int*)&a.stall->set, 0, 1) == 0) {
+          a.stall->origin = (int)(k % (uint32_t)a.nranks);
+          a.stall->sig = (int)(k / (uint32_t)a.nranks % (uint32_t)a.nsig);
+          a.stall->ctx = (int)(k / (uint32_t)a.nranks / (uint32_t)a.nsig);
+          a.stall->arrived = seen - (want - a.count[i]);
+          a.stall->needed = a.count[i];
+          __threadfence_system();
+          a.stall->set = 2;
+        }
         td_kernel_finished(a.comm);
         return;
       }
     }
-    a.consumed[a.index[i]] = want;
+    a.consumed[k] = want;
   }
   __threadfence_system();
   td_kernel_finished(a.comm);
@@ -239,7 +267,11 @@ extern "C" ncclResult_t tutti_dev_rma_wait(struct tutti_dev_comm* dc,
       memset(&a, 0, sizeof a);
       a.comm = dc->d_comm;
       a.arrived = r->arrived_dev;
+      a.sig = r->sig_dev;
       a.consumed = r->consumed;
+      a.stall = r->stall_dev;
+      a.nranks = r->nranks;
+      a.nsig = r->nsig;
       a.n = ndesc - d0 < TD_RMA_WAIT_DESCS ? ndesc - d0 : TD_RMA_WAIT_DESCS;
       for (int i = 0; i < a.n; i++) {
         const ncclWaitSignalDesc_t* d = &descs[d0 + i];
