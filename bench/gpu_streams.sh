@@ -15,6 +15,11 @@
 #          allreduce, all-gather, reduce-scatter, broadcast, alternating:
 #          tutti (its own sockets), NCCL (its socket transport), NCCL and
 #          tutti each on tutti's plugin (NCCL_NET_PLUGIN=$PLUGIN)
+#   putsignal  two ranks on the GPU under MPS, GPU buffers, alternating:
+#          ncclPutSignal/ncclWaitSignal against ncclSend/ncclRecv on tutti,
+#          one host (direct puts through peer memory; TUTTI_RMA_DIRECT=0:
+#          the service thread) and as two hosts (NCCL_HOSTID), and NCCL's
+#          send/recv as two hosts
 # Usage: bench/gpu_streams.sh PHASE... with BIN=dir holding test_gpu,
 # libtutti.so.0, tutti-perf and libnccl-net-tutti.so (else build-gpu/ is built), OLD=lib,
 # NCCL=libnccl.so.2 (else PyTorch's), OUT=dir for logs.
@@ -83,6 +88,21 @@ perf() {
   mps_stop
 }
 
+# One-sided against two-sided, 8 B-256 MB (MIN, MAX), REPS alternations.
+putsignal() {
+  mps_start
+  for rep in $(seq "${REPS:-2}"); do
+    COLL=sendrecv MAX=${MAX:-256M} perf_pair sendrecv "$BIN/libtutti.so.0" ""
+    COLL=putsignal MAX=${MAX:-256M} perf_pair putsignal "$BIN/libtutti.so.0" ""
+    COLL=putsignal MAX=${MAX:-256M} PERF_ENV=TUTTI_RMA_DIRECT=0 perf_pair putsignal-service \
+      "$BIN/libtutti.so.0" ""
+    COLL=sendrecv MAX=${MAX:-256M} perf_pair sendrecv-hosts "$BIN/libtutti.so.0" 1
+    COLL=putsignal MAX=${MAX:-256M} perf_pair putsignal-hosts "$BIN/libtutti.so.0" 1
+    [ -n "$nccl" ] && COLL=sendrecv MAX=${MAX:-256M} perf_pair nccl-sendrecv-hosts "$nccl" 1
+  done | tee "$out/putsignal.txt"
+  mps_stop
+}
+
 # Deterministic reductions against the default mode, alternating, as one
 # host (the device paths) and as two hosts (the proxy's schedules).
 det() {
@@ -144,6 +164,7 @@ for phase in "$@"; do
     torch) LIB=$BIN/libtutti.so.0 OUT=$out/torch bash scripts/torch-fsdp.sh || fail=1 ;;
     perf) perf ;;
     det) det ;;
+    putsignal) putsignal ;;
     net) net ;;
     threads) threads ;;
     *) echo "unknown phase $phase" && exit 2 ;;

@@ -8,7 +8,9 @@
 # device buffers (test_gpu_rma, one host and ranks as hosts), ncclCommGrow
 # on device buffers (test_gpu_grow), then a short version
 # under compute-sanitizer (memcheck and racecheck) when it is installed.
-# Usage: scripts/gpu-test.sh [MODE] [NRANKS]   (MODE: all, procs, shared, ..., suspend, rma, grow)
+# Usage: scripts/gpu-test.sh [MODE] [NRANKS]   (MODE: all, full, procs, shared, ..., suspend, rma, grow;
+# all: the core mode with the whole matrix, the path modes with a lean one, no soak;
+# full: every mode with the whole matrix, the soaks too)
 # On a host without a GPU the suite reports itself skipped (exit 77).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,11 +20,14 @@ if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
   exit 77
 fi
 BUILD_DIR=build-gpu CMAKE_ARGS="-DTUTTI_CUDA=ON ${CMAKE_ARGS:-}" bash scripts/build.sh >/dev/null
+echo "== built in $SECONDS s"
 bin=build-gpu/tests/test_gpu
 [ -x "$bin" ] || bin=$(find build-gpu -name test_gpu -type f | head -n 1)
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
 set +e
 rc=0
+whole=0
+case "${1:-all}" in all | full) whole=1 ;; esac
 sbin=build-gpu/tests/test_gpu_suspend
 [ -x "$sbin" ] || sbin=$(find build-gpu -name test_gpu_suspend -type f | head -n 1)
 case "${1:-all}" in suspend | rma | grow) ;; *)
@@ -32,14 +37,16 @@ case "${1:-all}" in suspend | rma | grow) ;; *)
   [ $rc -ne 77 ] || rc=1
   ;;
 esac
-if [ "${1:-all}" = all ] && [ -z "${2:-}" ]; then
+echo "== test_gpu done at $SECONDS s"
+if [ $whole = 1 ] && [ -z "${2:-}" ]; then
   # More ranks than GPUs: 4 ranks on the mapped kernel (up to its size limit)
   # and the schedules' kernel, then every pair through the proxy.
   for m in procs ring ce net ll128 streams streams-net; do
-    TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$bin" $m 4 || rc=1
+    TUTTI_GPU_MATRIX=lean TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$bin" $m 4 || rc=1
   done
 fi
-if [ "${1:-all}" = all ] || [ "${1:-all}" = suspend ]; then
+echo "== 4-rank modes done at $SECONDS s"
+if [ $whole = 1 ] || [ "${1:-all}" = suspend ]; then
   # Suspend and resume measured with cudaMemGetInfo (bench/suspend_mem.c --check).
   TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$sbin" build-gpu/libnccl.so.2 all ${2:-2} --check
   src=$?
@@ -47,7 +54,7 @@ if [ "${1:-all}" = all ] || [ "${1:-all}" = suspend ]; then
 fi
 # One-sided operations on device buffers, and growing on them.
 for t in rma grow; do
-  if [ "${1:-all}" = all ] || [ "${1:-all}" = $t ]; then
+  if [ $whole = 1 ] || [ "${1:-all}" = $t ]; then
     tbin=$(find build-gpu -name test_gpu_$t -type f | head -n 1)
     for m in all; do
       TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$tbin" $m
@@ -56,6 +63,7 @@ for t in rma grow; do
     done
   fi
 done
+echo "== suspend, rma and grow done at $SECONDS s"
 set -e
 if [ $rc -eq 0 ] && [ "${TUTTI_SANITIZE_GPU:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
@@ -66,4 +74,5 @@ if [ $rc -eq 0 ] && [ "${TUTTI_SANITIZE_GPU:-1}" = 1 ] && command -v compute-san
     done
   done
 fi
+echo "== gpu-test.sh: $([ $rc = 0 ] && echo passed || echo FAILED) in $SECONDS s"
 exit $rc

@@ -13,6 +13,15 @@
 long passed, failed;
 static const size_t counts[] = {0, 1, 7, 1031, 20011, 300007};
 
+/* TUTTI_GPU_MATRIX=lean (test_gpu.c sets it for the path modes of a whole
+ * run): every collective, datatype and operation, at three counts (one
+ * element, an odd one, one past a queue), in place or not alternately, and
+ * the large counts at one size; anything else: the whole matrix. */
+static int lean(void) {
+  const char* m = getenv("TUTTI_GPU_MATRIX");
+  return m != NULL && strcmp(m, "lean") == 0;
+}
+
 int cuda_ok(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
     FAILF("%s: %s", what, cudaGetErrorString(e));
@@ -141,7 +150,13 @@ void run_matrix(struct grank* gs, int nl, int n, int graph) {
           continue;
         }
         for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+          if (lean() && counts[ci] != 1 && counts[ci] != 1031 && counts[ci] != 300007) {
+            continue;
+          }
           for (int ip = 0; ip < 2; ip++) {
+            if (lean() && ip != (int)((coll + t + op + ci) & 1)) {
+              continue;
+            }
             if (failed > 0) {
               return; /* after a failure the communicator may be unusable */
             }
@@ -157,8 +172,8 @@ void run_matrix(struct grank* gs, int nl, int n, int graph) {
 void run_big(struct grank* gs, int nl, int n) {
   const size_t cnt[] = {64u << 20, (48u << 20) + 3};
   const ncclDataType_t types[] = {ncclFloat32, ncclBfloat16, ncclInt8};
-  for (size_t i = 0; i < 2; i++) {
-    for (size_t t = 0; t < 3; t++) {
+  for (size_t i = 0; i < (lean() ? 1u : 2u); i++) {
+    for (size_t t = 0; t < (lean() ? 2u : 3u); t++) {
       for (int coll = 0; coll < G_NCOLL && failed == 0; coll++) {
         if (coll == G_ALLTOALL || coll == G_GATHER || coll == G_SCATTER ||
             coll == G_REDUCESCATTER || coll == G_ALLGATHER) {

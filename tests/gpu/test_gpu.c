@@ -433,6 +433,10 @@ static void run_fresh(const char* mode) {
 
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "all";
+  /* "full": every mode with the whole matrix, the soaks included. */
+  const int full = strcmp(mode, "full") == 0;
+  mode = full ? "all" : mode;
+  const char* matrix = getenv("TUTTI_GPU_MATRIX"); /* the caller's choice wins */
   if (strcmp(mode, "stall") == 0) {
     setenv("TUTTI_TIMEOUT", "4", 1); /* before anything reads it */
   }
@@ -454,10 +458,30 @@ int main(int argc, char** argv) {
                        "streams-ce",    "streams-ll128", "streams-nop2p", "streams-net",
                        "streams-hosts", "mps",           "stall",         "mismatch",
                        "mismatch-hosts"};
+  int known = strcmp(mode, "all") == 0;
+  for (size_t m = 0; m < sizeof all / sizeof all[0]; m++) {
+    known |= strcmp(mode, all[m]) == 0;
+  }
+  if (!known) {
+    fprintf(stderr, "test_gpu: unknown mode %s\n", mode);
+    printf("0 passed, 1 failed\n");
+    return 1;
+  }
   for (size_t m = 0; m < sizeof all / sizeof all[0]; m++) {
     if (strcmp(mode, "all") != 0 && strcmp(mode, all[m]) != 0) {
       continue;
     }
+    /* A whole run: the core mode (procs) takes the whole matrix, the path
+     * modes the lean one (gpu_run.c), and the soak (huge) runs only in the
+     * full run or by name. A mode named alone: the whole matrix. */
+    const int whole_run = strcmp(mode, "all") == 0 && !full;
+    if (whole_run && strcmp(all[m], "huge") == 0) {
+      printf("mode huge: a soak (sizes past 2^31), run by \"test_gpu huge\" or \"test_gpu full\"\n");
+      continue;
+    }
+    setenv("TUTTI_GPU_MATRIX",
+           matrix != NULL ? matrix : whole_run && strcmp(all[m], "procs") != 0 ? "lean" : "full",
+           1);
     long p0 = passed, f0 = failed;
     if (strcmp(all[m], "single") == 0) {
       /* In a child: this process stays free of CUDA for the modes that fork. */
