@@ -25,14 +25,26 @@ if ! "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.device_count() >= 2 e
 fi
 BUILD_DIR=build-gpu CMAKE_ARGS="-DTUTTI_CUDA=ON ${CMAKE_ARGS:-}" bash scripts/build.sh >/dev/null || exit 1
 lib=$PWD/build-gpu/libtutti.so.0
-run() { # run NAME LIB SCRIPT ARGS...: torchrun with LIB preloaded ("" for NVIDIA's NCCL)
+# run NAME LIB SCRIPT ARGS...: torchrun with LIB preloaded ("" for the
+# environment's libnccl.so.2). Every run prints the serving library's banner
+# (NCCL_DEBUG=VERSION), and a run named *tutti* must have been served by
+# tutti, any other by NVIDIA's NCCL: a preload that did not take fails
+# instead of comparing NCCL with itself.
+run() {
   local name=$1 pre=$2
   shift 2
   echo "== $name: $*"
-  env ${pre:+LD_PRELOAD=$pre} "$py" -m torch.distributed.run --nproc_per_node 2 \
+  env ${pre:+LD_PRELOAD=$pre} NCCL_DEBUG=VERSION "$py" -m torch.distributed.run --nproc_per_node 2 \
     --master_port $((29500 + RANDOM % 1000)) "$@" 2>&1 | grep -v "^W.*OMP_NUM_THREADS\|^\*\*\*\*" |
     tee "$out/$name.log" | grep -E "compare|ddp_compare|kill_check|Error|error"
-  return "${PIPESTATUS[0]}"
+  local rc=${PIPESTATUS[0]}
+  case $name in
+    *tutti*) grep -q "NCCL version .*(tutti " "$out/$name.log" ||
+      { echo "FAIL: $name was not served by tutti (no tutti banner)"; rc=1; } ;;
+    *) grep -q "NCCL version .*(tutti " "$out/$name.log" &&
+      { echo "FAIL: $name was served by tutti, not NVIDIA's NCCL"; rc=1; } ;;
+  esac
+  return "$rc"
 }
 fail=0
 run c10d_nccl "" tests/torch/c10d_check.py "$out/c10d_nccl.pt" || fail=1
@@ -44,9 +56,7 @@ for ((i = 1; i <= ROUNDS; i++)); do
   if [ "$i" = 2 ]; then
     # Installed as the environment's NCCL instead of preloaded.
     bash scripts/torch-use-tutti.sh install "$py" "$lib" || fail=1
-    NCCL_DEBUG=VERSION run "ddp_tutti_$i" "" tests/torch/ddp_compare.py "$out/ddp_tutti_$i.pt" \
-      --steps "$STEPS" || fail=1
-    grep -m1 "tutti" "$out/ddp_tutti_$i.log" || { echo "FAIL: the installed library is not tutti"; fail=1; }
+    run "ddp_tutti_$i" "" tests/torch/ddp_compare.py "$out/ddp_tutti_$i.pt" --steps "$STEPS" || fail=1
     bash scripts/torch-use-tutti.sh restore "$py" || fail=1
   else
     run "ddp_tutti_$i" "$lib" tests/torch/ddp_compare.py "$out/ddp_tutti_$i.pt" --steps "$STEPS" || fail=1

@@ -14,23 +14,75 @@ static int is_float(ncclDataType_t t) {
   return t >= ncclFloat16;
 }
 
+/* A hash of (rank, element): inputs that identify their origin, so that a
+ * wrong slot, offset, block or chunk boundary gives a wrong value, at any
+ * rank count (no period in the rank or the index). */
+static uint64_t mix(int r, size_t i) {
+  uint64_t x = (uint64_t)i * 0x9E3779B97F4A7C15ull ^ ((uint64_t)(unsigned)r + 1) * 0xD1B54A32D192ED03ull;
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  return x;
+}
+
+/* The sums' inputs per type: values in [-amp, amp] ([0, amp] unsigned), and
+ * only ranks r with (r + i) % every == 0 contribute at element i (the rest
+ * give 0), so that with up to 64 ranks every partial sum, in any order, and
+ * twice it (PreMulSum by 2), is an integer the type holds exactly: e5m2
+ * every integer to 8 and every even one to 16 (at most 8 ranks of +-1),
+ * e4m3 to 16 and 32 (16 ranks), int8 within +-64 (32 ranks), bf16 256 and
+ * 512 (64 ranks of +-2), fp16 2048 and 4096 (+-16), the rest 12800 (+-100). */
+static void sum_shape(ncclDataType_t t, int* amp, int* every) {
+  *every = 1;
+  switch (t) {
+    case ncclFloat8e5m2:
+      *amp = 1, *every = 8;
+      break;
+    case ncclFloat8e4m3:
+      *amp = 1, *every = 4;
+      break;
+    case ncclInt8:
+      *amp = 1, *every = 2;
+      break;
+    case ncclUint8:
+      *amp = 1;
+      break;
+    case ncclBfloat16:
+      *amp = 2;
+      break;
+    case ncclFloat16:
+      *amp = 16;
+      break;
+    default:
+      *amp = 100;
+      break;
+  }
+}
+
 /* The integer value rank r contributes at element i. */
 static int value(ncclDataType_t t, int op, int r, size_t i) {
+  const uint64_t h = mix(r, i);
   if (op == ncclProd) {
-    /* A few twos and minus ones: products stay within 2^2 in magnitude. */
-    if ((i + (size_t)r) % 11 == 0)
+    /* Twos at one rank in 11 (where, shifted by element), minus ones at
+     * random: products stay powers of two within 2^6 in magnitude. */
+    if (((size_t)r + (size_t)(mix(-1, i) % 11)) % 11 == 0)
       return 2;
-    if (is_signed(t) && (i + 3 * (size_t)r) % 7 == 0)
+    if (is_signed(t) && (h & 7) == 0)
       return -1;
     return 1;
   }
   if (op == ncclMax || op == ncclMin) {
-    int v = (int)((i * 7 + (size_t)r * 13) % 29);
-    return is_signed(t) ? v - 14
-                        : v; /* e4m3/e5m2 hold every integer up to 14 exactly?  see below */
+    /* Within what every type holds exactly (e5m2: every integer to 7). */
+    const int span = t == ncclFloat8e5m2 ? 15 : 29;
+    const int v = (int)(h % (uint64_t)span);
+    return is_signed(t) ? v - span / 2 : v;
   }
-  int v = (int)((i + (size_t)r) % 3);
-  return is_signed(t) ? v - 1 : v;
+  int amp, every;
+  sum_shape(t, &amp, &every);
+  if (((size_t)r + i) % (size_t)every != 0)
+    return 0;
+  const int v = (int)(h % (uint64_t)(2 * amp + 1));
+  return is_signed(t) ? v - amp : v % (amp + 1);
 }
 
 static double to_type(ncclDataType_t t, double v) {
@@ -130,22 +182,29 @@ double chk_get(const void* buf, ncclDataType_t t, size_t i) {
 
 void chk_fill(void* buf, ncclDataType_t t, int op, int rank, size_t first, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    int v = value(t, op, rank, first + i);
-    /* e5m2 holds integers exactly only up to 8 in the steps sums reach: keep
-     * max/min values within its exact range. */
-    if (t == ncclFloat8e5m2 && (op == ncclMax || op == ncclMin))
-      v = v % 8;
-    put(buf, t, i, v);
+    put(buf, t, i, value(t, op, rank, first + i));
   }
 }
 
+/* ncclAvg on floating types is a PreMulSum by 1/n rounded to the type
+ * (api/redop.c): each term x * q rounded to the type, then added. */
+static double avg_scalar(ncclDataType_t t, int nranks) {
+  return to_type(t, 1.0 / nranks);
+}
+
 double chk_reduce_ref(ncclDataType_t t, int op, int nranks, size_t i, double premul) {
+  if (op == ncclAvg && is_float(t)) {
+    /* The exact sum of the rounded terms; chk_equal bounds the rest. */
+    const double q = avg_scalar(t, nranks);
+    double acc = 0;
+    for (int r = 0; r < nranks; r++) {
+      acc += to_type(t, value(t, ncclSum, r, i) * q);
+    }
+    return acc;
+  }
   double acc = 0;
   for (int r = 0; r < nranks; r++) {
-    int v = value(t, op, r, i);
-    if (t == ncclFloat8e5m2 && (op == ncclMax || op == ncclMin))
-      v = v % 8;
-    double x = v;
+    double x = value(t, op == ncclNumOps || op == ncclAvg ? ncclSum : op, r, i);
     if (r == 0) {
       acc = op == ncclNumOps ? x * premul : x;
       continue;
@@ -169,23 +228,53 @@ double chk_reduce_ref(ncclDataType_t t, int op, int nranks, size_t i, double pre
     }
   }
   if (op == ncclAvg) {
-    acc = is_float(t) ? acc / nranks : (double)((long long)acc / nranks);
+    acc = (double)((long long)acc / nranks); /* integers: the sum, divided, truncated */
   }
   return acc;
 }
 
-int chk_equal(ncclDataType_t t, int op, int nranks, double got, double want) {
-  if (op == ncclAvg && is_float(t)) {
-    double eps = t == ncclFloat64      ? 1e-15
-                 : t == ncclFloat32    ? 1e-6
-                 : t == ncclFloat16    ? 1e-3
-                 : t == ncclBfloat16   ? 8e-3
-                 : t == ncclFloat8e4m3 ? 0.07
-                                       : 0.13;
-    /* Each of the N pre-multiplied terms is rounded, then each partial sum. */
-    return fabs(got - want) <= eps * (2.0 * nranks + 2) + 1e-12;
+/* The unit roundoff of a floating type (half its precision's last place). */
+static double unit_roundoff(ncclDataType_t t) {
+  switch (t) {
+    case ncclFloat64:
+      return 0x1p-53;
+    case ncclFloat32:
+      return 0x1p-24;
+    case ncclFloat16:
+      return 0x1p-11;
+    case ncclBfloat16:
+      return 0x1p-8;
+    case ncclFloat8e4m3:
+      return 0x1p-4;
+    default:
+      return 0x1p-3; /* e5m2 */
   }
-  return got == want;
+}
+
+int chk_equal(ncclDataType_t t, int op, int nranks, size_t i, double got, double want) {
+  if (op != ncclAvg || !is_float(t)) {
+    return got == want; /* every input and partial result is exact */
+  }
+  /* Avg on floats: n terms x_r * q, each rounded to the type, then n - 1
+   * additions, each rounded (in whatever order the algorithm takes). The
+   * terms are exact in the reference; the additions' errors are at most
+   * u |partial sum| each, and no partial sum exceeds sum |x_r * q|; the
+   * caller's `want` was rounded to the type once more (u |want|). Where
+   * at most one rank contributes, nothing is left to round: exact. A result
+   * of 0, or one not divided, misses this bound wherever a rank contributes. */
+  const double q = avg_scalar(t, nranks), u = unit_roundoff(t);
+  double mass = 0;
+  int terms = 0;
+  for (int r = 0; r < nranks; r++) {
+    const int x = value(t, ncclSum, r, i);
+    mass += fabs(to_type(t, x * q));
+    terms += x != 0;
+  }
+  if (terms <= 1) {
+    return got == want;
+  }
+  const double tol = (double)(nranks - 1) * u * mass + u * fabs(want);
+  return fabs(got - want) <= tol;
 }
 
 void chk_two(ncclDataType_t t, void* out) {

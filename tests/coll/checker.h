@@ -1,7 +1,9 @@
 /* Exact inputs and references for every datatype x reduction: inputs are
- * small integers chosen so that every sum, product, max and min is exact in
- * the type whatever the order; avg on floating types is checked against a
- * tolerance, the only place exactness is impossible. */
+ * small integers, a hash of (rank, element), so that every element tells
+ * where it came from, chosen so that every sum, product, max and min is
+ * exact in the type whatever the order (up to 64 ranks); avg on floating
+ * types, whose terms the library rounds, is checked against a bound derived
+ * from that rounding (chk_equal). */
 #ifndef TUTTI_TEST_CHECKER_H
 #define TUTTI_TEST_CHECKER_H
 
@@ -28,7 +30,8 @@ double chk_round(ncclDataType_t t, double v);
  * bytes of `out` (8 bytes, the rest zeroed). */
 void chk_two(ncclDataType_t t, void* out);
 
-/* Whether `got` is right for `want`: bit-exact except avg on floating types. */
-int chk_equal(ncclDataType_t t, int op, int nranks, double got, double want);
+/* Whether `got` is right for `want` at element `i` (the index given to
+ * chk_reduce_ref): bit-exact except avg on floating types. */
+int chk_equal(ncclDataType_t t, int op, int nranks, size_t i, double got, double want);
 
 #endif

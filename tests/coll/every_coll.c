@@ -110,7 +110,7 @@ static int check(const struct one* o, int c, const char* d, ncclDataType_t t, in
     const size_t first = c == C_REDUCESCATTER ? (size_t)o->r * count : 0;
     for (size_t i = 0; (c != C_REDUCE || o->r == root) && i < count; i++) {
       double want = chk_round(t, chk_reduce_ref(t, op, o->n, first + i, 2));
-      if (!chk_equal(t, op, o->n, chk_get(d, t, i), want)) {
+      if (!chk_equal(t, op, o->n, first + i, chk_get(d, t, i), want)) {
         return 0;
       }
     }

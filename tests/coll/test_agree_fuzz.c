@@ -141,7 +141,7 @@ static int exact(const struct fcall* c, const char* out, int r, int n) {
     const size_t first = c->coll == F_RS ? (size_t)r * c->count : 0;
     for (size_t i = 0; i < m && ok; i++) {
       double want = chk_round(c->type, chk_reduce_ref(c->type, c->op, n, first + i, 2));
-      ok = chk_equal(c->type, c->op, n, chk_get(out, c->type, i), want);
+      ok = chk_equal(c->type, c->op, n, first + i, chk_get(out, c->type, i), want);
     }
   } else {
     for (int p = 0; p < (c->coll == F_AG ? n : 1); p++) {

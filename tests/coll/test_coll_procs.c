@@ -140,7 +140,7 @@ static void run_case(ncclComm_t comm, int n, int r, int c, ncclDataType_t t, int
       double want =
           chk_round(t, chk_reduce_ref(t, op == ncclNumOps ? ncclNumOps : op, n, first + i, premul));
       double got = chk_get(recv, t, i);
-      if (!chk_equal(t, op, n, got, want)) {
+      if (!chk_equal(t, op, n, first + i, got, want)) {
         FAILF("%s: element %zu is %g, expected %g", what, i, got, want);
         ok = 0;
       }

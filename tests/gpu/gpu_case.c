@@ -305,7 +305,7 @@ int gcase_verify(const struct gcase* c, struct grank* g) {
     for (size_t i = 0; i < out_elems; i++) {
       double want = chk_round(c->type, chk_reduce_ref(c->type, c->op, n, first + i, 2));
       double got = chk_get(g->hbuf, c->type, i);
-      if (!chk_equal(c->type, c->op, n, got, want)) {
+      if (!chk_equal(c->type, c->op, n, first + i, got, want)) {
         fprintf(stderr, "%s: element %zu is %g, expected %g\n", name, i, got, want);
         return 0;
       }

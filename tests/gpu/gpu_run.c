@@ -97,6 +97,7 @@ void run_case(const struct gcase* c, struct grank* gs, int nl, int graph) {
     for (int rep = 0; rep < 3; rep++) {
       for (int i = 0; i < nl; i++) {
         if ((rep > 0 || warm) && !gcase_prepare(c, &gs[i])) { /* warm-up changed the input */
+          FAILF("%s: preparing replay %d failed", gcase_name(c, &gs[i], name, sizeof name), rep);
           return;
         }
         cuda_ok(cudaGraphLaunch(ge[i], gs[i].stream), "cudaGraphLaunch");

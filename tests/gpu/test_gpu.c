@@ -70,6 +70,7 @@
 
 #include "device/device.h"
 #include "gpu_case.h"
+#include "gpu_probe.h"
 #include "gpu_run.h"
 #include "gpu_streams.h"
 #include "procs.h"
@@ -396,22 +397,6 @@ static void run_mps(int n, int ngpu) {
   unsetenv("CUDA_MPS_LOG_DIRECTORY");
 }
 
-static int gpu_count(void) {
-  /* In a child: CUDA must not be initialized in a process that forks ranks. */
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int c = 0;
-    if (cudaGetDeviceCount(&c) != cudaSuccess) {
-      c = 0;
-    }
-    _exit(c > 100 ? 100 : c);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 0;
-}
-
 /* A mode whose every process, the parent that makes the unique ids (and
  * so the bootstrap root, which reads TUTTI_TIMEOUT once) included, needs
  * its own environment runs as a program of its own. */
@@ -440,12 +425,11 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "stall") == 0) {
     setenv("TUTTI_TIMEOUT", "4", 1); /* before anything reads it */
   }
-  int ngpu = gpu_count();
-  if (ngpu == 0) {
-    printf(
-        "SKIPPED: no CUDA device here (the GPU suite needs one; host collectives are tested "
-        "by the other tests)\n");
-    return 77;
+  int ngpu = gpu_probe();
+  if (ngpu <= 0) {
+    return gpu_probe_exit(ngpu,
+                          "no CUDA device here (the GPU suite needs one; host collectives are "
+                          "tested by the other tests)");
   }
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   int n = argc > 2 ? atoi(argv[2]) : (ngpu >= 2 ? ngpu : 2);

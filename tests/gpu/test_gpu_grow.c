@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "every_coll.h"
+#include "gpu_probe.h"
 #include "nccl.h"
 #include "team.h"
 
@@ -102,19 +103,9 @@ static void grow(struct team* t, int w, long* P, long* F) {
 
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  /* Counted in a child: a process that forks ranks must not initialize CUDA. */
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int c = 0;
-    _exit(cudaGetDeviceCount(&c) == cudaSuccess ? (c > 100 ? 100 : c) : 0);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  ngpu = WIFEXITED(st) ? WEXITSTATUS(st) : 0;
-  if (ngpu == 0) {
-    printf("SKIPPED: no CUDA device\n");
-    return 77;
+  ngpu = gpu_probe();
+  if (ngpu <= 0) {
+    return gpu_probe_exit(ngpu, "no CUDA device");
   }
   long passed = 0, failed = 0;
   team_run(0, 4, grow, &passed, &failed);

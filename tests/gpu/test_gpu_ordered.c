@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "fold_ref.h"
+#include "gpu_probe.h"
 #include "procs.h"
 
 struct placement {
@@ -197,24 +198,11 @@ static void rank_main(int rank, void* arg, long* passed, long* failed) {
   *failed = s.failed;
 }
 
-static int gpu_count(void) {
-  /* In a child: a process that forks ranks must not initialize CUDA. */
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int c = 0;
-    _exit(cudaGetDeviceCount(&c) == cudaSuccess ? (c > 100 ? 100 : c) : 0);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 0;
-}
-
 int main(int argc, char** argv) {
   const char* only = argc > 1 ? argv[1] : "all";
-  if (gpu_count() == 0) {
-    printf("SKIPPED: no CUDA device here (host buffers are checked by coll.ordered.*)\n");
-    return 77;
+  const int ngpu = gpu_probe();
+  if (ngpu <= 0) {
+    return gpu_probe_exit(ngpu, "no CUDA device here (host buffers are checked by coll.ordered.*)");
   }
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   long passed = 0, failed = 0;

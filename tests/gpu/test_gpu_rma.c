@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gpu_probe.h"
 #include "nccl.h"
 #include "procs.h"
 
@@ -252,28 +253,6 @@ static void stall_body(int rank, void* arg, long* P, long* F) {
   cudaFree(buf);
 }
 
-/* CUDA's count of devices, asked in a child (the parent must not touch CUDA
- * before it forks): 0 with 77 when there is none, -1 when CUDA fails. */
-static int count_gpus(void) {
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int c = 0;
-    cudaError_t e = cudaGetDeviceCount(&c);
-    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) {
-      _exit(0);
-    }
-    if (e != cudaSuccess) {
-      fprintf(stderr, "CUDA failed to start: %s\n", cudaGetErrorString(e));
-      _exit(255);
-    }
-    _exit(c > 100 ? 100 : c);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return !WIFEXITED(st) ? -1 : WEXITSTATUS(st) == 255 ? -1 : WEXITSTATUS(st);
-}
-
 static void run_mode(const char* mode, long* passed, long* failed) {
   hosts = strcmp(mode, "hosts") == 0;
   setenv("TUTTI_RMA_DIRECT", strcmp(mode, "service") == 0 ? "0" : "1", 1);
@@ -303,15 +282,10 @@ int main(int argc, char** argv) {
     fprintf(stderr, "unknown mode %s (host, service, hosts, stall, all)\n", mode);
     return 2;
   }
-  ngpu = count_gpus();
-  if (ngpu == 0) {
-    printf("SKIPPED: no CUDA device here (one-sided operations on host buffers are checked by "
-           "coll.rma.*)\n");
-    return 77;
-  }
-  if (ngpu < 0) {
-    printf("0 passed, 1 failed\n");
-    return 1;
+  ngpu = gpu_probe();
+  if (ngpu <= 0) {
+    return gpu_probe_exit(ngpu, "no CUDA device here (one-sided operations on host buffers are "
+                                "checked by coll.rma.*)");
   }
   if (procs_comm_id() != 0) {
     printf("no free port for NCCL_COMM_ID\n");

@@ -4,6 +4,7 @@ if(TUTTI_HAVE_CUDA)
   add_executable(test_gpu ${CMAKE_CURRENT_LIST_DIR}/test_gpu.c ${CMAKE_CURRENT_LIST_DIR}/gpu_case.c
     ${CMAKE_CURRENT_LIST_DIR}/gpu_run.c ${CMAKE_CURRENT_LIST_DIR}/gpu_streams.c
     ${CMAKE_CURRENT_LIST_DIR}/gpu_mem.c ${CMAKE_CURRENT_LIST_DIR}/gpu_faults.c
+    ${CMAKE_CURRENT_LIST_DIR}/gpu_probe.c
     ${CMAKE_SOURCE_DIR}/tests/coll/checker.c ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
   target_include_directories(test_gpu PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/coll
     ${CMAKE_SOURCE_DIR}/tests/common
@@ -15,6 +16,7 @@ if(TUTTI_HAVE_CUDA)
 
   # Deterministic reductions through every device path, against the rank-order fold.
   add_executable(test_gpu_ordered ${CMAKE_CURRENT_LIST_DIR}/test_gpu_ordered.c
+    ${CMAKE_CURRENT_LIST_DIR}/gpu_probe.c
     ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
   target_include_directories(test_gpu_ordered PRIVATE ${CMAKE_SOURCE_DIR}/src
     ${CMAKE_SOURCE_DIR}/tests/common ${CUDAToolkit_INCLUDE_DIRS})
@@ -38,6 +40,7 @@ if(TUTTI_HAVE_CUDA)
 
   # ncclCommGrow on device buffers: 2 processes grow to 4, then shrink to 3.
   add_executable(test_gpu_grow ${CMAKE_CURRENT_LIST_DIR}/test_gpu_grow.c
+    ${CMAKE_CURRENT_LIST_DIR}/gpu_probe.c
     ${CMAKE_SOURCE_DIR}/tests/coll/team.c ${CMAKE_SOURCE_DIR}/tests/coll/every_coll.c
     ${CMAKE_SOURCE_DIR}/tests/coll/checker.c)
   target_include_directories(test_gpu_grow PRIVATE ${CMAKE_SOURCE_DIR}/src
@@ -50,6 +53,7 @@ if(TUTTI_HAVE_CUDA)
   # One-sided operations on device buffers: processes on the GPUs, one host
   # and ranks as hosts (NCCL_HOSTID).
   add_executable(test_gpu_rma ${CMAKE_CURRENT_LIST_DIR}/test_gpu_rma.c
+    ${CMAKE_CURRENT_LIST_DIR}/gpu_probe.c
     ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
   target_include_directories(test_gpu_rma PRIVATE ${CMAKE_SOURCE_DIR}/tests/common
     ${CUDAToolkit_INCLUDE_DIRS})

@@ -135,7 +135,7 @@ static int run_case(ncclComm_t comm, int n, int r, int c, ncclDataType_t t, int 
     size_t first = c == C_REDUCESCATTER ? (size_t)r * count : 0;
     for (size_t i = 0; (c != C_REDUCE || r == root) && i < count && ok; i++) {
       double want = chk_round(t, chk_reduce_ref(t, op, n, first + i, 2));
-      ok = chk_equal(t, op, n, chk_get(recv, t, i), want);
+      ok = chk_equal(t, op, n, first + i, chk_get(recv, t, i), want);
     }
   } else {
     size_t out = count;

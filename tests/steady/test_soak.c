@@ -188,7 +188,7 @@ static void verify(struct op* o, long seq, int world_rank) {
     for (size_t i = 0; has && i < count && ok; i++) {
       double want = chk_round(o->t, chk_reduce_ref(o->t, o->red, n, first + i, 1));
       double got = chk_get(o->recv, o->t, i);
-      if (!chk_equal(o->t, o->red, n, got, want)) {
+      if (!chk_equal(o->t, o->red, n, first + i, got, want)) {
         FAILF("%s: element %zu is %g, expected %g", what, i, got, want);
         ok = 0;
       }

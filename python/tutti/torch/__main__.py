@@ -27,12 +27,16 @@ if hasattr(torch._C, "_nccl_version"):
     if torch.cuda.is_available():
         import torch.distributed as dist
         dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
-        t = torch.ones(4, device="cuda")
-        dist.all_reduce(t)
+        # Out of place into a poisoned buffer: a call that does nothing
+        # leaves the poison (an in-place 1-rank sum would look right).
+        src = torch.arange(1, 5, device="cuda", dtype=torch.float32)
+        out = torch.full((4,), -7.0, device="cuda")
+        dist.all_gather_into_tensor(out, src)
         torch.cuda.synchronize()
-        ok = t.tolist() == [1.0] * 4
+        ok = out.tolist() == [1.0, 2.0, 3.0, 4.0]
         dist.destroy_process_group()
-        print("child: 1-rank allreduce through torch.distributed:", "ok" if ok else "WRONG", flush=True)
+        print("child: 1-rank all-gather through torch.distributed:", "ok" if ok else "WRONG",
+              flush=True)
         sys.exit(0 if ok else 1)
     # No GPU: a call that needs none, through torch's own NCCL binding
     # (ncclGetUniqueId), so the banner shows which library answered.
