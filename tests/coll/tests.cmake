@@ -8,6 +8,14 @@ foreach(algo default Ring Direct Tree Pull Board)
   add_test(NAME coll.procs.${algo} COMMAND test_coll_procs 1,2,3,4,8 ${algo})
   set_tests_properties(coll.procs.${algo} PROPERTIES TIMEOUT 600 ENVIRONMENT "TUTTI_TIMEOUT=60")
 endforeach()
+# The checks of the checks: faults injected into results must be caught.
+add_executable(test_checker_self ${CMAKE_CURRENT_LIST_DIR}/test_checker_self.c
+  ${CMAKE_CURRENT_LIST_DIR}/checker.c ${CMAKE_SOURCE_DIR}/tests/common/harness.c)
+target_include_directories(test_checker_self PRIVATE ${CMAKE_SOURCE_DIR}/src
+  ${CMAKE_SOURCE_DIR}/tests/common)
+target_link_libraries(test_checker_self PRIVATE tutti_static m)
+add_test(NAME unit.checker_self COMMAND test_checker_self)
+set_tests_properties(unit.checker_self PROPERTIES TIMEOUT 120)
 # The board's all-gather in rounds of 4 KB slots (the default slot holds every count tested).
 add_test(NAME coll.procs.Board.rounds COMMAND test_coll_procs 2,3,4,8 Board)
 set_tests_properties(coll.procs.Board.rounds PROPERTIES TIMEOUT 600
