@@ -46,6 +46,14 @@ void tutti_dev_limits(struct tutti_dev_limits* lim);
 /* Non-zero when this build has the device executor (nvcc was found). */
 int tutti_dev_compiled(void);
 
+/* The device launches of this process so far, by the path the plan chose
+ * (tune/plan.h's TUTTI_PATH_*: schedules, mapped kernel, copy engines) and
+ * its protocol (0 LL, 1 Simple, 2 LL128): what a test reads to show that a
+ * path it forced is the one that ran. */
+#define TUTTI_DEV_PATHS 3
+#define TUTTI_DEV_PROTOS 3
+void tutti_dev_launch_counts(uint64_t counts[TUTTI_DEV_PATHS][TUTTI_DEV_PROTOS]);
+
 /* Collective over all ranks (every rank calls it, in the same order as other
  * bootstrap exchanges): when every rank has a CUDA device, allocates this
  * rank's queues, maps the memory of every peer on its host (peers on other

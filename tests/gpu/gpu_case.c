@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "checker.h"
+#include "device/device.h"
+#include "gpu_run.h"
 #include "reduce/reduce.h"
 
 static const char* cname[G_NCOLL] = {"AllReduce", "Reduce",   "ReduceScatter", "Broadcast",
@@ -374,5 +376,39 @@ void gcase_mode_env(const char* mode) {
            "all:0-1g:@mapped;mapped.ll128_memory=4m;mapped.ll128_round=1k;"
            "mapped.ll128_block=16k",
            1);
+  }
+}
+
+void gcase_assert_path(const char* mode) {
+  uint64_t c[TUTTI_DEV_PATHS][TUTTI_DEV_PROTOS];
+  tutti_dev_launch_counts(c);
+  uint64_t path[TUTTI_DEV_PATHS] = {0};
+  for (int p = 0; p < TUTTI_DEV_PATHS; p++) {
+    path[p] = c[p][0] + c[p][1] + c[p][2];
+  }
+  /* tune/plan.h: 0 schedules, 1 the mapped kernel, 2 the copy engines. */
+  int ok = 1;
+  if (strcmp(mode, "ce") == 0) {
+    ok = path[2] > 0;
+  } else if (strcmp(mode, "ring") == 0) {
+    ok = path[0] > 0 && path[1] == 0;
+  } else if (strcmp(mode, "simple") == 0) {
+    ok = path[1] > 0 && c[1][0] == 0 && c[1][2] == 0;
+  } else if (strcmp(mode, "ll128") == 0) {
+    ok = c[1][2] > 0;
+  } else if (strcmp(mode, "rounds") == 0) {
+    ok = path[1] > 0;
+  } else {
+    return; /* a mode that forces no path */
+  }
+  if (ok) {
+    passed++;
+  } else {
+    FAILF("mode %s did not run the path it forces: launches by path and protocol (LL, Simple, "
+          "LL128): schedules %llu/%llu/%llu, mapped %llu/%llu/%llu, copy engines %llu/%llu/%llu",
+          mode, (unsigned long long)c[0][0], (unsigned long long)c[0][1],
+          (unsigned long long)c[0][2], (unsigned long long)c[1][0], (unsigned long long)c[1][1],
+          (unsigned long long)c[1][2], (unsigned long long)c[2][0], (unsigned long long)c[2][1],
+          (unsigned long long)c[2][2]);
   }
 }

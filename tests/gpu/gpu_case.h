@@ -75,5 +75,8 @@ int gcase_verify(const struct gcase* c, struct grank* g);
 /* Sets the variables a procs-style mode runs under (nop2p, net, ring, rounds,
  * simple, ce). */
 void gcase_mode_env(const char* mode);
+/* After a mode's cases: the path the mode forces (gcase_mode_env) is the
+ * one this process's launches took, by the device executor's own counts. */
+void gcase_assert_path(const char* mode);
 
 #endif

@@ -332,6 +332,24 @@ static ncclResult_t launch_schedules(struct tutti_dev_comm* dc, const struct tut
   return res;
 }
 
+static uint64_t launched[TUTTI_DEV_PATHS][TUTTI_DEV_PROTOS];
+
+extern "C" void tutti_dev_launch_counts(uint64_t counts[TUTTI_DEV_PATHS][TUTTI_DEV_PROTOS]) {
+  for (int p = 0; p < TUTTI_DEV_PATHS; p++) {
+    for (int q = 0; q < TUTTI_DEV_PROTOS; q++) {
+      counts[p][q] = __atomic_load_n(&launched[p][q], __ATOMIC_RELAXED);
+    }
+  }
+}
+
+/* Counts a launch by its plan (tutti_dev_launch_counts). */
+static void count_launch(const struct tutti_plan* plan) {
+  const int proto = plan->proto == TUTTI_PROTO_LL ? 0 : plan->proto == TUTTI_PROTO_LL128 ? 2 : 1;
+  if (plan->path >= 0 && plan->path < TUTTI_DEV_PATHS) {
+    __atomic_add_fetch(&launched[plan->path][proto], 1, __ATOMIC_RELAXED);
+  }
+}
+
 extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_op* ops,
                                          int nops) {
   NCCLCHECK(tutti_dev_comm_error(dc));
@@ -352,6 +370,9 @@ extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct
     res = path == TUTTI_PATH_COPY_ENGINES ? td_ce_run(dc, &ops[0])
           : path == TUTTI_PATH_MAPPED     ? td_mapped_run(dc, &ops[0])
                                           : launch_schedules(dc, ops, nops);
+    if (res == ncclSuccess) {
+      count_launch(ops[0].plan);
+    }
     /* Whatever was enqueued, the next launch comes after it. */
     ncclResult_t ores = td_order_end(dc, ops, nops, &at);
     res = res != ncclSuccess ? res : ores;
