@@ -18,8 +18,8 @@
  *   --check: the GPU suite's gpu.suspend (tests/gpu/tests.cmake): fails
  *   unless, per GPU, MemStats' total is within 1 MiB per rank of the
  *   measured memory, the suspend gives back at least 99 % of it in every
- *   mode and all of what MemStats calls suspendable, the resume takes back as much, destroy leaves nothing, calls on a
- *   suspended communicator are refused, and every result is exact.
+ *   mode and all of what MemStats calls suspendable, the resume takes back as much, destroy leaves
+ * nothing, calls on a suspended communicator are refused, and every result is exact.
  *
  * Build: cc -O2 -o suspend_mem bench/suspend_mem.c -Iinclude -I/usr/local/cuda/include \
  *          -L/usr/local/cuda/lib64 -lcudart -ldl

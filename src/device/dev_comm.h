@@ -70,9 +70,9 @@ struct tutti_dev_comm {
   /* ncclCommSuspend (suspend.cu): memory given back, and what the
    * communicator held then (tutti_dev_comm_mem reports it meanwhile). */
   int suspended;
-  int keep_malloc;   /* cudaMalloc regions kept by this suspend (a graph holds them) */
-  int ce_in_graph;   /* a captured graph holds copy-engine copies into peers' regions */
-  size_t dcomm_off;  /* d_comm's offset in pvt */
+  int keep_malloc;  /* cudaMalloc regions kept by this suspend (a graph holds them) */
+  int ce_in_graph;  /* a captured graph holds copy-engine copies into peers' regions */
+  size_t dcomm_off; /* d_comm's offset in pvt */
   struct tutti_dev_mem held;
   void* launch_bufs; /* the kernel parameters being filled (struct td_launch_bufs) */
   uint16_t* turns;   /* [TD_MAX_CHANNELS][2 * nranks]: turns handed out while filling */

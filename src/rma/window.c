@@ -35,7 +35,8 @@ static void fill_mine(struct tutti_rma* r, struct tutti_rma_peer_win* me, void* 
   me->status = ncclSuccess;
   if (me->kind != TUTTI_MEM_DEVICE) {
     /* Peers of this host may still raise this rank's signals directly. */
-    if (r->s.dev != NULL && tutti_dev_rma_win_export(r->s.dev, buff, size, 0, me->dev) != ncclSuccess) {
+    if (r->s.dev != NULL &&
+        tutti_dev_rma_win_export(r->s.dev, buff, size, 0, me->dev) != ncclSuccess) {
       memset(me->dev, 0, sizeof me->dev);
     }
     return;

@@ -18,7 +18,8 @@ static int is_float(ncclDataType_t t) {
  * wrong slot, offset, block or chunk boundary gives a wrong value, at any
  * rank count (no period in the rank or the index). */
 static uint64_t mix(int r, size_t i) {
-  uint64_t x = (uint64_t)i * 0x9E3779B97F4A7C15ull ^ ((uint64_t)(unsigned)r + 1) * 0xD1B54A32D192ED03ull;
+  uint64_t x =
+      (uint64_t)i * 0x9E3779B97F4A7C15ull ^ ((uint64_t)(unsigned)r + 1) * 0xD1B54A32D192ED03ull;
   x ^= x >> 31;
   x *= 0xBF58476D1CE4E5B9ull;
   x ^= x >> 29;

@@ -20,7 +20,7 @@
 #include "harness.h"
 #include "reduce/reduce.h"
 
-static const ncclDataType_t floats[] = {ncclFloat16, ncclBfloat16, ncclFloat32,
+static const ncclDataType_t floats[] = {ncclFloat16, ncclBfloat16,   ncclFloat32,
                                         ncclFloat64, ncclFloat8e4m3, ncclFloat8e5m2};
 
 /* Rank r's input at element i, as the suites fill it. */
@@ -49,7 +49,8 @@ static void slots_differ(void) {
       int same = 0;
       for (int p = 0; p < n; p++) {
         for (int q = p + 1; q < n; q++) {
-          same += memcmp(all + (size_t)p * count * es, all + (size_t)q * count * es, count * es) == 0;
+          same +=
+              memcmp(all + (size_t)p * count * es, all + (size_t)q * count * es, count * es) == 0;
         }
       }
       CHECK(same == 0, "%s: %d pairs of %d ranks send the same %zu elements", tutti_type_name(ty),

@@ -404,11 +404,11 @@ void gcase_assert_path(const char* mode) {
   if (ok) {
     passed++;
   } else {
-    FAILF("mode %s did not run the path it forces: launches by path and protocol (LL, Simple, "
-          "LL128): schedules %llu/%llu/%llu, mapped %llu/%llu/%llu, copy engines %llu/%llu/%llu",
-          mode, (unsigned long long)c[0][0], (unsigned long long)c[0][1],
-          (unsigned long long)c[0][2], (unsigned long long)c[1][0], (unsigned long long)c[1][1],
-          (unsigned long long)c[1][2], (unsigned long long)c[2][0], (unsigned long long)c[2][1],
-          (unsigned long long)c[2][2]);
+    FAILF(
+        "mode %s did not run the path it forces: launches by path and protocol (LL, Simple, "
+        "LL128): schedules %llu/%llu/%llu, mapped %llu/%llu/%llu, copy engines %llu/%llu/%llu",
+        mode, (unsigned long long)c[0][0], (unsigned long long)c[0][1], (unsigned long long)c[0][2],
+        (unsigned long long)c[1][0], (unsigned long long)c[1][1], (unsigned long long)c[1][2],
+        (unsigned long long)c[2][0], (unsigned long long)c[2][1], (unsigned long long)c[2][2]);
   }
 }

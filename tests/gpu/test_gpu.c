@@ -463,11 +463,14 @@ int main(int argc, char** argv) {
      * full run or by name. A mode named alone: the whole matrix. */
     const int whole_run = strcmp(mode, "all") == 0 && !full;
     if (whole_run && strcmp(all[m], "huge") == 0) {
-      printf("mode huge: a soak (sizes past 2^31), run by \"test_gpu huge\" or \"test_gpu full\"\n");
+      printf(
+          "mode huge: a soak (sizes past 2^31), run by \"test_gpu huge\" or \"test_gpu full\"\n");
       continue;
     }
     setenv("TUTTI_GPU_MATRIX",
-           matrix != NULL ? matrix : whole_run && strcmp(all[m], "procs") != 0 ? "lean" : "full",
+           matrix != NULL                              ? matrix
+           : whole_run && strcmp(all[m], "procs") != 0 ? "lean"
+                                                       : "full",
            1);
     long p0 = passed, f0 = failed;
     if (strcmp(all[m], "single") == 0) {

@@ -33,17 +33,17 @@ static int hosts;
 
 /* A case: on failure the rank says which and why, and stops (what would
  * follow fails only because this did). */
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (cond) {                                            \
-      (*P)++;                                              \
-    } else {                                               \
-      (*F)++;                                              \
-      fprintf(stderr, "rank %d: FAILED ", rank);           \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, ": %s\n", ncclGetLastError(comm));   \
-      return;                                              \
-    }                                                      \
+#define CHECK(cond, ...)                                 \
+  do {                                                   \
+    if (cond) {                                          \
+      (*P)++;                                            \
+    } else {                                             \
+      (*F)++;                                            \
+      fprintf(stderr, "rank %d: FAILED ", rank);         \
+      fprintf(stderr, __VA_ARGS__);                      \
+      fprintf(stderr, ": %s\n", ncclGetLastError(comm)); \
+      return;                                            \
+    }                                                    \
   } while (0)
 
 /* The stream's work done and the communicator without an asynchronous
@@ -147,9 +147,9 @@ static void body(int rank, void* arg, long* P, long* F) {
     fill(src2, 2 * half, rank, 5);
     ncclWaitSignalDesc_t w2[2] = {{1, prev, 4, 0}, {1, prev, 5, 0}};
     ncclResult_t r = ncclPutSignal(src2, half, ncclUint8, next, win, 0, 4, 0, 0, comm, s);
-    r = r == ncclSuccess ? ncclPutSignal(src2 + half, half, ncclUint8, next, win, half, 5, 0, 0,
-                                         comm, s2)
-                         : r;
+    r = r == ncclSuccess
+            ? ncclPutSignal(src2 + half, half, ncclUint8, next, win, half, 5, 0, 0, comm, s2)
+            : r;
     r = r == ncclSuccess ? ncclWaitSignal(2, w2, comm, s) : r;
     CHECK(r == ncclSuccess && settle(comm, s2) && settle(comm, s) &&
               check_bytes(win_buf, 0, 2 * half, prev, 5),
@@ -284,8 +284,9 @@ int main(int argc, char** argv) {
   }
   ngpu = gpu_probe();
   if (ngpu <= 0) {
-    return gpu_probe_exit(ngpu, "no CUDA device here (one-sided operations on host buffers are "
-                                "checked by coll.rma.*)");
+    return gpu_probe_exit(ngpu,
+                          "no CUDA device here (one-sided operations on host buffers are "
+                          "checked by coll.rma.*)");
   }
   if (procs_comm_id() != 0) {
     printf("no free port for NCCL_COMM_ID\n");

@@ -287,8 +287,8 @@ static int rma_job(ncclComm_t comm, int n, int r) {
     }
     /* All but the relay's part, which a peer may be writing already. */
     rma_check(r, "all-to-all", round, win_buf, want, relay_off);
-    rma_check(r, "all-to-all", round, win_buf + relay_off + RMA_RELAY,
-              want + relay_off + RMA_RELAY, ws - relay_off - RMA_RELAY);
+    rma_check(r, "all-to-all", round, win_buf + relay_off + RMA_RELAY, want + relay_off + RMA_RELAY,
+              ws - relay_off - RMA_RELAY);
     /* The relay: rank 0 starts it; each rank waits for its predecessor's
      * put, checks it and passes it on; rank 0 gets its own bytes back. */
     const int next = (r + 1) % n, prev = (r + n - 1) % n;

@@ -34,11 +34,11 @@ struct td_rma_call; /* a host function's argument (rma_put.cu) */
 /* What this rank exports of a window and of its counters, inside
  * tutti_rma_peer_win.dev (TUTTI_RMA_DEV_EXPORT bytes). */
 struct td_rma_export {
-  cudaIpcMemHandle_t win;  /* the allocation holding the window (has_win) */
-  cudaIpcMemHandle_t sig;  /* the device signal counters (has_sig) */
-  uint64_t win_off;        /* the window's offset in that allocation */
-  uint64_t win_ptr;        /* the window, for peers of this process */
-  uint64_t sig_ptr;        /* the counters, for peers of this process */
+  cudaIpcMemHandle_t win; /* the allocation holding the window (has_win) */
+  cudaIpcMemHandle_t sig; /* the device signal counters (has_sig) */
+  uint64_t win_off;       /* the window's offset in that allocation */
+  uint64_t win_ptr;       /* the window, for peers of this process */
+  uint64_t sig_ptr;       /* the counters, for peers of this process */
   int32_t has_win, has_sig;
   int32_t dev; /* this rank's GPU */
   int32_t pad;
@@ -99,8 +99,8 @@ struct tutti_rma_dev_win {
   char* buff;
   size_t size;
   int nranks;
-  char** peer;      /* [nranks]: the peer's part as mapped here, or NULL */
-  char** opened;    /* [nranks]: what cudaIpcOpenMemHandle gave (closed at deregistration) */
+  char** peer;   /* [nranks]: the peer's part as mapped here, or NULL */
+  char** opened; /* [nranks]: what cudaIpcOpenMemHandle gave (closed at deregistration) */
 };
 
 /* Index of signal (ctx, sig) from `origin`. */

@@ -147,8 +147,8 @@ extern "C" ncclResult_t tutti_dev_rma_start(struct tutti_dev_comm* dc, int nrank
        "one-sided operations on device %d: %d contexts x %d signals x %d ranks, counted in GPU "
        "memory (direct puts%s) and in mapped host memory (the service thread's)",
        dc->dev, num_ctx, nsignals, nranks,
-       !r->direct ? ": off, TUTTI_RMA_DIRECT=0"
-       : dc->host_mode ? ": off, peers share host memory"
+       !r->direct        ? ": off, TUTTI_RMA_DIRECT=0"
+       : dc->host_mode   ? ": off, peers share host memory"
        : r->sig_exported ? ""
                          : ": this process's peers only");
   return ncclSuccess;
@@ -174,8 +174,7 @@ ncclResult_t td_rma_stage_get(struct td_rma* r, unsigned long long stream_id, ch
   ncclResult_t res = ncclSuccess;
   if (*out == NULL && r->nstages == r->cap_stages) {
     const int cap = r->cap_stages ? 2 * r->cap_stages : 4;
-    struct td_rma_stage* s =
-        (struct td_rma_stage*)realloc(r->stages, (size_t)cap * sizeof *s);
+    struct td_rma_stage* s = (struct td_rma_stage*)realloc(r->stages, (size_t)cap * sizeof *s);
     if (s == NULL) {
       res = tutti_error(ncclSystemError, "out of host memory for one-sided staging");
     } else {
@@ -383,8 +382,7 @@ extern "C" ncclResult_t tutti_dev_rma_deliver(struct tutti_dev_comm* dc,
                                               struct tutti_rma_dev_win* w, int origin,
                                               uint64_t offset, const void* src, size_t bytes) {
   struct td_rma* r = dc->rma;
-  if (w == NULL || r == NULL || w->buff == NULL || offset > w->size ||
-      bytes > w->size - offset) {
+  if (w == NULL || r == NULL || w->buff == NULL || offset > w->size || bytes > w->size - offset) {
     return tutti_error(ncclInternalError,
                        "rank %d: a put from rank %d for %zu bytes at %llu does not fit this "
                        "rank's device window",
@@ -403,8 +401,8 @@ extern "C" ncclResult_t tutti_dev_rma_deliver(struct tutti_dev_comm* dc,
   for (size_t done = 0; res == ncclSuccess && done < bytes;) {
     const size_t n = bytes - done < TD_RMA_STAGE_BYTES ? bytes - done : TD_RMA_STAGE_BYTES;
     memcpy(r->bounce, (const char*)src + done, n);
-    cudaError_t e = cudaMemcpyAsync(w->buff + offset + done, r->bounce, n, cudaMemcpyHostToDevice,
-                                    r->copy);
+    cudaError_t e =
+        cudaMemcpyAsync(w->buff + offset + done, r->bounce, n, cudaMemcpyHostToDevice, r->copy);
     res = e == cudaSuccess ? copy_wait(dc, r, origin) : rma_fail(e, "cudaMemcpyAsync of a put");
     done += n;
   }

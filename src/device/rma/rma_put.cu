@@ -119,7 +119,8 @@ static ncclResult_t raise_on(cudaStream_t stream, uint64_t* ctr) {
 static ncclResult_t put_direct(struct tutti_dev_comm* dc, const struct tutti_rma_dev_put* p,
                                char* dst, uint64_t* sig) {
   if (p->bytes > 0) {
-    cudaError_t e = cudaMemcpyAsync(dst + p->offset, p->src, p->bytes, cudaMemcpyDefault, p->stream);
+    cudaError_t e =
+        cudaMemcpyAsync(dst + p->offset, p->src, p->bytes, cudaMemcpyDefault, p->stream);
     if (e != cudaSuccess) {
       return put_fail(e, "cudaMemcpyAsync of a put");
     }
@@ -169,8 +170,8 @@ static ncclResult_t put_body(struct tutti_dev_comm* dc, const struct tutti_rma_d
   NCCLCHECK(td_rma_stage_get(r, sid, &stage));
   for (size_t off = 0; off < p->bytes; off += TD_RMA_STAGE_BYTES) {
     const size_t n = p->bytes - off < TD_RMA_STAGE_BYTES ? p->bytes - off : TD_RMA_STAGE_BYTES;
-    cudaError_t e = cudaMemcpyAsync(stage, (const char*)p->src + off, n, cudaMemcpyDeviceToHost,
-                                    p->stream);
+    cudaError_t e =
+        cudaMemcpyAsync(stage, (const char*)p->src + off, n, cudaMemcpyDeviceToHost, p->stream);
     if (e != cudaSuccess) {
       return put_fail(e, "cudaMemcpyAsync staging a put");
     }
