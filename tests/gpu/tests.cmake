@@ -58,7 +58,7 @@ if(TUTTI_HAVE_CUDA)
   target_include_directories(test_gpu_rma PRIVATE ${CMAKE_SOURCE_DIR}/tests/common
     ${CUDAToolkit_INCLUDE_DIRS})
   target_link_libraries(test_gpu_rma PRIVATE tutti_static CUDA::cudart_static)
-  foreach(mode host hosts)
+  foreach(mode host service hosts stall)
     add_test(NAME gpu.rma.${mode} COMMAND test_gpu_rma ${mode})
     set_tests_properties(gpu.rma.${mode} PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
       ENVIRONMENT "TUTTI_TIMEOUT=60;NCCL_NVLS_ENABLE=0")
