@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "device/dev_comm.h"
+#include "device/rma/rma.h"
 #include "net/device/devnet.h"
 #include "net/device/link.h"
 
@@ -65,6 +66,16 @@ static int mem_items(const struct tutti_dev_comm* dc, struct td_mem_item* out, i
   if (dc->host_mode && dc->hosts != NULL && dc->hosts[dc->rank].host != NULL && k < max) {
     out[k++] = {"queues (pinned host, shared)", round_up(dc->hosts[dc->rank].bytes, PAGE_4K), 1, 0};
   }
+  const struct td_rma* r = dc->rma;
+  if (r != NULL && k + 1 < max) {
+    /* One-sided operations: two arrays of counters in cudaMalloc's pages
+     * (kept: peers map them), and pinned staging and delivery buffers. */
+    const uint64_t ctrs = (uint64_t)r->nctx * (uint64_t)r->nsig * (uint64_t)r->nranks * 8;
+    out[k++] = {"one-sided signal counters (GPU)", 2 * round_up(ctrs, PAGE_2M), 0, 1};
+    const uint64_t pinned = round_up(ctrs, PAGE_4K) + PAGE_4K +
+                            (uint64_t)(r->nstages + (r->bounce != NULL)) * TD_RMA_STAGE_BYTES;
+    out[k++] = {"one-sided staging and counters (pinned host)", pinned, 1, 1};
+  }
   const struct td_net* nt = dc->netp;
   if (nt != NULL && nt->nlinks > 0 && k < max) {
     const uint64_t one =
@@ -84,8 +95,8 @@ extern "C" void tutti_dev_comm_mem(struct tutti_dev_comm* dc, struct tutti_dev_m
     *m = dc->held;
     return;
   }
-  struct td_mem_item it[8];
-  const int k = mem_items(dc, it, 8);
+  struct td_mem_item it[10];
+  const int k = mem_items(dc, it, 10);
   for (int i = 0; i < k; i++) {
     uint64_t* into = it[i].host ? (it[i].keep ? &m->host_persist : &m->host_suspend)
                                 : (it[i].keep ? &m->dev_persist : &m->dev_suspend);
@@ -97,8 +108,8 @@ void td_mem_log(struct tutti_dev_comm* dc) {
   if (!tutti_log_wants(TUTTI_LOG_INFO, TUTTI_ALLOC)) {
     return;
   }
-  struct td_mem_item it[8];
-  const int k = mem_items(dc, it, 8);
+  struct td_mem_item it[10];
+  const int k = mem_items(dc, it, 10);
   for (int i = 0; i < k; i++) {
     INFO(TUTTI_ALLOC, "rank %d: %s: %.2f MiB, %s", dc->rank, it[i].what,
          (double)it[i].bytes / (1 << 20),
