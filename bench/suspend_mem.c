@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpu_probe.h"
 #include "nccl.h"
 
 #define MAXR 16
@@ -467,27 +468,6 @@ static void report(struct job* j, int dev) {
   EXPECT(left <= tol, "%s, GPU %d: %.2f MiB left after destroy", j->mode, dev, left / MIB);
 }
 
-static int gpu_count(void) {
-  /* In a child: this process forks the ranks, so it must not start CUDA. */
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int c = 0;
-    cudaError_t e = cudaGetDeviceCount(&c);
-    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) {
-      _exit(0);
-    }
-    if (e != cudaSuccess) {
-      fprintf(stderr, "CUDA failed to start: %s\n", cudaGetErrorString(e));
-      _exit(255);
-    }
-    _exit(c > 100 ? 100 : c);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return !WIFEXITED(st) || WEXITSTATUS(st) == 255 ? -1 : WEXITSTATUS(st);
-}
-
 static void run_mode(const char* mode, int n, int ngpu, int check) {
   struct job j = {mode, n, ngpu, check, {{{0}}, {{0}}}, NULL};
   j.sh = mmap(NULL, sizeof *j.sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -547,14 +527,9 @@ int main(int argc, char** argv) {
   int n = argc > 3 && argv[3][0] != '-' ? atoi(argv[3]) : 2;
   int check = strcmp(argv[argc - 1], "--check") == 0;
   n = n < 2 ? 2 : n > MAXR ? MAXR : n;
-  const int ngpu = gpu_count();
-  if (ngpu == 0) {
-    printf("SKIPPED: no CUDA device here\n");
-    return 77;
-  }
-  if (ngpu < 0) {
-    printf("0 passed, 1 failed\n");
-    return 1;
+  const int ngpu = gpu_probe(); /* tests/gpu/gpu_probe.c */
+  if (ngpu <= 0) {
+    return gpu_probe_exit(ngpu, "no CUDA device here");
   }
   if (!load(argv[1])) {
     return 2;

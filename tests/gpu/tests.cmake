@@ -29,9 +29,10 @@ if(TUTTI_HAVE_CUDA)
   # measured with cudaMemGetInfo: bench/suspend_mem.c on tutti's
   # libnccl.so.2 with --check, every mode (processes sharing GPU memory, ranks
   # as hosts through the network proxy, NCCL_P2P_DISABLE, NCCL_CUMEM_ENABLE=0).
-  add_executable(test_gpu_suspend ${CMAKE_SOURCE_DIR}/bench/suspend_mem.c)
+  add_executable(test_gpu_suspend ${CMAKE_SOURCE_DIR}/bench/suspend_mem.c
+    ${CMAKE_CURRENT_LIST_DIR}/gpu_probe.c)
   target_include_directories(test_gpu_suspend PRIVATE ${CMAKE_SOURCE_DIR}/include
-    ${CUDAToolkit_INCLUDE_DIRS})
+    ${CMAKE_CURRENT_LIST_DIR} ${CUDAToolkit_INCLUDE_DIRS})
   target_link_libraries(test_gpu_suspend PRIVATE CUDA::cudart ${CMAKE_DL_LIBS})
   add_dependencies(test_gpu_suspend tutti_as_nccl)
   add_test(NAME gpu.suspend COMMAND test_gpu_suspend $<TARGET_FILE:tutti_as_nccl> all 2 --check)
