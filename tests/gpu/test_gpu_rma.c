@@ -248,7 +248,6 @@ static void stall_body(int rank, void* arg, long* P, long* F) {
   if (rank == 0) {
     sleep(8);
   }
-  (void)win;
   CHECK(ncclCommAbort(comm) == ncclSuccess, "abort");
   cudaFree(buf);
 }

@@ -35,6 +35,7 @@ static struct {
   CUresult (*dev_attr)(int*, CUdevice_attribute, CUdevice);
   CUresult (*dev_get)(CUdevice*, int);
   CUresult (*err_name)(CUresult, const char**);
+  CUresult (*addr_range)(CUdeviceptr*, size_t*, CUdeviceptr);
 } cu;
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 
@@ -56,6 +57,7 @@ static void cu_load(void) {
       {"cuDeviceGetAttribute", (void**)&cu.dev_attr},
       {"cuDeviceGet", (void**)&cu.dev_get},
       {"cuGetErrorName", (void**)&cu.err_name},
+      {"cuMemGetAddressRange", (void**)&cu.addr_range},
   };
   int ok = 1;
   for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
@@ -233,6 +235,17 @@ ncclResult_t td_region_open_ipc(struct td_region* r, const cudaIpcMemHandle_t* h
   r->ptr = (char*)ptr;
   r->kind = TD_REGION_IPC;
   return ncclSuccess;
+}
+
+int td_region_base(const void* p, char** base) {
+  pthread_once(&cu_once, cu_load);
+  CUdeviceptr b = 0;
+  size_t len = 0;
+  if (!cu.ok || cu.addr_range(&b, &len, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) {
+    return 0;
+  }
+  *base = (char*)(uintptr_t)b;
+  return 1;
 }
 
 ncclResult_t td_region_grant(char* ptr, size_t size, int dev) {

@@ -41,6 +41,9 @@ ncclResult_t td_region_export(const struct td_region* r, int* fd);
 ncclResult_t td_region_import(struct td_region* r, int dev, int fd, size_t size);
 /* Opens a peer process's cudaMalloc region from its IPC handle. */
 ncclResult_t td_region_open_ipc(struct td_region* r, const cudaIpcMemHandle_t* h);
+/* The base of the allocation holding device pointer `p` (what a CUDA IPC
+ * handle shares) in *base: 1, or 0 where the driver cannot say. */
+int td_region_base(const void* p, char** base);
 /* Lets GPU `dev` of this process read and write a cuMem region of another
  * GPU of this process (`ptr`, `size`: as its owner mapped it). */
 ncclResult_t td_region_grant(char* ptr, size_t size, int dev);

@@ -2,7 +2,6 @@
  * (exported to this host's peers and mapped from them), and what the
  * service thread asks (copies into device windows, signals, failures).
  * Puts and waits on streams: rma_put.cu. */
-#include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,23 +201,6 @@ ncclResult_t td_rma_stage_get(struct td_rma* r, unsigned long long stream_id, ch
   return res;
 }
 
-/* cuMemGetAddressRange, looked up through the runtime (no libcuda link). */
-static CUresult address_range(void* p, CUdeviceptr* base, size_t* size) {
-  static CUresult (*fn)(CUdeviceptr*, size_t*, CUdeviceptr) = NULL;
-  if (fn == NULL) {
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    void* f = NULL;
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return CUDA_ERROR_NOT_SUPPORTED;
-    }
-    fn = (CUresult(*)(CUdeviceptr*, size_t*, CUdeviceptr))f;
-  }
-  return fn(base, size, (CUdeviceptr)(uintptr_t)p);
-}
-
 extern "C" ncclResult_t tutti_dev_rma_win_export(struct tutti_dev_comm* dc, void* buff, size_t size,
                                                  int device,
                                                  unsigned char out[TUTTI_RMA_DEV_EXPORT]) {
@@ -250,11 +232,10 @@ extern "C" ncclResult_t tutti_dev_rma_win_export(struct tutti_dev_comm* dc, void
     /* Peers of other processes map the allocation that holds it; memory
      * CUDA IPC cannot share (cuMem's) reaches them through the service
      * thread instead. */
-    CUdeviceptr base = 0;
-    size_t len = 0;
-    if (r != NULL && r->sig_exported && address_range(buff, &base, &len) == CUDA_SUCCESS &&
-        cudaIpcGetMemHandle(&x.win, (void*)(uintptr_t)base) == cudaSuccess) {
-      x.win_off = (uint64_t)((uintptr_t)buff - (uintptr_t)base);
+    char* base = NULL;
+    if (r != NULL && r->sig_exported && td_region_base(buff, &base) &&
+        cudaIpcGetMemHandle(&x.win, base) == cudaSuccess) {
+      x.win_off = (uint64_t)((char*)buff - base);
       x.has_win = 1;
     }
     (void)cudaGetLastError();
