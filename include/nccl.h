@@ -1,10 +1,11 @@
-/* tutti: the NCCL 2.30 C API. Types, values and layouts match NVIDIA's nccl.h
- * of NCCL 2.30.7 exactly, so programs built against either header run on
- * libtutti; programs built against 2.28's header keep working (their smaller
- * ncclConfig_t is read up to its `size`). Unlike NVIDIA's header this one
- * needs no CUDA headers: cudaStream_t is declared as the same opaque pointer
- * type the CUDA runtime uses. Every function also exists as pnccl<Name>, the
- * profiling alias NVIDIA's library exports. */
+/* tutti: the NCCL 2.32 C API. Types, values and layouts match NVIDIA's nccl.h
+ * of NCCL 2.32.6, so programs built against either header run on libtutti;
+ * programs built against 2.28's, 2.30's or 2.31's header keep working (their
+ * smaller ncclConfig_t and ncclCollConfig_t are read up to their `size`).
+ * Unlike NVIDIA's header this one needs no CUDA headers: cudaStream_t and
+ * cudaEvent_t are declared as the same opaque pointer types the CUDA runtime
+ * uses. Every function also exists as pnccl<Name>, the profiling alias
+ * NVIDIA's library exports. */
 #ifndef NCCL_H_
 #define NCCL_H_
 
@@ -13,11 +14,11 @@
 #include <stdint.h>
 
 #define NCCL_MAJOR 2
-#define NCCL_MINOR 30
-#define NCCL_PATCH 7
+#define NCCL_MINOR 32
+#define NCCL_PATCH 6
 #define NCCL_SUFFIX ""
 
-#define NCCL_VERSION_CODE 23007
+#define NCCL_VERSION_CODE 23206
 #define NCCL_VERSION(X, Y, Z) \
   (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 
@@ -29,6 +30,7 @@ extern "C" {
 
 /* Same type as the CUDA runtime's; repeating an identical typedef is legal. */
 typedef struct CUstream_st* cudaStream_t;
+typedef struct CUevent_st* cudaEvent_t;
 
 typedef struct ncclComm* ncclComm_t;
 typedef struct ncclWindow_vidmem* ncclWindow_t;
@@ -62,6 +64,8 @@ typedef enum {
 #define NCCL_WIN_DEFAULT 0x00
 #define NCCL_WIN_COLL_SYMMETRIC 0x01  /* every rank registers the same size, collectively */
 #define NCCL_WIN_STRICT_ORDERING 0x02 /* puts into the window land in issue order */
+#define NCCL_WIN_GIN_ONLY 0x04        /* 2.32: for GPU-initiated networking only */
+#define NCCL_WIN_CFT_COUNTED 0x08     /* 2.32: CFT counted logical endpoints only */
 #define NCCL_WIN_REQUIRED_ALIGNMENT 4096
 
 #define NCCL_CTA_POLICY_DEFAULT 0x00
@@ -73,10 +77,26 @@ typedef enum {
 
 #define NCCL_REVOKE_DEFAULT 0x00
 
-/* The layout of NCCL 2.30 (ncclConfig_v23000). `size`, `magic` and `version`
- * come from NCCL_CONFIG_INITIALIZER; a program built against an older header
- * passes its own smaller size and the fields it lacks take their defaults. */
-typedef struct ncclConfig_v23000 {
+/* ncclConfig_t.hostCftMode and .nvlsHostMode (NCCL 2.31, 2.32). */
+typedef enum {
+  ncclHostCftDefault = NCCL_CONFIG_UNDEF_INT,
+  ncclHostCftEnable = 1,
+  ncclHostCftDisable = 2,
+  ncclHostCftFallback = 3
+} ncclHostCftMode_t;
+typedef enum {
+  ncclNvlsHostModeDefault = NCCL_CONFIG_UNDEF_INT,
+  ncclNvlsHostModeEnable = 0,
+  ncclNvlsHostModeDisableTransport = 1 << 0,
+  ncclNvlsHostModeDisableSymmetricMultimem = 1 << 1,
+  ncclNvlsHostModeDisable = INT_MAX
+} ncclNvlsHostMode_t;
+
+/* The layout of NCCL 2.31 and 2.32 (ncclConfig_v23100). `size`, `magic`
+ * and `version` come from NCCL_CONFIG_INITIALIZER; a program built against an
+ * older header passes its own smaller size and the fields it lacks take their
+ * defaults. */
+typedef struct ncclConfig_v23100 {
   size_t size;
   unsigned int magic;
   unsigned int version;
@@ -98,17 +118,85 @@ typedef struct ncclConfig_v23000 {
   int numRmaCtx;           /* 2.30: contexts of one-sided operations */
   int maxP2pPeers;         /* 2.30 */
   int graphStreamOrdering; /* 2.30 */
+  int launchOrderImplicit; /* 2.31 */
+  int numRmaSig;           /* 2.31: signals per context of one-sided operations */
+  int rmaEagerInit;        /* 2.31 */
+  int hostCftMode;         /* 2.31: ncclHostCftMode_t */
+  int nvlsHostMode;        /* 2.32: ncclNvlsHostMode_t */
 } ncclConfig_t;
 
-#define NCCL_CONFIG_INITIALIZER                                                     \
-  {                                                                                 \
-    sizeof(ncclConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_CONFIG_UNDEF_INT, \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,        \
-        NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,        \
-        NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,        \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,        \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,        \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT                                \
+#define NCCL_CONFIG_INITIALIZER                                                                    \
+  {                                                                                                \
+    sizeof(ncclConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_CONFIG_UNDEF_INT,                \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                       \
+        NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                       \
+        NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                       \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                       \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                       \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                       \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT \
+  }
+
+/* A vendor's option for one collective call (NCCL 2.31): options chain
+ * through `next` and hang from ncclCollConfig_t.ext. NVIDIA's library and
+ * tutti ignore every one. */
+typedef struct ncclConfigExt {
+  struct ncclConfigExt* next;
+  struct {
+    int vendorId;
+    int optionId;
+  } key;
+  union {
+    int i;
+    const char* s;
+    void* raw;
+  } val;
+} ncclConfigExt_t;
+
+/* The configuration of one collective call, for the nccl<Coll>Config
+ * functions (NCCL 2.31; launchCompletionEvent 2.32). Set it with
+ * NCCL_COLLCONFIG_INITIALIZER, the same on every rank; a NULL config is the
+ * plain call. Read up to its `size`, as ncclConfig_t is. */
+typedef struct ncclCollConfig_v23200 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  ncclConfigExt_t* ext;
+  int minCTAs;                       /* the fewest channels the call is cut into */
+  int maxCTAs;                       /* the most */
+  int nvlsCTAs;                      /* NVLink SHARP's channels (none on tutti) */
+  int cgaClusterSize;                /* thread block clusters (not used by tutti's kernels) */
+  const char* algSelection;          /* algorithms the call may use; NULL or "": any */
+  int forceAlgSelection;             /* 1 (default): a selection that cannot run is an error */
+  int CTAPolicy;                     /* NCCL_CTA_POLICY_*; unset: the communicator's */
+  uint64_t userProfilerTag;          /* shown with the call by tutti's logs and call records */
+  cudaEvent_t launchCompletionEvent; /* 2.32: recorded once the call is launched */
+} ncclCollConfig_t;
+
+#define NCCL_COLLCONFIG_INITIALIZER                                                     \
+  {                                                                                     \
+    sizeof(ncclCollConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_CONFIG_UNDEF_PTR, \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,            \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, 1, NCCL_CONFIG_UNDEF_INT, 0,      \
+        NCCL_CONFIG_UNDEF_PTR                                                           \
+  }
+
+/* ncclSetEncryption's configuration (NCCL 2.32): TLS on the library's own
+ * TCP sockets with a pre-shared key of at least 32 bytes. */
+#define NCCL_ENCRYPTION_MODE_NONE 0
+#define NCCL_ENCRYPTION_MODE_PSK 1
+typedef struct ncclEncryptionConfig_v23200 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int mode;        /* NCCL_ENCRYPTION_MODE_* */
+  const char* psk; /* NUL-terminated */
+} ncclEncryptionConfig_t;
+
+#define NCCL_ENCRYPTION_CONFIG_INITIALIZER                                                        \
+  {                                                                                               \
+    sizeof(ncclEncryptionConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_ENCRYPTION_MODE_NONE, \
+        NCCL_CONFIG_UNDEF_PTR                                                                     \
   }
 
 typedef struct ncclSimInfo_v22200 {
@@ -159,6 +247,9 @@ ncclResult_t ncclMemAlloc(void** ptr, size_t size);
 ncclResult_t ncclMemFree(void* ptr);
 ncclResult_t ncclGetVersion(int* version);
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
+/* Process-wide TLS on the library's TCP sockets (NCCL 2.32): tutti answers
+ * ncclInvalidUsage, encryption is not built into it yet (docs/design.md). */
+ncclResult_t ncclSetEncryption(const ncclEncryptionConfig_t* config);
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t* config);
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
@@ -230,6 +321,32 @@ ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, nccl
                         int root, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
                          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+/* The collectives with a per-call configuration (NCCL 2.31): config NULL is
+ * the plain call. */
+ncclResult_t ncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                 cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                 ncclDataType_t datatype, int root, ncclComm_t comm,
+                                 cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
+                              ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                              cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                 ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+                                 const ncclCollConfig_t* config);
+ncclResult_t ncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                     ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                     cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+                                const ncclCollConfig_t* config);
+ncclResult_t ncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count,
+                              ncclDataType_t datatype, int root, ncclComm_t comm,
+                              cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count,
+                               ncclDataType_t datatype, int root, ncclComm_t comm,
+                               cudaStream_t stream, const ncclCollConfig_t* config);
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,

@@ -158,6 +158,12 @@ struct tutti_coll_args {
   /* TUTTI_DETERMINISTIC: reductions fold every element in rank order,
    * whatever the algorithm (algo/ordered.c; docs/design.md). */
   int deterministic;
+  /* A call's own configuration (ncclCollConfig_t; 0: none): the algorithms
+   * it may use (a bit per enum tutti_algo_id, within NCCL_ALGO), and the
+   * fewest and most channels the schedules' kernel cuts it into. */
+  unsigned call_algos;
+  int min_channels;
+  int max_channels;
 };
 
 /* One algorithm: a name and a builder for each collective it implements

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/coll.h"
 #include "bootstrap/bootstrap.h"
 #include "api/comm.h"
 #include "api/group.h"
@@ -18,30 +19,15 @@
 #include "util/cuda.h"
 #include "util/proc.h"
 
-struct call {
-  enum tutti_coll coll;
-  const char* fn; /* the API function, for error texts */
-  const void* sendbuff;
-  void* recvbuff;
-  size_t count;
-  ncclDataType_t type;
-  ncclRedOp_t op;
-  int root; /* or peer */
-  int reduces;
-  int needs_send; /* this rank reads sendbuff */
-  int needs_recv; /* this rank writes recvbuff */
-  int device;     /* the buffers are device memory: the device executor runs the call */
-};
-
 /* Elements this rank's send and receive buffers hold, in units of count. */
-static size_t send_blocks(const struct call* c, int nranks) {
+static size_t send_blocks(const struct tutti_coll_call* c, int nranks) {
   return (c->coll == TUTTI_COLL_REDUCESCATTER || c->coll == TUTTI_COLL_ALLTOALL ||
           c->coll == TUTTI_COLL_SCATTER)
              ? (size_t)nranks
              : 1;
 }
 
-static size_t recv_blocks(const struct call* c, int nranks) {
+static size_t recv_blocks(const struct tutti_coll_call* c, int nranks) {
   return (c->coll == TUTTI_COLL_ALLGATHER || c->coll == TUTTI_COLL_ALLTOALL ||
           c->coll == TUTTI_COLL_GATHER)
              ? (size_t)nranks
@@ -49,7 +35,7 @@ static size_t recv_blocks(const struct call* c, int nranks) {
 }
 
 /* Whether a buffer of `bytes` of memory kind `k` can exist on this rank. */
-static ncclResult_t check_fits_slow(const struct ncclComm* comm, const struct call* c,
+static ncclResult_t check_fits_slow(const struct ncclComm* comm, const struct tutti_coll_call* c,
                                     enum tutti_mem k, size_t bytes, const char* which) {
   static unsigned long long host_bytes;
   if (host_bytes == 0) {
@@ -72,14 +58,14 @@ static ncclResult_t check_fits_slow(const struct ncclComm* comm, const struct ca
 }
 
 /* Every machine holds a GiB: only larger buffers are compared. */
-static inline ncclResult_t check_fits(const struct ncclComm* comm, const struct call* c,
+static inline ncclResult_t check_fits(const struct ncclComm* comm, const struct tutti_coll_call* c,
                                       enum tutti_mem k, int needed, size_t bytes,
                                       const char* which) {
   return needed && bytes >= ((size_t)1 << 30) ? check_fits_slow(comm, c, k, bytes, which)
                                               : ncclSuccess;
 }
 
-static ncclResult_t check_call(struct ncclComm* comm, struct call* c) {
+static ncclResult_t check_call(struct ncclComm* comm, struct tutti_coll_call* c) {
   NCCLCHECK(tutti_comm_check_active(comm, c->fn));
   /* After a failed collective every call fails with its cause, as on the
    * peers: the ranks no longer agree on where they are. */
@@ -155,7 +141,7 @@ static ncclResult_t check_call(struct ncclComm* comm, struct call* c) {
   return ncclSuccess;
 }
 
-static int in_place(const struct call* c, int rank, size_t bytes) {
+static int in_place(const struct tutti_coll_call* c, int rank, size_t bytes) {
   const char* s = c->sendbuff;
   const char* d = c->recvbuff;
   switch (c->coll) {
@@ -175,7 +161,8 @@ static int in_place(const struct call* c, int rank, size_t bytes) {
 /* What every rank must agree on (call/agree.c); its number is given when
  * it runs (api/group.c), so calls a failed group drops count for nothing.
  * Sends and receives pair by peer instead: no record. */
-static void call_record(const struct ncclComm* comm, const struct call* c, struct tutti_call* out) {
+static void call_record(const struct ncclComm* comm, const struct tutti_coll_call* c,
+                        struct tutti_call* out) {
   memset(out, 0, sizeof *out);
   if (c->coll == TUTTI_COLL_SEND || c->coll == TUTTI_COLL_RECV) {
     return;
@@ -197,7 +184,35 @@ static void call_record(const struct ncclComm* comm, const struct call* c, struc
   }
 }
 
-static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t stream) {
+/* A call's own configuration onto its arguments: the algorithms it may use
+ * (NCCL's rule: a selection that cannot run here is an error when forced,
+ * else the call chooses as if none was given) and its channels' bounds. */
+static ncclResult_t apply_config(const struct tutti_coll_call* c, const struct tutti_coll_cfg* cfg,
+                                 struct tutti_coll_args* a) {
+  a->min_channels = cfg->min_channels;
+  a->max_channels = cfg->max_channels;
+  if (cfg->algos == 0) {
+    return ncclSuccess;
+  }
+  const unsigned runs = tutti_tune_runnable(a, cfg->algos & tutti_tune_implements(c->coll));
+  if (runs != 0) {
+    a->call_algos = runs;
+  } else if (cfg->force) {
+    return tutti_error(ncclInvalidArgument,
+                       "%s: ncclCollConfig_t.algSelection \"%s\" cannot be honoured for this "
+                       "%s of %zu %s on %d ranks (%s buffers): none of the algorithms it names "
+                       "runs it here (set forceAlgSelection to 0 to let the call choose)",
+                       c->fn, cfg->selection, tutti_coll_name(c->coll), c->count,
+                       tutti_type_name(c->type), a->nranks, c->device ? "device" : "host");
+  } else {
+    INFO(TUTTI_TUNING, "%s: algSelection \"%s\" cannot run this call here: chosen as usual", c->fn,
+         cfg->selection);
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t enqueue(struct ncclComm* comm, struct tutti_coll_call* c, cudaStream_t stream,
+                            const struct tutti_coll_cfg* cfg) {
   NCCLCHECK(check_call(comm, c));
   struct tutti_op* op = tutti_op_get(&comm->er);
   if (op == NULL) {
@@ -207,6 +222,7 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   op->redop.type = c->type;
   op->device = c->device;
   op->stream = stream;
+  op->launch_event = cfg != NULL ? cfg->event : NULL;
   op->scalar_dev = NULL;
   if (c->reduces) {
     NCCLCHECKGOTO(
@@ -215,9 +231,11 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   }
   if (c->count == 0 && c->coll != TUTTI_COLL_SEND && c->coll != TUTTI_COLL_RECV) {
     /* Nothing to move on any rank (every rank passes the same count): no
-     * launch, no exchange, as NCCL does. Point-to-point calls still pair. */
+     * launch, no exchange, as NCCL does. Point-to-point calls still pair.
+     * The launch that did not happen is complete now. */
     tutti_op_put(op);
-    return ncclSuccess;
+    return cfg != NULL && cfg->event != NULL ? tutti_cuda_event_record(cfg->event, stream)
+                                             : ncclSuccess;
   }
   const size_t es = tutti_type_size(c->type);
   struct tutti_coll_args a;
@@ -239,6 +257,9 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   a.inter_algo = tutti_tune_inter(&a);
   a.device = c->device;
   a.deterministic = comm->deterministic;
+  if (cfg != NULL) {
+    NCCLCHECKGOTO(apply_config(c, cfg, &a), res, fail);
+  }
   /* Operations come back from the pool with their last plan and schedule:
    * a loop of identical calls plans and builds once (both depend on `a`
    * alone). A device call's plan waits for its launch, where what the
@@ -260,19 +281,21 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct call* c, cudaStream_t 
   op->bufs[TUTTI_BUF_SCRATCH] = c->device ? NULL : op->scratch;
   op->seq = ++comm->er.op_count;
   call_record(comm, c, &op->call);
+  op->call.tag = cfg != NULL ? cfg->tag : 0;
   op->board_gen = 0; /* given when the operation runs (api/group.c) */
-  TRACE(TUTTI_COLL, "%s #%llu: count %zu %s root %d algo %s in-place %d %s", c->fn,
+  TRACE(TUTTI_COLL, "%s #%llu: count %zu %s root %d algo %s in-place %d %s tag %llu", c->fn,
         (unsigned long long)op->seq, c->count, tutti_type_name(c->type), c->root,
         c->device ? "(at launch)" : tutti_algo_get(op->plan.algo)->name, a.in_place,
-        c->device ? "device" : "host");
+        c->device ? "device" : "host", (unsigned long long)op->call.tag);
   return tutti_group_add_op(op, comm, stream);
 fail:
   tutti_op_put(op);
   return res;
 }
 
-static ncclResult_t run(struct ncclComm* comm, struct call c, cudaStream_t stream) {
-  ncclResult_t res = enqueue(comm, &c, stream);
+ncclResult_t tutti_coll_run(struct ncclComm* comm, struct tutti_coll_call c, cudaStream_t stream,
+                            const struct tutti_coll_cfg* cfg) {
+  ncclResult_t res = enqueue(comm, &c, stream, cfg);
   /* An invalid call inside a group makes the whole group fail, as in NCCL. */
   return res == ncclSuccess ? res : tutti_group_fail(res);
 }
@@ -280,94 +303,96 @@ static ncclResult_t run(struct ncclComm* comm, struct call c, cudaStream_t strea
 NCCL_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                     ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                     cudaStream_t stream) {
-  struct call c = {
+  struct tutti_coll_call c = {
       TUTTI_COLL_ALLREDUCE, "ncclAllReduce", sendbuff, recvbuff, count, datatype, op, 0, 1};
-  return run(comm, c, stream);
+  return tutti_coll_run(comm, c, stream, NULL);
 }
 
 NCCL_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                     ncclDataType_t datatype, int root, ncclComm_t comm,
                                     cudaStream_t stream) {
-  struct call c = {
+  struct tutti_coll_call c = {
       TUTTI_COLL_BROADCAST, "ncclBroadcast", sendbuff, recvbuff, count, datatype, ncclSum, root, 0};
-  return run(comm, c, stream);
+  return tutti_coll_run(comm, c, stream, NULL);
 }
 
 NCCL_API ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
                                 ncclComm_t comm, cudaStream_t stream) {
-  struct call c = {
+  struct tutti_coll_call c = {
       TUTTI_COLL_BROADCAST, "ncclBcast", buff, buff, count, datatype, ncclSum, root, 0};
-  return run(comm, c, stream);
+  return tutti_coll_run(comm, c, stream, NULL);
 }
 
 NCCL_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
                                  ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
                                  cudaStream_t stream) {
-  struct call c = {TUTTI_COLL_REDUCE, "ncclReduce", sendbuff, recvbuff, count,
-                   datatype,          op,           root,     1};
-  return run(comm, c, stream);
+  struct tutti_coll_call c = {TUTTI_COLL_REDUCE, "ncclReduce", sendbuff, recvbuff, count,
+                              datatype,          op,           root,     1};
+  return tutti_coll_run(comm, c, stream, NULL);
 }
 
 NCCL_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                     ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  struct call c = {TUTTI_COLL_ALLGATHER,
-                   "ncclAllGather",
-                   sendbuff,
-                   recvbuff,
-                   sendcount,
-                   datatype,
-                   ncclSum,
-                   0,
-                   0};
-  return run(comm, c, stream);
+  struct tutti_coll_call c = {TUTTI_COLL_ALLGATHER,
+                              "ncclAllGather",
+                              sendbuff,
+                              recvbuff,
+                              sendcount,
+                              datatype,
+                              ncclSum,
+                              0,
+                              0};
+  return tutti_coll_run(comm, c, stream, NULL);
 }
 
 NCCL_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                         cudaStream_t stream) {
-  struct call c = {TUTTI_COLL_REDUCESCATTER,
-                   "ncclReduceScatter",
-                   sendbuff,
-                   recvbuff,
-                   recvcount,
-                   datatype,
-                   op,
-                   0,
-                   1};
-  return run(comm, c, stream);
+  struct tutti_coll_call c = {TUTTI_COLL_REDUCESCATTER,
+                              "ncclReduceScatter",
+                              sendbuff,
+                              recvbuff,
+                              recvcount,
+                              datatype,
+                              op,
+                              0,
+                              1};
+  return tutti_coll_run(comm, c, stream, NULL);
 }
 
 NCCL_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                                    ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  struct call c = {
+  struct tutti_coll_call c = {
       TUTTI_COLL_ALLTOALL, "ncclAlltoAll", sendbuff, recvbuff, count, datatype, ncclSum, 0, 0};
-  return run(comm, c, stream);
+  return tutti_coll_run(comm, c, stream, NULL);
 }
 
 NCCL_API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
                                  ncclDataType_t datatype, int root, ncclComm_t comm,
                                  cudaStream_t stream) {
-  struct call c = {TUTTI_COLL_GATHER, "ncclGather", sendbuff, recvbuff, count,
-                   datatype,          ncclSum,      root,     0};
-  return run(comm, c, stream);
+  struct tutti_coll_call c = {TUTTI_COLL_GATHER, "ncclGather", sendbuff, recvbuff, count,
+                              datatype,          ncclSum,      root,     0};
+  return tutti_coll_run(comm, c, stream, NULL);
 }
 
 NCCL_API ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
                                   ncclDataType_t datatype, int root, ncclComm_t comm,
                                   cudaStream_t stream) {
-  struct call c = {TUTTI_COLL_SCATTER, "ncclScatter", sendbuff, recvbuff, count,
-                   datatype,           ncclSum,       root,     0};
-  return run(comm, c, stream);
+  struct tutti_coll_call c = {TUTTI_COLL_SCATTER, "ncclScatter", sendbuff, recvbuff, count,
+                              datatype,           ncclSum,       root,     0};
+  return tutti_coll_run(comm, c, stream, NULL);
 }
 
 NCCL_API ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype,
                                int peer, ncclComm_t comm, cudaStream_t stream) {
-  struct call c = {TUTTI_COLL_SEND, "ncclSend", sendbuff, NULL, count, datatype, ncclSum, peer, 0};
-  return run(comm, c, stream);
+  struct tutti_coll_call c = {TUTTI_COLL_SEND, "ncclSend", sendbuff, NULL, count,
+                              datatype,        ncclSum,    peer,     0};
+  return tutti_coll_run(comm, c, stream, NULL);
 }
 
 NCCL_API ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
                                ncclComm_t comm, cudaStream_t stream) {
-  struct call c = {TUTTI_COLL_RECV, "ncclRecv", NULL, recvbuff, count, datatype, ncclSum, peer, 0};
-  return run(comm, c, stream);
+  struct tutti_coll_call c = {TUTTI_COLL_RECV, "ncclRecv", NULL, recvbuff, count,
+                              datatype,        ncclSum,    peer, 0};
+  return tutti_coll_run(comm, c, stream, NULL);
 }

@@ -37,6 +37,56 @@ static void unset_newer(ncclConfig_t* c, unsigned version) {
   if (version < (unsigned)NCCL_VERSION(2, 30, 5)) {
     c->graphStreamOrdering = NCCL_CONFIG_UNDEF_INT;
   }
+  if (version < (unsigned)NCCL_VERSION(2, 31, 0)) {
+    c->launchOrderImplicit = NCCL_CONFIG_UNDEF_INT;
+    c->numRmaSig = NCCL_CONFIG_UNDEF_INT;
+    c->rmaEagerInit = NCCL_CONFIG_UNDEF_INT;
+    c->hostCftMode = NCCL_CONFIG_UNDEF_INT;
+  }
+  if (version < (unsigned)NCCL_VERSION(2, 32, 0)) {
+    c->nvlsHostMode = NCCL_CONFIG_UNDEF_INT;
+  }
+}
+
+/* 2.31 and 2.32's fields: checked as NCCL checks them, kept in the
+ * communicator's config (children inherit them). tutti has no Compute
+ * Fabric Transport and no NVLink SHARP, so asking for CFT is refused and
+ * the NVLS switches have nothing to switch (docs/design.md). */
+static ncclResult_t check_231(const ncclConfig_t* c) {
+  const struct {
+    const char* name;
+    int v;
+  } flags[] = {{"launchOrderImplicit", c->launchOrderImplicit}, {"rmaEagerInit", c->rmaEagerInit}};
+  for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+    if (flags[i].v != NCCL_CONFIG_UNDEF_INT && flags[i].v != 0 && flags[i].v != 1) {
+      return tutti_error(ncclInvalidArgument, "ncclConfig_t.%s is %d: it must be 0 or 1",
+                         flags[i].name, flags[i].v);
+    }
+  }
+  if (c->numRmaSig != NCCL_CONFIG_UNDEF_INT && c->numRmaSig <= 0) {
+    return tutti_error(ncclInvalidArgument,
+                       "ncclConfig_t.numRmaSig is %d: it must be positive (or unset)",
+                       c->numRmaSig);
+  }
+  if (c->hostCftMode == ncclHostCftEnable) {
+    return tutti_error(ncclInvalidUsage,
+                       "ncclConfig_t.hostCftMode is ncclHostCftEnable, but tutti has no Compute "
+                       "Fabric Transport: use ncclHostCftFallback or leave it unset");
+  }
+  if (c->hostCftMode != NCCL_CONFIG_UNDEF_INT && c->hostCftMode != ncclHostCftDisable &&
+      c->hostCftMode != ncclHostCftFallback) {
+    return tutti_error(ncclInvalidArgument,
+                       "ncclConfig_t.hostCftMode is %d: it must be one of ncclHostCftDefault, "
+                       "ncclHostCftEnable (1), ncclHostCftDisable (2), ncclHostCftFallback (3)",
+                       c->hostCftMode);
+  }
+  if (c->nvlsHostMode != NCCL_CONFIG_UNDEF_INT && c->nvlsHostMode < 0) {
+    return tutti_error(ncclInvalidArgument,
+                       "ncclConfig_t.nvlsHostMode is %d: it must be ncclNvlsHostModeEnable (0), "
+                       "a combination of the ncclNvlsHostModeDisable* flags, or unset",
+                       c->nvlsHostMode);
+  }
+  return ncclSuccess;
 }
 
 ncclResult_t tutti_config_read(const ncclConfig_t* config, ncclConfig_t* out) {
@@ -120,6 +170,7 @@ ncclResult_t tutti_config_read(const ncclConfig_t* config, ncclConfig_t* out) {
                        "ncclConfig_t.graphStreamOrdering is %d: it must be 0 or 1",
                        c.graphStreamOrdering);
   }
+  NCCLCHECK(check_231(&c));
   *out = c;
   return ncclSuccess;
 }

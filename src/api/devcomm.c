@@ -148,6 +148,26 @@ NCCL_API int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank) {
   return comm->rank % tutti_devcomm_lsa_size(comm) + (rank - team.rank) * team.stride;
 }
 
+/* Compute Fabric Transport's teams (NCCL 2.31). tutti has no CFT: the
+ * unicast and the multicast group are this rank alone, as NCCL's are on a
+ * GPU without CFT; an unknown mode is NCCL's empty team. */
+NCCL_API ncclTeam_t ncclTeamCft(ncclComm_t comm, ncclCftTeamMode_t mode) {
+  (void)comm;
+  ncclTeam_t t = {0, 0, 0};
+  if (mode == NCCL_CFT_TEAM_FLAT || mode == NCCL_CFT_TEAM_HIER_MULTIMEM ||
+      mode == NCCL_CFT_TEAM_HIER_LSA) {
+    t.nRanks = 1;
+    t.stride = 1;
+  }
+  return t;
+}
+
+NCCL_API ncclTeam_t ncclTeamCftMultimem(ncclComm_t comm) {
+  (void)comm;
+  ncclTeam_t t = {1, 0, 1};
+  return t;
+}
+
 /* The requirement helpers: what a device communicator would need for each
  * kind of resource, in NCCL's units (pure functions of their arguments). */
 static void req_reset(ncclDevResourceRequirements_t* r) {

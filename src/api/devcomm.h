@@ -18,6 +18,15 @@ typedef struct {
   int nRanks, rank, stride;
 } ncclTeam_t;
 
+/* Compute Fabric Transport (NCCL 2.31): logical endpoints and its teams. */
+typedef uint32_t ncclCftLeId;
+#define TUTTI_LE_ID_INVALID ((ncclCftLeId)-1) /* NCCL_LE_ID_INVALID */
+typedef enum {
+  NCCL_CFT_TEAM_FLAT,
+  NCCL_CFT_TEAM_HIER_MULTIMEM,
+  NCCL_CFT_TEAM_HIER_LSA
+} ncclCftTeamMode_t;
+
 typedef uint32_t ncclDevResourceHandle_t;
 typedef uint32_t ncclGinSignal_t;
 typedef uint32_t ncclGinCounter_t;

@@ -88,6 +88,20 @@ static ncclResult_t run_rmas(struct queued_rma* rq, int nr, int waits, ncclResul
   return res;
 }
 
+/* ncclCollConfig_t.launchCompletionEvent: recorded on each call's stream as
+ * its launch is issued, ahead of its kernel, so it completes when the kernel
+ * may start (NVIDIA's library does the same where CUDA lacks launch
+ * completion events); a host call has waited for its stream already and
+ * starts now. */
+static ncclResult_t record_launch_events(struct tutti_queued_op* q, int n) {
+  for (int i = 0; i < n; i++) {
+    if (q[i].op->launch_event != NULL) {
+      NCCLCHECK(tutti_cuda_event_record(q[i].op->launch_event, q[i].op->stream));
+    }
+  }
+  return ncclSuccess;
+}
+
 /* Runs the operations, then returns them to their pools. Each
  * communicator counts as busy (ncclCommAbort waits for that) until nothing
  * of it is touched any more. Device operations are enqueued on their
@@ -121,7 +135,10 @@ static ncclResult_t run_ops(struct tutti_queued_op* q, int n, struct queued_rma*
   if (ops == NULL) {
     res = tutti_error(ncclSystemError, "out of host memory");
   } else {
-    res = tutti_group_launch_device(q, n, &first);
+    res = record_launch_events(q, n);
+    if (res == ncclSuccess) {
+      res = tutti_group_launch_device(q, n, &first);
+    }
     /* Puts before host operations and waits after them: a rank's waits
      * never hold up the puts its peers wait for. */
     res = run_rmas(rq, nr, 0, res);

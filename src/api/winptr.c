@@ -93,3 +93,46 @@ NCCL_API ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t o
   }
   return ncclSuccess;
 }
+
+/* Compute Fabric Transport's logical endpoints (NCCL 2.31): tutti registers
+ * no window with CFT, so every question is answered with the invalid
+ * endpoint and ncclInvalidUsage naming why. */
+static ncclResult_t no_le(const char* fn, ncclWindow_t window, ncclCftLeId* leId,
+                          size_t* leOffset) {
+  if (leId == NULL || leOffset == NULL) {
+    return tutti_error(ncclInvalidArgument, "%s: %s is NULL", fn,
+                       leId == NULL ? "leId" : "leOffset");
+  }
+  *leId = TUTTI_LE_ID_INVALID;
+  *leOffset = 0;
+  void* unused;
+  struct ncclComm* comm;
+  struct tutti_win* w;
+  NCCLCHECK(find(fn, window, &unused, &comm, &w));
+  return tutti_error(ncclInvalidUsage,
+                     "%s: window %p has no Compute Fabric Transport logical endpoints: tutti "
+                     "has no CFT (ncclCommQueryProperties reports no device API support)",
+                     fn, (void*)window);
+}
+
+NCCL_API ncclResult_t ncclGetMultimemDeviceLeInfo(ncclWindow_t window, size_t offset,
+                                                  ncclCftLeId* leId, size_t* leOffset) {
+  (void)offset;
+  return no_le("ncclGetMultimemDeviceLeInfo", window, leId, leOffset);
+}
+
+NCCL_API ncclResult_t ncclGetCftDeviceLeInfo(ncclWindow_t window, size_t offset, int peerCft,
+                                             ncclTeam_t cftTeam, ncclCftLeId* leId,
+                                             size_t* leOffset) {
+  (void)offset;
+  (void)peerCft;
+  (void)cftTeam;
+  return no_le("ncclGetCftDeviceLeInfo", window, leId, leOffset);
+}
+
+NCCL_API ncclResult_t ncclGetPeerDeviceLeInfo(ncclWindow_t window, size_t offset, int peerWorld,
+                                              ncclCftLeId* leId, size_t* leOffset) {
+  (void)offset;
+  (void)peerWorld;
+  return no_le("ncclGetPeerDeviceLeInfo", window, leId, leOffset);
+}

@@ -29,7 +29,10 @@ void tutti_call_describe(const struct tutti_call* c, char* buf, size_t len) {
     o += snprintf(buf + o, len - (size_t)o, ", root %d", (int)c->root);
   }
   if (o > 0 && (size_t)o < len) {
-    snprintf(buf + o, len - (size_t)o, ", %s buffers", c->device ? "device" : "host");
+    o += snprintf(buf + o, len - (size_t)o, ", %s buffers", c->device ? "device" : "host");
+  }
+  if (c->tag != 0 && o > 0 && (size_t)o < len) {
+    snprintf(buf + o, len - (size_t)o, ", profiler tag %llu", (unsigned long long)c->tag);
   }
 }
 

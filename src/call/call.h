@@ -21,6 +21,9 @@ struct tutti_call {
   uint8_t type;   /* ncclDataType_t */
   uint8_t red;    /* TUTTI_CALL_RED_*, or the ncclRedOp_t built-in */
   uint8_t device; /* 1: device buffers, 0: host buffers */
+  /* ncclCollConfig_t.userProfilerTag (0: none): shown with the call, never
+   * compared (a rank's own label). */
+  uint64_t tag;
 };
 #define TUTTI_CALL_RED_NONE 0xff      /* a collective without a reduction */
 #define TUTTI_CALL_RED_PREMUL_HOST 16 /* ncclRedOpCreatePreMulSum, host scalar */

@@ -122,6 +122,7 @@ static inline void tutti_doorbell_put_call(struct tutti_doorbell* bell,
   __atomic_store_n(&rec->type, c->type, __ATOMIC_RELEASE);
   __atomic_store_n(&rec->red, c->red, __ATOMIC_RELEASE);
   __atomic_store_n(&rec->device, c->device, __ATOMIC_RELEASE);
+  __atomic_store_n(&rec->tag, c->tag, __ATOMIC_RELEASE);
   __atomic_store_n(&rec->seq, c->seq, __ATOMIC_SEQ_CST);
 }
 
@@ -142,6 +143,7 @@ static inline int tutti_doorbell_get_call(const struct tutti_doorbell* bell, uin
   out->type = __atomic_load_n(&rec->type, __ATOMIC_ACQUIRE);
   out->red = __atomic_load_n(&rec->red, __ATOMIC_ACQUIRE);
   out->device = __atomic_load_n(&rec->device, __ATOMIC_ACQUIRE);
+  out->tag = __atomic_load_n(&rec->tag, __ATOMIC_ACQUIRE);
   return __atomic_load_n(&rec->seq, __ATOMIC_RELAXED) == seq;
 }
 

@@ -57,6 +57,7 @@ void tutti_rec_apply_call(struct tutti_doorbell* bell, const unsigned char* in) 
   c.type = in[21];
   c.red = in[22];
   c.device = in[23];
+  c.tag = 0; /* a rank's profiler tag stays on its host: not on the wire */
   /* A rewrite would blank the record for a moment, while the rank may read it. */
   struct tutti_call had;
   if (c.seq != 0 && !tutti_doorbell_get_call(bell, c.seq, &had)) {

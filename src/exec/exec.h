@@ -69,8 +69,9 @@ struct tutti_op {
   uint64_t board_gen;     /* board collectives: this operation's first generation (round 0) */
   int device;             /* device buffers: the device executor runs it on `stream` */
   cudaStream_t stream;
-  const void* scalar_dev; /* device: a PreMulSum scalar the kernel reads */
-  void* scratch;          /* owned: at least sched.scratch_bytes */
+  cudaEvent_t launch_event; /* ncclCollConfig_t.launchCompletionEvent: recorded at launch */
+  const void* scalar_dev;   /* device: a PreMulSum scalar the kernel reads */
+  void* scratch;            /* owned: at least sched.scratch_bytes */
   size_t scratch_cap;
   /* Progress, private to the executor. */
   struct tutti_lane_state* lanes;

@@ -67,6 +67,10 @@ static size_t launch_budget(const struct tutti_dev_caps* c) {
 static int schedule_channels(const struct tutti_coll_args* a, enum tutti_algo_id algo,
                              const struct tutti_dev_caps* c) {
   size_t ch = tutti_tune_device_channels(a);
+  /* The call's own bounds (ncclCollConfig_t minCTAs, maxCTAs), before the
+   * caps below: those keep the launch whole. */
+  ch = a->min_channels > 0 && ch < (size_t)a->min_channels ? (size_t)a->min_channels : ch;
+  ch = a->max_channels > 0 && ch > (size_t)a->max_channels ? (size_t)a->max_channels : ch;
   ch = ch > (size_t)c->channels ? (size_t)c->channels : ch;
   size_t cap = (size_t)c->lim.op_ctas / 2; /* ring lanes: at most two on any rank */
   const int every = c->lim.op_ctas / (2 * a->nranks);

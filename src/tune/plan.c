@@ -17,7 +17,7 @@ int tutti_tune_executor(int device_only, int host_only, int reachable, int have_
 }
 
 enum tutti_algo_id tutti_tune_pick_allowed(const struct tutti_coll_args* a, const char** why) {
-  const unsigned allowed = tutti_tune_allowed(a->coll);
+  const unsigned allowed = tutti_tune_call_allowed(a);
   for (int id = 0; id < TUTTI_ALGO_COUNT; id++) {
     if ((allowed & (1u << id)) && tutti_tune_table_can_run(a, (enum tutti_algo_id)id)) {
       *why = tutti_tune_algo_named()
@@ -38,7 +38,7 @@ enum tutti_algo_id tutti_tune_pick_allowed(const struct tutti_coll_args* a, cons
 
 void tutti_tune_plan(const struct tutti_coll_args* a, struct tutti_plan* plan) {
   const char* why;
-  enum tutti_algo_id pick = tutti_tune_table(a, tutti_tune_allowed(a->coll), NULL, &why);
+  enum tutti_algo_id pick = tutti_tune_table(a, tutti_tune_call_allowed(a), NULL, &why);
   memset(plan, 0, sizeof *plan);
   plan->path = TUTTI_PATH_SCHEDULE;
   plan->algo = pick != TUTTI_ALGO_COUNT ? pick : tutti_tune_pick_allowed(a, &why);
@@ -63,7 +63,7 @@ static const char* proto_name(int proto) {
 static void plan_device(const struct tutti_coll_args* a, const struct tutti_tune_offer* o,
                         struct tutti_plan* p) {
   const char* why = NULL;
-  const enum tutti_algo_id pick = tutti_tune_table(a, tutti_tune_allowed(a->coll), o, &why);
+  const enum tutti_algo_id pick = tutti_tune_table(a, tutti_tune_call_allowed(a), o, &why);
   enum tutti_algo_id sched = pick;
   if (pick == TUTTI_ALGO_COUNT) {
     const char* ignored;
@@ -91,6 +91,8 @@ struct shape {
   size_t bytes, board_bytes;
   int coll, nranks, rank, root, nhosts, max_local, in_place, can_pull, deterministic;
   int nops, premulsum;
+  unsigned call_algos;
+  int min_channels, max_channels;
   struct tutti_dev_caps caps;
 };
 /* Compared bytewise: no padding inside what is compared. */
@@ -122,6 +124,9 @@ void tutti_tune_launch(const struct tutti_tune_call* calls, int n,
     k.deterministic = a->deterministic;
     k.nops = n;
     k.premulsum = calls[i].premulsum;
+    k.call_algos = a->call_algos;
+    k.min_channels = a->min_channels;
+    k.max_channels = a->max_channels;
     memcpy(&k.caps, caps, sizeof k.caps);
     const unsigned r = (unsigned)((k.bytes * 31u + (size_t)k.coll * 7u + (size_t)n) % RECENT);
     if (recent_set[r] && memcmp(&k, &recent_shape[r], sizeof k) == 0) {

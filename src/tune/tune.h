@@ -114,6 +114,19 @@ int tutti_tune_algo_named(void);
 /* The algorithms NCCL_ALGO allows for `coll` (a bit per enum tutti_algo_id). */
 unsigned tutti_tune_allowed(enum tutti_coll coll);
 
+/* select.c: ncclCollConfig_t.algSelection (NCCL's grammar: "," or, "+"
+ * and, "^" not, names matched by their beginning) as a bit per enum
+ * tutti_algo_id into *mask; 0, or -1 with what is wrong in `err`. */
+int tutti_tune_parse_selection(const char* sel, unsigned* mask, char* err, size_t errlen);
+/* The algorithms (and device paths) that implement `coll`. */
+unsigned tutti_tune_implements(enum tutti_coll coll);
+/* Those of `mask` that can run `a` (the device paths: where `a` is a device
+ * call; whether they do is decided at its launch). */
+unsigned tutti_tune_runnable(const struct tutti_coll_args* a, unsigned mask);
+/* What `a` may use: NCCL_ALGO's algorithms, narrowed by the call's own
+ * selection where both leave some. */
+unsigned tutti_tune_call_allowed(const struct tutti_coll_args* a);
+
 /* Protocols a device call may use: NCCL_PROTO, read once (TUTTI_PROTO_*). */
 int tutti_tune_protocols(void);
 /* An NCCL_PROTO value as the mask above; unset or nothing left: all (exposed for tests). */

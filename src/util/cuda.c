@@ -20,6 +20,7 @@ typedef int (*cu_device_get_fn)(int*, int);
 typedef int (*cu_device_uuid_fn)(unsigned char*, int);
 typedef int (*cu_device_mem_fn)(size_t*, int);
 typedef int (*cu_device_pci_fn)(char*, int, int);
+typedef int (*cu_event_record_fn)(void*, void*);
 
 /* The driver API's values (cuda.h), which this file does not include. */
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
@@ -43,6 +44,7 @@ static struct {
   cu_device_uuid_fn device_uuid;
   cu_device_mem_fn device_mem;
   cu_device_pci_fn device_pci;
+  cu_event_record_fn event_record;
 } cu;
 
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
@@ -66,6 +68,7 @@ static void cuda_load(void) {
   cu.device_uuid = (cu_device_uuid_fn)dlsym(h, "cuDeviceGetUuid_v2");
   cu.device_mem = (cu_device_mem_fn)dlsym(h, "cuDeviceTotalMem_v2");
   cu.device_pci = (cu_device_pci_fn)dlsym(h, "cuDeviceGetPCIBusId");
+  cu.event_record = (cu_event_record_fn)dlsym(h, "cuEventRecord");
   if (cu.device_uuid == NULL) {
     cu.device_uuid = (cu_device_uuid_fn)dlsym(h, "cuDeviceGetUuid");
   }
@@ -201,4 +204,22 @@ ncclResult_t tutti_cuda_stream_wait(cudaStream_t stream, double limit_s,
       nanosleep(&ts, NULL);
     }
   }
+}
+
+ncclResult_t tutti_cuda_event_record(cudaEvent_t event, cudaStream_t stream) {
+  if (!tutti_cuda_available() || cu.event_record == NULL) {
+    return tutti_error(ncclInvalidUsage,
+                       "a CUDA event (ncclCollConfig_t.launchCompletionEvent) cannot be recorded: "
+                       "no CUDA driver is loaded in this process");
+  }
+  /* The runtime's events and streams are the driver's (cudaEvent_t is a
+   * CUevent). */
+  const int r = cu.event_record(event, stream);
+  if (r != 0) {
+    return tutti_error(ncclUnhandledCudaError,
+                       "recording the launch completion event %p on stream %p failed "
+                       "(CUresult %d)",
+                       (void*)event, (void*)stream, r);
+  }
+  return ncclSuccess;
 }

@@ -35,5 +35,8 @@ size_t tutti_cuda_device_mem(int dev);
  * is set, with an error that says so. */
 ncclResult_t tutti_cuda_stream_wait(cudaStream_t stream, double limit_s,
                                     const volatile int* abort_flag);
+/* Records `event` on `stream` (cuEventRecord): ncclInvalidUsage with a
+ * sentence when no CUDA driver is loaded. */
+ncclResult_t tutti_cuda_event_record(cudaEvent_t event, cudaStream_t stream);
 
 #endif

@@ -132,7 +132,7 @@ EOF
     case $lib in "$venv"/*/tutti/lib/libtutti.so.0) ;; *) fail "library_path() is not inside the venv's package" ;; esac
     "$py" -c '
 import os, tutti
-assert tutti.__version__ and tutti.nccl_version == "2.30.7", tutti.nccl_version
+assert tutti.__version__ and tutti.nccl_version == "2.32.6", tutti.nccl_version
 for p in (tutti.library_path(), tutti.nccl_library_path(), tutti.include_dir()):
     assert os.path.exists(p), p
 for t in tutti.TOOLS:
@@ -168,7 +168,7 @@ import ctypes, os, sys
 import tutti
 lib = ctypes.CDLL(tutti.nccl_library_path())
 v = ctypes.c_int()
-assert lib.ncclGetVersion(ctypes.byref(v)) == 0 and v.value == 23007, v.value
+assert lib.ncclGetVersion(ctypes.byref(v)) == 0 and v.value == 23206, v.value
 
 class UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_char * 128)]
@@ -216,7 +216,7 @@ EOF
       exit 77
     fi
     grep -qE "^verdict: PyTorch uses tutti" torch-check.txt || fail "unexpected verdict"
-    grep -q "NCCL version 2.30.7 (tutti " torch-check.txt || fail "the child printed no tutti banner"
+    grep -q "NCCL version 2.32.6 (tutti " torch-check.txt || fail "the child printed no tutti banner"
     echo "python.torch_check: ok"
     ;;
 
@@ -232,7 +232,7 @@ EOF
       cat check.txt
       [ $rc = 0 ] && grep -q "^verdict: PyTorch uses tutti" check.txt ||
         fail "python -m tutti.torch check $flag with a stand-in torch (exit $rc)"
-      [ -n "$flag" ] || grep -q "^  | NCCL version 2.30.7 (tutti " check.txt ||
+      [ -n "$flag" ] || grep -q "^  | NCCL version 2.32.6 (tutti " check.txt ||
         fail "python -m tutti.torch check: no tutti banner from the child"
     done
     # ... and for one whose NCCL is not tutti's.
@@ -297,7 +297,7 @@ PYEOF
     cat torch-check.txt
     [ $rc = 0 ] && grep -q "^verdict: PyTorch uses tutti" torch-check.txt ||
       fail "python -m tutti.torch check on torch $version (exit $rc)"
-    grep -q "NCCL version 2.30.7 (tutti " torch-check.txt || fail "the child printed no tutti banner"
+    grep -q "NCCL version 2.32.6 (tutti " torch-check.txt || fail "the child printed no tutti banner"
     echo "python.torch_pypi: ok (torch $version)"
     ;;
 

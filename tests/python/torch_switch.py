@@ -15,7 +15,7 @@ float32 whatever the order: results must equal the reference bit for bit
 
 Which library served NCCL: unless NCCL_DEBUG is set already, each rank runs
 with NCCL_DEBUG=VERSION and NCCL_DEBUG_FILE in a temporary directory, and
-the banner there names the library (tutti prints "NCCL version 2.30.7 (tutti
+the banner there names the library (tutti prints "NCCL version 2.32.6 (tutti
 X)" on its first call; NVIDIA's NCCL prints "NCCL version 2.x.y+cudaZ");
 besides, /proc/self/maps lists the NCCL libraries mapped and the process's
 global scope must resolve ncclCommInitRank to tutti. Exit 0 when every check

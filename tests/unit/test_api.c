@@ -64,7 +64,7 @@ static void body_init_allreduce(struct rank_ctx* c) {
 static void test_versions_and_strings(void) {
   int v = 0;
   CHECK_NCCL(ncclGetVersion(&v));
-  CHECK(v == NCCL_VERSION_CODE && v == 23007, "version %d", v);
+  CHECK(v == NCCL_VERSION_CODE && v == 23206, "version %d", v);
   CHECK(strcmp(ncclGetErrorString(ncclTimeout), "timeout") == 0, "ncclTimeout text");
   CHECK(ncclGetVersion(NULL) == ncclInvalidArgument, "NULL version");
   for (int r = 0; r <= ncclNumResults; r++) {

@@ -14,7 +14,7 @@ import tutti
 import tutti.torch as tt
 from tutti._process import global_provider, is_tutti, mapped_libraries
 
-# Run with NCCL_DEBUG=VERSION: tutti prints "NCCL version 2.30.7 (tutti X)"
+# Run with NCCL_DEBUG=VERSION: tutti prints "NCCL version 2.32.6 (tutti X)"
 # when its logging starts (any first call, ncclGetVersion included); NVIDIA's
 # NCCL prints "NCCL version 2.x.y+cudaZ" when a communicator is created. So
 # the banner names the library that served the calls made through torch.
