@@ -20,7 +20,9 @@ enum tutti_algo_id tutti_tune_pick_allowed(const struct tutti_coll_args* a, cons
   const unsigned allowed = tutti_tune_call_allowed(a);
   for (int id = 0; id < TUTTI_ALGO_COUNT; id++) {
     if ((allowed & (1u << id)) && tutti_tune_table_can_run(a, (enum tutti_algo_id)id)) {
-      *why = tutti_tune_algo_named()
+      *why = a->call_algos != 0 ? "the call's algSelection: the first algorithm it allows "
+                                  "that runs this collective"
+             : tutti_tune_algo_named()
                  ? "NCCL_ALGO: the first allowed algorithm that runs this collective"
                  : "the first algorithm that can run here";
       return (enum tutti_algo_id)id;
@@ -97,7 +99,7 @@ struct shape {
 };
 /* Compared bytewise: no padding inside what is compared. */
 _Static_assert(sizeof(struct tutti_dev_caps) ==
-                   sizeof(struct tutti_dev_limits) + 8 * sizeof(int) + 3 * sizeof(uint64_t),
+                   sizeof(struct tutti_dev_limits) + 10 * sizeof(int) + 3 * sizeof(uint64_t),
                "struct tutti_dev_caps has padding: plans are cached by its bytes");
 
 #define RECENT 8 /* plans kept per thread, by a hash of the shape */

@@ -9,9 +9,11 @@
 static uint64_t seen[SEEN_ENTRIES];
 
 uint64_t tutti_tune_shape(const struct tutti_coll_args* a, unsigned path) {
-  const uint64_t parts[] = {(uint64_t)a->coll,      a->count * a->elem_size, (uint64_t)a->nranks,
-                            (uint64_t)a->nhosts,    (uint64_t)a->in_place,   (uint64_t)a->device,
-                            (uint64_t)a->max_local, (uint64_t)path};
+  const uint64_t parts[] = {
+      (uint64_t)a->coll, a->count * a->elem_size, (uint64_t)a->nranks, (uint64_t)a->nhosts,
+      (uint64_t)a->in_place, (uint64_t)a->device, (uint64_t)a->max_local, (uint64_t)path,
+      /* a call's own configuration plans it apart */
+      (uint64_t)a->call_algos, (uint64_t)a->min_channels << 32 | (uint32_t)a->max_channels};
   uint64_t h = 0x9e3779b97f4a7c15ull;
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
     h ^= parts[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);

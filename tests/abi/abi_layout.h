@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#define ABI_FACTS 128
+#define ABI_FACTS 192
 
 struct abi_facts {
   int n;

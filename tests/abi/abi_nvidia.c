@@ -1,7 +1,7 @@
 /* Built against NVIDIA's nccl.h, not tutti's, and linked to libtutti.so: a
  * program written for NCCL runs on tutti. Built twice: against the CUDA
  * toolkit's header (NCCL 2.28: an older program on the newer library) and
- * against NCCL 2.30.7's from PyPI (header230.sh). Checks the ABI facts
+ * against NCCL 2.30.7's, 2.31.2's and 2.32.6's from PyPI (header_nvidia.sh). Checks the ABI facts
  * against tutti's header (those of the header's own release only where the
  * releases match), that every function NVIDIA declares links with NVIDIA's
  * signature, and runs real collectives with NVIDIA's config layout. */
@@ -93,6 +93,21 @@ static const void* const symbols[] = {
     (const void*)pncclAllReduce,
     (const void*)pncclCommGrow,
     (const void*)pncclParamBind,
+#endif
+#if NCCL_VERSION_CODE >= 23100
+    (const void*)ncclAllReduceConfig,
+    (const void*)ncclBroadcastConfig,
+    (const void*)ncclReduceConfig,
+    (const void*)ncclAllGatherConfig,
+    (const void*)ncclReduceScatterConfig,
+    (const void*)ncclAlltoAllConfig,
+    (const void*)ncclGatherConfig,
+    (const void*)ncclScatterConfig,
+    (const void*)pncclAllReduceConfig,
+#endif
+#if NCCL_VERSION_CODE >= 23200
+    (const void*)ncclSetEncryption,
+    (const void*)pncclSetEncryption,
 #endif
 };
 
@@ -189,6 +204,28 @@ int main(void) {
   else {
     failed++;
     printf("FAIL 2.30 calls: %s\n", ncclGetLastError(NULL));
+  }
+#endif
+#if NCCL_VERSION_CODE >= 23100
+  /* A per-call configuration of NVIDIA's layout, as its header sets it. */
+  ncclCollConfig_t cc = NCCL_COLLCONFIG_INITIALIZER;
+  cc.algSelection = "RING";
+  cc.userProfilerTag = 7;
+  for (int i = 0; i < 3; i++)
+    for (int k = 0; k < 8; k++)
+      v[i][k] = i + k;
+  ncclGroupStart();
+  for (int i = 0; i < 3; i++)
+    ncclAllReduceConfig(v[i], v[i], 8, ncclDouble, ncclSum, comms[i], (cudaStream_t)0, &cc);
+  ok = ncclGroupEnd() == ncclSuccess;
+  for (int i = 0; i < 3; i++)
+    for (int k = 0; k < 8; k++)
+      ok &= v[i][k] == 3.0 + 3.0 * k;
+  if (ok)
+    passed++;
+  else {
+    failed++;
+    printf("FAIL ncclAllReduceConfig: %s\n", ncclGetLastError(NULL));
   }
 #endif
   for (int i = 0; i < 3; i++)

@@ -33,12 +33,19 @@ add_test(NAME abi.exports_231 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/exports.sh 
   $<TARGET_FILE:tutti> $<TARGET_FILE:tutti_as_nccl> 2.31.2 ncclSetEncryption)
 set_tests_properties(abi.exports_231 PROPERTIES TIMEOUT 600 RESOURCE_LOCK nvidia_nccl_wheel
   SKIP_RETURN_CODE 77)
-# The same program as abi.nvidia_header, compiled against NCCL 2.30.7's nccl.h.
-if(NVIDIA_NCCL_INCLUDE AND EXISTS ${NVIDIA_NCCL_INCLUDE}/cuda_runtime.h)
-  add_test(NAME abi.nvidia_header_230 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/header230.sh
-    ${CMAKE_SOURCE_DIR} $<TARGET_FILE:tutti> ${CMAKE_C_COMPILER} ${NVIDIA_NCCL_INCLUDE})
-  set_tests_properties(abi.nvidia_header_230 PROPERTIES TIMEOUT 600 RESOURCE_LOCK nvidia_nccl_wheel)
-else()
-  add_test(NAME abi.nvidia_header_230 COMMAND ${CMAKE_COMMAND} -E echo "SKIPPED: no CUDA toolkit headers")
-  set_tests_properties(abi.nvidia_header_230 PROPERTIES SKIP_REGULAR_EXPRESSION "SKIPPED")
-endif()
+# The same program as abi.nvidia_header, compiled against the nccl.h of
+# NCCL 2.30.7, 2.31.2 and 2.32.6 from PyPI (each skipped, loudly, where PyPI
+# does not have it).
+foreach(v 2.30.7 2.31.2 2.32.6)
+  string(REGEX REPLACE "^2\\.([0-9]+)\\..*" "2\\1" gen ${v})
+  if(NVIDIA_NCCL_INCLUDE AND EXISTS ${NVIDIA_NCCL_INCLUDE}/cuda_runtime.h)
+    add_test(NAME abi.nvidia_header_${gen} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/header_nvidia.sh
+      ${CMAKE_SOURCE_DIR} $<TARGET_FILE:tutti> ${CMAKE_C_COMPILER} ${NVIDIA_NCCL_INCLUDE} ${v})
+    set_tests_properties(abi.nvidia_header_${gen} PROPERTIES TIMEOUT 600
+      RESOURCE_LOCK nvidia_nccl_wheel SKIP_RETURN_CODE 77)
+  else()
+    add_test(NAME abi.nvidia_header_${gen} COMMAND ${CMAKE_COMMAND} -E echo
+      "SKIPPED: no CUDA toolkit headers")
+    set_tests_properties(abi.nvidia_header_${gen} PROPERTIES SKIP_REGULAR_EXPRESSION "SKIPPED")
+  endif()
+endforeach()
