@@ -147,6 +147,9 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
   const int gpu_regions = !dc->host_mode && !dc->net;
   td_layout_make(&dc->lay, dc->nch, n, dc->slot_bytes * TD_SLOTS, gpu_regions, dc->ll128,
                  &s->sizes);
+  /* Within its budget the layout may set up fewer channels and queues. */
+  dc->nch = (int)dc->lay.nch;
+  dc->slot_bytes = dc->lay.queue_bytes / TD_SLOTS;
   if (dc->host_mode) {
     td_host_region_name(dc->shm_name, sizeof dc->shm_name, s->secret, s->comm_hash, s->rank);
     NCCLCHECK(td_host_region_map(dc->shm_name, dc->lay.total, 1, &dc->hosts[s->rank]));
@@ -402,10 +405,16 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
     dc->pids[p] = s->host_of[p] == s->host_of[s->rank] && !dc->remote[p] ? s->peers[p].pid : 0;
   }
   dc->watch_live = dc->pids != NULL && pthread_create(&dc->watch, NULL, td_watch_main, dc) == 0;
+  const struct td_layout& L = dc->lay;
   INFO(TUTTI_INIT,
-       "device executor: %d channels, %d threads, queues of %zu bytes per peer and "
-       "channel, %.1f MB on GPU %d",
-       dc->nch, dc->nthreads, (size_t)dc->lay.queue_bytes, (double)dc->lay.total / 1e6, dc->dev);
+       "device executor: %d channels, %d threads, queues of %zu KB per peer and channel "
+       "(every peer's on %d channels, loopback on %d), mapped inboxes %d x %zu KB per peer "
+       "(LL on %d), copy-engine slots of %zu KB: %.2f MiB on GPU %d%s",
+       dc->nch, dc->nthreads, (size_t)(L.queue_bytes >> 10), (int)L.all_nch, (int)L.loop_nch,
+       (int)L.mapped_nch, (size_t)(L.chan_bytes >> 10), (int)L.ll_nch,
+       (size_t)(L.ce_slot_bytes >> 10), (double)L.total / (1 << 20), dc->dev,
+       s->sizes.comm_memory > 0 && !dc->host_mode && !dc->net ? " (fitted to TUTTI_COMM_MEMORY)"
+                                                              : "");
   td_mem_log(dc);
   td_dev_leave(&g);
   *out = dc;

@@ -143,11 +143,13 @@ typedef td_work<320, TUTTI_DEV_MAX_OPS, 160, 128, 896> td_work_large;
  *   ring[ch]        the same from the ring's previous rank only, on the
  *                   channels beyond those (a ring's lanes hear from it alone)
  *   loop[ch]        the same for this rank's sends to itself, on the first
- *                   TD_LOOP_CHANNELS channels only (td_queue_off)
+ *                   loop_nch channels only (td_queue_off)
  *   ll[ch][src]     TD_SLOTS LL slots each (positions shared with the queue)
  *   dflag[src][chan], dack[dst][chan], inbox[src][parity][chan],
  *   ll_inbox[src][parity][chan] and ll128_inbox[src][chan][slot]: the
- *                   mapped kernel's (kernels/mapped.h; src and dst count peers only)
+ *                   mapped kernel's (kernels/mapped.h; src and dst count peers
+ *                   only; inboxes on mapped_nch / ll_nch channels, counters
+ *                   on TD_MAPPED_CHANNELS)
  * and its private region, always in its own GPU's memory:
  *   sent[ch][dst], recvd[ch][src], served[ch][conn] turns, done counters,
  *   the count of finished blocks, and (beside it) of kernels started and
@@ -158,6 +160,9 @@ struct td_layout {
   uint64_t dflag_off, dack_off, inbox_off, chan_bytes, ll_inbox_off, ll128_inbox_off,
       ll128_chan_bytes;
   uint64_t ce_flag_off, ce_inbox_off, ce_slot_bytes, total;
+  /* Channels set up, those with loopback queues, with the mapped kernel's simple and LL128
+   * inboxes, with its LL inboxes: the most blocks each may use. */
+  uint64_t nch, loop_nch, mapped_nch, ll_nch;
   uint64_t sent_off, recvd_off, served_off, done_off, finished_off, dseq_off, priv_total;
 };
 

@@ -73,7 +73,8 @@ static int schedule_channels(const struct tutti_coll_args* a, enum tutti_algo_id
   ch = a->max_channels > 0 && ch > (size_t)a->max_channels ? (size_t)a->max_channels : ch;
   ch = ch > (size_t)c->channels ? (size_t)c->channels : ch;
   size_t cap = (size_t)c->lim.op_ctas / 2; /* ring lanes: at most two on any rank */
-  const int every = c->lim.op_ctas / (2 * a->nranks);
+  int every = c->lim.op_ctas / (2 * a->nranks);
+  every = c->all_channels > 0 && c->all_channels < every ? c->all_channels : every;
   const size_t all = (size_t)(every < 1 ? 1 : every);
   if (a->coll == TUTTI_COLL_SEND || a->coll == TUTTI_COLL_RECV) {
     cap = launch_budget(c) / (2 * (size_t)a->nranks);

@@ -99,7 +99,7 @@ struct shape {
 };
 /* Compared bytewise: no padding inside what is compared. */
 _Static_assert(sizeof(struct tutti_dev_caps) ==
-                   sizeof(struct tutti_dev_limits) + 8 * sizeof(int) + 3 * sizeof(uint64_t),
+                   sizeof(struct tutti_dev_limits) + 10 * sizeof(int) + 3 * sizeof(uint64_t),
                "struct tutti_dev_caps has padding: plans are cached by its bytes");
 
 #define RECENT 8 /* plans kept per thread, by a hash of the shape */

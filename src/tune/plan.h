@@ -55,14 +55,16 @@ struct tutti_dev_limits {
  * tutti_dev_comm_caps): its setup, and the launch's stream. */
 struct tutti_dev_caps {
   struct tutti_dev_limits lim;
-  unsigned colls;  /* the collectives the mapped kernel and the copy engines implement */
-  int one_process; /* every peer's memory belongs to this process */
-  int net;         /* some peer is reached through the network proxy */
-  int channels;    /* channels set up */
-  int threads;     /* threads per block set up */
-  int ctas;        /* blocks of the schedules' kernel resident at once (this rank's share) */
-  int mapped_ctas; /* the same for the mapped kernel */
-  int capturing;   /* the launch's stream is being captured into a graph */
+  unsigned colls;   /* the collectives the mapped kernel and the copy engines implement */
+  int one_process;  /* every peer's memory belongs to this process */
+  int net;          /* some peer is reached through the network proxy */
+  int channels;     /* channels set up */
+  int all_channels; /* of them, those on which every peer has queues (0: all) */
+  int threads;      /* threads per block set up */
+  int ctas;         /* blocks of the schedules' kernel resident at once (this rank's share) */
+  int mapped_ctas;  /* the same for the mapped kernel */
+  int capturing;    /* the launch's stream is being captured into a graph */
+  int spare;        /* zero: no padding before the sizes (plans are cached by these bytes) */
   uint64_t mapped_chan_bytes; /* the mapped kernel's inbox per channel (0: none) */
   uint64_t ll128_chan_bytes;  /* its LL128 inbox per channel (0: none) */
   uint64_t ce_slot_bytes;     /* the copy engines' inbox slot (0: none) */
@@ -76,6 +78,9 @@ struct tutti_dev_sizes {
   int threads;                         /* per block */
   size_t queue_bytes, net_queue_bytes; /* per connection queue, likewise */
   size_t mapped_memory, mapped_ll128_memory, ce_memory; /* inboxes per rank */
+  /* Where every peer is on this host and GPU memory holds the region: the
+   * most it takes per rank, the sizes above shrunk to fit (0: as they are). */
+  size_t comm_memory;
   int wants_ll128; /* some size may take LL128 lines: their inboxes are worth it */
   int host_queues; /* NCCL_P2P_DISABLE: queues in host memory */
   int net_all;     /* with NCCL_SHM_DISABLE too: every peer through the network proxy */

@@ -1,10 +1,13 @@
 /* The layout of a rank's device region (device/work.h, layout.cu), checked
- * on the host (no GPU needed): for rank counts 1-65 and channel counts
- * 1-64, every queue a schedule may use at a rank (its loopback queues on
- * the first TD_LOOP_CHANNELS channels, every peer's on the first
- * td_all_peer_channels(n), the ring's previous rank's on every channel)
- * lies in the queue area, none overlaps another, none is left unused, and
- * the area is what the launcher's channel caps need and no more. */
+ * on the host (no GPU needed): for rank counts 1-65, channel counts 1-64
+ * and budgets (TUTTI_COMM_MEMORY) of none and 8 MiB - 1 GiB, every queue a
+ * schedule may use at a rank (its loopback queues on the first loop_nch
+ * channels, every peer's on the first all_nch, the ring's previous rank's
+ * on every channel) lies in the queue area, none overlaps another, none is
+ * left unused, and the area is what the launcher's channel caps need and no
+ * more; a fitted region stays within its budget; and the bytes per rank of
+ * the default sizes, with the default budget and without one, are those of
+ * a table (a change of the layout changes it on purpose). */
 #include <stdlib.h>
 
 extern "C" {
@@ -12,15 +15,20 @@ extern "C" {
 #include "harness.h"
 }
 #include "device/dev_comm.h"
+#include "device/kernels/mapped.h"
 
-/* Tune's default inboxes (mapped.memory, mapped.ll128_memory, ce.memory). */
-static struct tutti_dev_sizes default_sizes(void) {
+/* Tune's default inboxes (mapped.memory, mapped.ll128_memory, ce.memory)
+ * and a budget of `budget` bytes. */
+static struct tutti_dev_sizes default_sizes(uint64_t budget) {
   struct tutti_dev_sizes s = {};
   s.mapped_memory = (size_t)64 << 20;
   s.mapped_ll128_memory = (size_t)16 << 20;
   s.ce_memory = (size_t)64 << 20;
+  s.comm_memory = (size_t)budget;
   return s;
 }
+
+#define MIB ((uint64_t)1 << 20)
 
 static int cmp_u64(const void* a, const void* b) {
   const uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
@@ -32,7 +40,7 @@ static size_t used_queues(const td_layout* l, int nch, int n, int at, uint64_t* 
   size_t k = 0;
   const int prev = tutti_ring_prev(at, n);
   for (int ch = 0; ch < nch; ch++) {
-    if (ch < TD_LOOP_CHANNELS) {
+    if ((uint64_t)ch < l->loop_nch) {
       offs[k++] = td_queue_off(l, ch, at, at, n);
     }
     for (int from = 0; from < n; from++) {
@@ -44,21 +52,47 @@ static size_t used_queues(const td_layout* l, int nch, int n, int at, uint64_t* 
   return k;
 }
 
-static void check_layout(int n, int nch) {
-  const size_t qb = (size_t)4 << 20;
+static void check_layout(int n, int want_nch, uint64_t budget) {
+  const size_t want_qb = (size_t)4 << 20;
   td_layout l;
-  const struct tutti_dev_sizes sz = default_sizes();
-  td_layout_make(&l, nch, n, qb, 1, 1, &sz);
-  const uint64_t all = (uint64_t)(td_all_peer_channels(n) < nch ? td_all_peer_channels(n) : nch);
-  const uint64_t loops = nch < TD_LOOP_CHANNELS ? nch : TD_LOOP_CHANNELS;
+  const struct tutti_dev_sizes sz = default_sizes(budget);
+  td_layout_make(&l, want_nch, n, want_qb, 1, 1, &sz);
+  const int nch = (int)l.nch;
+  const uint64_t qb = l.queue_bytes;
+  CHECK(nch >= 1 && nch <= want_nch && qb <= want_qb && qb % (TD_SLOTS * 16) == 0,
+        "n %d nch %d budget %llu: %d channels of %llu-byte queues", n, want_nch,
+        (unsigned long long)budget, nch, (unsigned long long)qb);
+  const uint64_t peers_all = td_all_peer_channels(n) < nch ? td_all_peer_channels(n) : nch;
+  const uint64_t all = l.all_nch;
+  const uint64_t loops = l.loop_nch;
+  CHECK(all >= 1 && all <= peers_all && loops >= 1 && loops <= (uint64_t)nch &&
+            loops <= TD_LOOP_CHANNELS,
+        "n %d nch %d: queues from every peer on %llu channels, loopback on %llu", n, nch,
+        (unsigned long long)all, (unsigned long long)loops);
+  if (budget == 0) {
+    CHECK(all == peers_all && loops == (nch < TD_LOOP_CHANNELS ? (uint64_t)nch : TD_LOOP_CHANNELS),
+          "n %d nch %d: the layout without a budget moved", n, nch);
+  } else if (n > 1 && budget >= 8 * MIB) {
+    /* Over it only at the floor: one channel of 64 KB queues. */
+    CHECK(l.total <= budget || (nch == 1 && qb == 64 << 10),
+          "n %d nch %d: %llu bytes over a budget of %llu", n, want_nch, (unsigned long long)l.total,
+          (unsigned long long)budget);
+  }
   const uint64_t expect = all * (uint64_t)(n - 1) + (n > 1 ? (uint64_t)nch - all : 0) + loops;
-  CHECK(l.all_nch == all, "n %d nch %d: all_nch %llu, expected %llu", n, nch,
-        (unsigned long long)l.all_nch, (unsigned long long)all);
   CHECK(l.ll_off - l.queue_off == expect * qb, "n %d nch %d: %llu bytes of queues, expected %llu",
         n, nch, (unsigned long long)(l.ll_off - l.queue_off), (unsigned long long)(expect * qb));
   CHECK(td_all_peer_channels(n) == 1 || 2 * n * td_all_peer_channels(n) <= TD_OP_CTAS,
         "n %d: %d channels with every peer exceed what an operation may use", n,
         td_all_peer_channels(n));
+  /* The inboxes: in order, inside the region, each on its channels. */
+  const uint64_t p = (uint64_t)(n > 1 ? n - 1 : 0);
+  CHECK(l.inbox_off + p * l.mapped_nch * l.chan_bytes <= l.ll_inbox_off &&
+            l.ll128_inbox_off + p * l.mapped_nch * l.ll128_chan_bytes <= l.ce_flag_off &&
+            l.ce_inbox_off + p * TD_CE_SLOTS * l.ce_slot_bytes == l.total && l.mapped_nch >= 1 &&
+            l.mapped_nch <= TD_MAPPED_CHANNELS && l.ll_nch >= 1 &&
+            l.ll_nch <= TD_MAPPED_LL_CHANNELS,
+        "n %d nch %d budget %llu: the inboxes overlap or leave the region", n, want_nch,
+        (unsigned long long)budget);
   uint64_t* offs = (uint64_t*)malloc((size_t)nch * ((size_t)n + 1) * sizeof *offs);
   if (offs == NULL) {
     CHECK(0, "out of memory");
@@ -81,22 +115,47 @@ static void check_layout(int n, int nch) {
   free(offs);
 }
 
+/* Bytes per rank of the default sizes (64 channels of 4 MB), by rank count:
+ * with the default budget (TUTTI_COMM_MEMORY, 28 MiB) and without. */
+struct golden {
+  int n;
+  uint64_t fitted, wide;
+};
+static const struct golden table[] = {
+    {2, 29147136, 448876544},
+    {3, 28532736, 545402880},
+    {4, 27979776, 598921216},
+    {8, 29315072, 699813888},
+};
+
 int main(void) {
   const int ns[] = {1, 2, 3, 4, 5, 8, 16, 63, 64, 65};
   const int chs[] = {1, 2, 7, 8, 9, 16, 33, 64};
-  for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
-    for (size_t j = 0; j < sizeof chs / sizeof chs[0]; j++) {
-      check_layout(ns[i], chs[j]);
+  const uint64_t budgets[] = {0, 8 * MIB, 28 * MIB, 64 * MIB, 1024 * MIB};
+  for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+      for (size_t j = 0; j < sizeof chs / sizeof chs[0]; j++) {
+        check_layout(ns[i], chs[j], budgets[b]);
+      }
     }
   }
-  /* What the default 64 channels of 4 MB hold per rank, loopback included. */
-  const int show[] = {2, 4, 8};
-  for (int i = 0; i < 3; i++) {
-    td_layout l;
-    const struct tutti_dev_sizes sz = default_sizes();
-    td_layout_make(&l, 64, show[i], (size_t)4 << 20, 1, 1, &sz);
-    printf("%d ranks: %llu MB of queues per rank\n", show[i],
-           (unsigned long long)((l.ll_off - l.queue_off) >> 20));
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+    td_layout fit, wide;
+    const struct tutti_dev_sizes fs = default_sizes(28 * MIB), ws = default_sizes(0);
+    td_layout_make(&fit, 64, table[i].n, (size_t)4 << 20, 1, 0, &fs);
+    td_layout_make(&wide, 64, table[i].n, (size_t)4 << 20, 1, 0, &ws);
+    printf(
+        "%d ranks: %.2f MiB per rank fitted (%llu channels, queues of %llu KB, mapped inboxes "
+        "%llu x %llu KB, LL %llu channels, copy-engine slots %llu KB), %.2f MiB without a "
+        "budget\n",
+        table[i].n, (double)fit.total / MIB, (unsigned long long)fit.nch,
+        (unsigned long long)(fit.queue_bytes >> 10), (unsigned long long)fit.mapped_nch,
+        (unsigned long long)(fit.chan_bytes >> 10), (unsigned long long)fit.ll_nch,
+        (unsigned long long)(fit.ce_slot_bytes >> 10), (double)wide.total / MIB);
+    CHECK(fit.total == table[i].fitted && wide.total == table[i].wide,
+          "%d ranks: %llu / %llu bytes, the table says %llu / %llu", table[i].n,
+          (unsigned long long)fit.total, (unsigned long long)wide.total,
+          (unsigned long long)table[i].fitted, (unsigned long long)table[i].wide);
   }
   return test_summary("dev_layout");
 }

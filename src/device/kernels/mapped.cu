@@ -38,16 +38,14 @@ __device__ __forceinline__ char* td_inbox(const td_mapped& w, td_devcomm* dc, in
   const td_layout& L = dc->lay;
   const uint64_t peer = (uint64_t)td_peer_slot(from, at);
   if (P == TD_P_LL128) {
-    return dc->base[at] + L.ll128_inbox_off +
-           (peer * TD_MAPPED_CHANNELS + chan) * L.ll128_chan_bytes + slot * w.slot_bytes;
+    return dc->base[at] + L.ll128_inbox_off + (peer * L.mapped_nch + chan) * L.ll128_chan_bytes +
+           slot * w.slot_bytes;
   }
   if (P == TD_P_LL) {
     return dc->base[at] + L.ll_inbox_off +
-           ((peer * 2 + slot) * TD_MAPPED_LL_CHANNELS + chan) *
-               (uint64_t)TD_MAPPED_LL_CHANNEL_BYTES;
+           ((peer * 2 + slot) * L.ll_nch + chan) * (uint64_t)TD_MAPPED_LL_CHANNEL_BYTES;
   }
-  return dc->base[at] + L.inbox_off + (peer * TD_MAPPED_CHANNELS + chan) * L.chan_bytes +
-         slot * w.round;
+  return dc->base[at] + L.inbox_off + (peer * L.mapped_nch + chan) * L.chan_bytes + slot * w.round;
 }
 
 /* A counter of chan `chan` at `off` in rank `at`'s region, kept for rank `who`. */

@@ -44,6 +44,11 @@ extern "C" void tutti_dev_comm_caps(struct tutti_dev_comm* dc, cudaStream_t stre
   c->mapped_chan_bytes = dc->lay.chan_bytes;
   c->ll128_chan_bytes = dc->lay.ll128_chan_bytes;
   c->ce_slot_bytes = dc->lay.ce_slot_bytes;
+  /* What this communicator's layout holds (layout.cu fits it to its budget). */
+  c->all_channels = (int)dc->lay.all_nch;
+  c->lim.loop_channels = (int)dc->lay.loop_nch;
+  c->lim.mapped_channels = dc->lay.mapped_nch > 0 ? (int)dc->lay.mapped_nch : 1;
+  c->lim.mapped_ll_channels = dc->lay.ll_nch > 0 ? (int)dc->lay.ll_nch : 1;
   cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess) {
     (void)cudaGetLastError(); /* the launch's ordering asks again and says why */
@@ -234,14 +239,14 @@ static ncclResult_t ensure_scratch(struct tutti_dev_comm* dc, size_t bytes, cuda
 }
 
 /* Whether every connection of `op` on `nch` channels has a queue (work.h):
- * to itself on the first TD_LOOP_CHANNELS channels, with any peer on the
+ * to itself on the first loop_nch channels, with any peer on the
  * first all_nch, beyond them with the ring's neighbours only. The caps of
  * tune's channels (tune/device.c) keep every schedule within this; one that
  * is not is a bug. */
 static ncclResult_t check_queues(const struct tutti_dev_comm* dc, const struct tutti_dev_op* op,
                                  int nch) {
   const int n = dc->nranks, me = dc->rank;
-  if (nch <= TD_LOOP_CHANNELS && (uint64_t)nch <= dc->lay.all_nch) {
+  if ((uint64_t)nch <= dc->lay.loop_nch && (uint64_t)nch <= dc->lay.all_nch) {
     return ncclSuccess;
   }
   const struct tutti_schedule* s = op->sched;
@@ -250,13 +255,14 @@ static ncclResult_t check_queues(const struct tutti_dev_comm* dc, const struct t
     const int self = sp == me || rp == me;
     const int off_ring = (sp >= 0 && sp != me && sp != tutti_ring_next(me, n)) ||
                          (rp >= 0 && rp != me && rp != tutti_ring_prev(me, n));
-    if ((self && nch > TD_LOOP_CHANNELS) || (off_ring && (uint64_t)nch > dc->lay.all_nch)) {
+    if ((self && (uint64_t)nch > dc->lay.loop_nch) ||
+        (off_ring && (uint64_t)nch > dc->lay.all_nch)) {
       return tutti_error(ncclInternalError,
                          "%s (%s) on %d channels: rank %d sends to %d or hears from %d where "
                          "no queue exists (loopback queues on %d channels, any peer's on %d)",
                          tutti_coll_name((enum tutti_coll)op->args->coll),
                          tutti_algo_get((enum tutti_algo_id)s->algo)->name, nch, me, sp, rp,
-                         TD_LOOP_CHANNELS, (int)dc->lay.all_nch);
+                         (int)dc->lay.loop_nch, (int)dc->lay.all_nch);
     }
   }
   return ncclSuccess;
