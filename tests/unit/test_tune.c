@@ -1,6 +1,6 @@
 /* Tune: the NCCL_ALGO and NCCL_PROTO parsers, the plan and its reason for
- * host and device calls, TUTTI_TUNE's ranges, and NCCL_DEBUG_SUBSYS=TUNING
- * printing each distinct call shape once. */
+ * host and device calls, TUTTI_TUNE's ranges, NCCL_DEBUG_SUBSYS=TUNING
+ * printing each distinct call shape once, and a call's own configuration. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -395,6 +395,66 @@ static void test_tuning_lines(void) {
   CHECK(device == 1, "TUNING: one line for three launches of one device shape (%d)", device);
 }
 
+/* A call's own configuration (ncclCollConfig_t): algSelection's grammar,
+ * the plan kept within it, the device channels within minCTAs/maxCTAs. */
+static void test_call_config(void) {
+  unsigned m = 0;
+  char err[256];
+  const unsigned ring = 1u << TUTTI_ALGO_RING, direct = 1u << TUTTI_ALGO_DIRECT;
+  const unsigned all = (1u << TUTTI_ALGO_COUNT) - 1;
+  CHECK(tutti_tune_parse_selection("Ring", &m, err, sizeof err) == 0 && m == ring, "Ring: %x", m);
+  CHECK(tutti_tune_parse_selection(" ring_simple , DIRECT ", &m, err, sizeof err) == 0 &&
+            m == (ring | direct),
+        "RING_SIMPLE,Direct: %x", m);
+  CHECK(tutti_tune_parse_selection("TREE", &m, err, sizeof err) == 0 &&
+            m == (1u << TUTTI_ALGO_TREE | 1u << TUTTI_ALGO_HIER),
+        "TREE: %x", m);
+  CHECK(tutti_tune_parse_selection("^Ring", &m, err, sizeof err) == 0 && m == (all & ~ring),
+        "^Ring: %x", m);
+  CHECK(tutti_tune_parse_selection("NVLS+^Mapped", &m, err, sizeof err) == 0 && m == direct,
+        "NVLS+^Mapped: %x", m);
+  CHECK(tutti_tune_parse_selection("Ring+^Ring", &m, err, sizeof err) != 0 &&
+            strstr(err, "selects nothing") != NULL,
+        "Ring+^Ring: %s", err);
+  CHECK(tutti_tune_parse_selection("Bogus", &m, err, sizeof err) != 0 &&
+            strstr(err, "\"Bogus\"") != NULL,
+        "Bogus: %s", err);
+  CHECK(tutti_tune_parse_selection("^", &m, err, sizeof err) != 0, "a bare ^");
+
+  /* Host: the plan takes what the call allows. */
+  struct tutti_plan p;
+  struct tutti_coll_args a = args(TUTTI_COLL_ALLREDUCE, 64, 4);
+  a.call_algos = ring;
+  tutti_tune_plan(&a, &p);
+  CHECK(p.algo == TUTTI_ALGO_RING, "64 B allreduce within Ring: %s (%s)",
+        tutti_algo_get(p.algo)->name, p.why);
+  CHECK(tutti_tune_runnable(&a, 1u << TUTTI_ALGO_MAPPED) == 0, "no mapped kernel on the host");
+  CHECK((tutti_tune_implements(TUTTI_COLL_ALLTOALL) & ring) == 0, "no ring all-to-all");
+
+  /* Device: channels within the call's bounds, the algorithm within its
+   * selection. */
+  const struct tutti_dev_caps none = caps_of(0, 0, 0);
+  a = args(TUTTI_COLL_ALLREDUCE, 64 << 20, 2);
+  a.device = 1;
+  plan_launch(&a, 0, 1, &none, &p);
+  const int wide = p.channels;
+  a.max_channels = 2;
+  plan_launch(&a, 0, 1, &none, &p);
+  CHECK(wide > 2 && p.channels == 2, "maxCTAs 2: %d channels (%d without)", p.channels, wide);
+  a = args(TUTTI_COLL_ALLREDUCE, 4096, 2);
+  a.device = 1;
+  plan_launch(&a, 0, 1, &none, &p);
+  const int narrow = p.channels;
+  a.min_channels = 8;
+  plan_launch(&a, 0, 1, &none, &p);
+  CHECK(narrow < 8 && p.channels == 8, "minCTAs 8: %d channels (%d without)", p.channels, narrow);
+  a.min_channels = 0;
+  a.call_algos = direct;
+  plan_launch(&a, 0, 1, &none, &p);
+  CHECK(p.path == TUTTI_PATH_SCHEDULE && p.algo == TUTTI_ALGO_DIRECT, "device within Direct: %s",
+        tutti_algo_get(p.algo)->name);
+}
+
 int main(void) {
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_PROTO");
@@ -408,5 +468,6 @@ int main(void) {
   test_device_paths();
   test_override_parse();
   test_first_sight();
+  test_call_config();
   return test_summary("tune");
 }
