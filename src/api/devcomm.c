@@ -18,6 +18,9 @@
 /* The first release whose properties have hostRmaSupport, ginType,
  * nLsaTeams and railedGinType. */
 #define PROPS_V2 22904u
+/* The first with commHash, ginMinStride, ginConnectionType, ginSupport and
+ * devCommRuntimeVersionSize. */
+#define PROPS_V3 23100u
 
 /* NCCL's load/store team is the run of consecutive ranks of one NVLink
  * domain, the same size everywhere (the gcd of the runs). tutti's ranks reach
@@ -86,6 +89,14 @@ NCCL_API ncclResult_t ncclCommQueryProperties(ncclComm_t comm, ncclCommPropertie
     props->nLsaTeams = comm->nranks / tutti_devcomm_lsa_size(comm);
     /* One-sided operations run on every path tutti has. */
     props->hostRmaSupport = comm->num_rma_ctx > 0;
+  }
+  if (props->version >= PROPS_V3 && props->size >= sizeof *props) {
+    /* No GIN and no device communicators: nothing to support or size. */
+    props->commHash = comm->comm_hash;
+    props->ginMinStride = 0;
+    props->ginConnectionType = 0;
+    memset(props->ginSupport, 0, sizeof props->ginSupport);
+    props->devCommRuntimeVersionSize = 0;
   }
   return ncclSuccess;
 }

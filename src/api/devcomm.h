@@ -94,6 +94,12 @@ typedef struct {
   int nLsaTeams;
   bool hostRmaSupport; /* written for callers newer than 2.29.3 only, with the two below */
   int railedGinType;
+  /* 2.31: written for callers of 2.31 or later only. */
+  uint64_t commHash;
+  int ginMinStride;
+  int ginConnectionType; /* NCCL_GIN_CONNECTION_NONE: 0 */
+  bool ginSupport[64];   /* per GIN type: none here */
+  size_t devCommRuntimeVersionSize;
 } ncclCommProperties_t;
 
 /* The handles the requirement helpers fill. */

@@ -144,6 +144,16 @@ static void queries() {
           "properties of rank %d: rank %d nRanks %d device %d multimem %d hostRma %d lsaTeams %d",
           r, p.rank, p.nRanks, p.deviceApiSupport, p.multimemSupport, p.hostRmaSupport,
           p.nLsaTeams);
+#if NCCL_VERSION_CODE >= 23100
+    /* 2.31's: one hash on every rank, no GIN. */
+    static uint64_t hash0;
+    hash0 = r == 0 ? p.commHash : hash0;
+    CHECK(p.commHash != 0 && p.commHash == hash0 &&
+              p.ginConnectionType == NCCL_GIN_CONNECTION_NONE &&
+              !p.ginSupport[NCCL_GIN_TYPE_PROXY] && p.devCommRuntimeVersionSize == 0,
+          "2.31 properties of rank %d: hash %llx connection %d", r, (unsigned long long)p.commHash,
+          (int)p.ginConnectionType);
+#endif
     ncclCommProperties_t bad = NCCL_COMM_PROPERTIES_INITIALIZER;
     bad.magic = 0;
     CHECK(ncclCommQueryProperties(comms[r], &bad) == ncclInvalidUsage, "properties: bad magic");
