@@ -116,10 +116,16 @@ NCCL_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t
                                         "least one byte",
                                         buff == NULL ? "buff is NULL" : "size is 0"));
   }
-  if ((winFlags & ~(NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING)) != 0) {
+  /* NCCL 2.32's GIN_ONLY and CFT_COUNTED narrow what the window is
+   * registered for: tutti registers it for its one-sided service alone
+   * either way, and has no CFT endpoints. */
+  const int known =
+      NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING | NCCL_WIN_GIN_ONLY | NCCL_WIN_CFT_COUNTED;
+  if ((winFlags & ~known) != 0) {
     return tutti_group_fail(tutti_error(ncclInvalidArgument,
                                         "ncclCommWindowRegister: winFlags 0x%x holds bits other "
-                                        "than NCCL_WIN_COLL_SYMMETRIC and NCCL_WIN_STRICT_ORDERING",
+                                        "than NCCL_WIN_COLL_SYMMETRIC, NCCL_WIN_STRICT_ORDERING, "
+                                        "NCCL_WIN_GIN_ONLY and NCCL_WIN_CFT_COUNTED",
                                         (unsigned)winFlags));
   }
   struct win_job* j = calloc(1, sizeof *j);

@@ -282,6 +282,20 @@ static void cft(void) {
             le == (ncclCftLeId)-1,
         "LE info of no window");
   CHECK(NCCL_WIN_GIN_ONLY == 0x04 && NCCL_WIN_CFT_COUNTED == 0x08, "window flags");
+  /* 2.32's window flags are taken; a window has no CFT endpoints. */
+  static char buf[1 << 16];
+  ncclWindow_t w = NULL;
+  CHECK_NCCL(
+      ncclCommWindowRegister(solo, buf, sizeof buf, &w, NCCL_WIN_GIN_ONLY | NCCL_WIN_CFT_COUNTED));
+  if (w != NULL) {
+    ncclResult_t r = ncclGetPeerDeviceLeInfo(w, 0, 0, &le, &off);
+    CHECK(r == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "Compute Fabric") != NULL &&
+              le == (ncclCftLeId)-1 && off == 0,
+          "LE info of a window: %d %s", (int)r, ncclGetLastError(NULL));
+    CHECK_NCCL(ncclCommWindowDeregister(solo, w));
+  }
+  CHECK(ncclCommWindowRegister(solo, buf, sizeof buf, &w, 0x10) == ncclInvalidArgument,
+        "an unknown window flag");
 }
 
 int main(void) {
