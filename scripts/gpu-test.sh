@@ -4,11 +4,12 @@
 # (processes, ranks sharing a GPU, one process for all GPUs, graph capture,
 # concurrent communicators, send/recv, large counts, device data through
 # the network proxy), then suspend and resume measured with cudaMemGetInfo
-# (test_gpu_suspend: bench/suspend_mem.c --check), one-sided operations on
+# (test_gpu_suspend: bench/suspend_mem.c --check), memory per communicator
+# within its bound (test_gpu_comm_mem: bench/comm_mem.c --check), one-sided operations on
 # device buffers (test_gpu_rma, one host and ranks as hosts), ncclCommGrow
 # on device buffers (test_gpu_grow), then a short version
 # under compute-sanitizer (memcheck and racecheck) when it is installed.
-# Usage: scripts/gpu-test.sh [MODE] [NRANKS]   (MODE: all, full, procs, shared, ..., suspend, rma, grow;
+# Usage: scripts/gpu-test.sh [MODE] [NRANKS]   (MODE: all, full, procs, shared, ..., suspend, comm_mem, rma, grow;
 # all: the core mode with the whole matrix, the path modes with a lean one, no soak;
 # full: every mode with the whole matrix, the soaks too)
 # On a host without a GPU the suite reports itself skipped (exit 77).
@@ -33,7 +34,7 @@ whole=0
 case "${1:-all}" in all | full) whole=1 ;; esac
 sbin=build-gpu/tests/test_gpu_suspend
 [ -x "$sbin" ] || sbin=$(find build-gpu -name test_gpu_suspend -type f | head -n 1)
-case "${1:-all}" in suspend | rma | grow) ;; *)
+case "${1:-all}" in suspend | rma | grow | comm_mem) ;; *)
   TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$bin" "${1:-all}" ${2:-}
   rc=$?
   # A GPU is listed: a skip here is a failure to start CUDA.
@@ -56,6 +57,15 @@ if [ $whole = 1 ] || [ "${1:-all}" = suspend ]; then
   [ $src -eq 0 ] || rc=1
 fi
 # One-sided operations on device buffers, and growing on them.
+if [ $whole = 1 ] || [ "${1:-all}" = comm_mem ]; then
+  # GPU memory per communicator within its layout's bound (bench/comm_mem.c --check):
+  # lean, the default, and fitted to 28 MiB.
+  mbin=$(find build-gpu -name test_gpu_comm_mem -type f | head -n 1)
+  TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$mbin" build-gpu/libnccl.so.2 procs 2 4 --check 96 96 || rc=1
+  TUTTI_COMM_MEMORY=29360128 TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$mbin" build-gpu/libnccl.so.2 procs 2 4 \
+    --check 32 32 || rc=1
+fi
+echo "== comm_mem done at $SECONDS s"
 for t in rma grow; do
   if [ $whole = 1 ] || [ "${1:-all}" = $t ]; then
     tbin=$(find build-gpu -name test_gpu_$t -type f | head -n 1)

@@ -2,10 +2,11 @@
  * counters (the offsets of struct td_layout, work.h): the ring's counters,
  * queues and LL slots, the mapped kernel's flags and inboxes (mapped.h), the
  * copy-engine path's flags and inboxes (ce.h). Where every peer is on this
- * host and the region is GPU memory, the sizes are fitted to a budget per
- * rank (tune's comm_memory, TUTTI_COMM_MEMORY): a quarter for the copy
- * engines' inboxes, a quarter for the mapped kernel's, a thirty-second for
- * its LL inboxes, the rest for queues and LL slots on at most 16 channels. */
+ * host and the region is GPU memory, tune's layout (TUTTI_COMM_MEMORY) says
+ * how large the parts are: lean (the default: measured at most a few
+ * percent slower than wide, bench/RESULTS.md "GPU: memory per
+ * communicator"), wide (tune's sizes as they are), or fitted to a budget
+ * per rank. */
 #include "device/launch/ce.h"
 #include "device/dev_comm.h"
 #include "device/kernels/mapped.h"
@@ -80,61 +81,87 @@ static uint64_t min_u64(uint64_t a, uint64_t b) {
   return a < b ? a : b;
 }
 
-#define TD_FIT_CHANNELS 16         /* the most channels a fitted layout sets up */
-#define TD_FIT_LOOP 2              /* of them, with loopback queues */
-#define TD_FIT_ALL 4               /* with queues from every peer, from 3 ranks */
-#define TD_FIT_CHAN (128 << 10)    /* the mapped kernel's inbox channels: at least this */
-#define TD_FIT_CE_SLOT (256 << 10) /* a copy-engine slot: at least this, or none */
-#define TD_FIT_QUEUE (128 << 10)   /* a queue: at least this, else fewer channels */
+#define TD_LEAN_CHANNELS 32       /* the most channels (unless NCCL_MAX_NCHANNELS says) */
+#define TD_LEAN_QUEUE (2u << 20)  /* a queue (unless NCCL_BUFFSIZE says) */
+#define TD_LEAN_LOOP 2            /* channels with loopback queues */
+#define TD_LEAN_CHAN (128u << 10) /* the most of a mapped inbox channel */
+#define TD_FIT_ALL 4              /* fitted, from 3 ranks: channels with every peer's queues */
+#define TD_FIT_CHAN (32u << 10)   /* fitted: a mapped inbox channel, at least (else fewer) */
+#define TD_FIT_QUEUE (1u << 20)   /* fitted: a queue, at least (else fewer channels) */
+#define TD_MIN_QUEUE (64u << 10)  /* the smallest queue tune makes */
 
-/* The parts of a fitted layout (see the top of this file), each never
- * larger than tune's own size for it. */
+/* Lean: 32 channels of 2 MB queues, loopback queues on 2, mapped inboxes
+ * of at most 128 KB per channel, no copy-engine inboxes (the ring carries
+ * what the copy engines would: within 4 % at 32-128 MB). 2 ranks: 92 MiB,
+ * where wide takes 428. */
+static struct td_shape shape_lean(int nch, int n, size_t queue_bytes, int ll128,
+                                  const struct tutti_dev_sizes* mem) {
+  struct td_shape h = shape_wide(nch, n, queue_bytes, 1, ll128, mem);
+  h.nch = !mem->channels_set && nch > TD_LEAN_CHANNELS ? TD_LEAN_CHANNELS : nch;
+  h.all = td_all_peer_channels(n) < h.nch ? td_all_peer_channels(n) : h.nch;
+  h.loop = h.nch < TD_LEAN_LOOP ? h.nch : TD_LEAN_LOOP;
+  h.queue = mem->queue_set ? queue_bytes : TD_LEAN_QUEUE;
+  h.chan = min_u64(h.chan, TD_LEAN_CHAN);
+  h.ce_slot = 0;
+  return h;
+}
+
+/* Fitted to `comm_memory` bytes: no copy-engine inboxes, a quarter for the
+ * mapped kernel's inboxes (on fewer channels below 32 KB each), an eighth
+ * for its LL inboxes, the rest for queues and LL slots on at most the lean
+ * channels, halved while a queue would be under 1 MB; each part never
+ * larger than lean's. */
 static struct td_shape shape_fit(int nch, int n, size_t queue_bytes, int ll128,
                                  const struct tutti_dev_sizes* mem) {
-  const struct td_shape w = shape_wide(nch, n, queue_bytes, 1, ll128, mem);
+  const struct td_shape w = shape_lean(nch, n, queue_bytes, ll128, mem);
   const uint64_t budget = mem->comm_memory, p = (uint64_t)(n - 1);
   struct td_shape h = w;
-  uint64_t ce = budget / 4 / (TD_CE_SLOTS * p) / (64 << 10) * (64 << 10);
-  h.ce_slot = w.ce_slot == 0 || ce < TD_FIT_CE_SLOT ? 0 : min_u64(ce, w.ce_slot);
-  h.mapped_nch = pow2_floor(budget / 4 / (p * TD_FIT_CHAN), 8, TD_MAPPED_CHANNELS);
-  h.chan =
-      w.chan == 0 ? 0 : min_u64(budget / 4 / (p * (uint64_t)h.mapped_nch) / 4096 * 4096, w.chan);
+  h.ce_slot = 0;
+  for (h.mapped_nch = TD_MAPPED_CHANNELS;; h.mapped_nch /= 2) {
+    h.chan = min_u64(budget / 4 / (p * (uint64_t)h.mapped_nch) / 4096 * 4096, w.chan);
+    if (h.chan >= TD_FIT_CHAN || h.mapped_nch <= 8) {
+      break;
+    }
+  }
   h.chan = h.chan < 8192 ? 0 : h.chan;
   h.ll_nch =
-      pow2_floor(budget / 32 / (p * 2 * TD_MAPPED_LL_CHANNEL_BYTES), 4, TD_MAPPED_LL_CHANNELS);
+      pow2_floor(budget / 8 / (p * 2 * TD_MAPPED_LL_CHANNEL_BYTES), 4, TD_MAPPED_LL_CHANNELS);
   h.ll128_chan = 0;
   if (w.ll128_chan > 0 && h.chan > 0) {
     const uint64_t c = budget / 8 / (p * (uint64_t)h.mapped_nch) / 4096 * 4096;
     h.ll128_chan = c < 4096 ? 0 : min_u64(c, w.ll128_chan);
   }
   const uint64_t inboxes =
-      TD_CE_SLOTS * p * h.ce_slot + p * (uint64_t)h.mapped_nch * h.chan +
+      p * (uint64_t)h.mapped_nch * h.chan +
       (h.chan > 0 ? p * 2 * (uint64_t)h.ll_nch * TD_MAPPED_LL_CHANNEL_BYTES : 0) +
       p * (uint64_t)h.mapped_nch * h.ll128_chan +
       /* their flags and acks, the copy engines' flags, alignment */
       2 * p * TD_MAPPED_CHANNELS * TD_LINE + p * TD_LINE + 4 * 4096;
   const uint64_t rest = budget > inboxes ? budget - inboxes : 0;
-  for (h.nch = nch < TD_FIT_CHANNELS ? nch : TD_FIT_CHANNELS;; h.nch /= 2) {
+  for (h.nch = w.nch;; h.nch /= 2) {
     h.all = td_all_peer_channels(n) < h.nch ? td_all_peer_channels(n) : h.nch;
     h.all = n > 2 && h.all > TD_FIT_ALL ? TD_FIT_ALL : h.all;
-    h.loop = h.nch < TD_FIT_LOOP ? h.nch : TD_FIT_LOOP;
+    h.loop = h.nch < TD_LEAN_LOOP ? h.nch : TD_LEAN_LOOP;
     const uint64_t lines = (uint64_t)h.nch * (uint64_t)n;
     const uint64_t fixed = lines * (3 * TD_LINE + (uint64_t)TD_SLOTS * TD_LL_LINES * 16);
     const uint64_t queues = (uint64_t)h.all * p + (uint64_t)(h.nch - h.all) + (uint64_t)h.loop;
     const uint64_t q = rest > fixed ? (rest - fixed) / queues / (64 << 10) * (64 << 10) : 0;
     h.queue = min_u64(q, w.queue);
-    if (h.queue >= TD_FIT_QUEUE || h.nch == 1) {
+    if (h.queue >= TD_FIT_QUEUE || h.queue == w.queue || h.nch == 1) {
       break;
     }
   }
-  /* Too small a budget for its ranks: one channel of the smallest queues tune makes. */
-  h.queue = h.queue < (64 << 10) ? min_u64(64 << 10, w.queue) : h.queue;
+  /* Too small a budget for its ranks: one channel of the smallest queues. */
+  h.queue = h.queue < TD_MIN_QUEUE ? min_u64(TD_MIN_QUEUE, w.queue) : h.queue;
   return h;
 }
 
 void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int gpu_regions,
                     int ll128, const struct tutti_dev_sizes* mem) {
-  const struct td_shape h = gpu_regions && n > 1 && mem->comm_memory > 0
+  const int own = gpu_regions && n > 1; /* GPU memory, every peer on this host */
+  const struct td_shape h = own && mem->layout == TUTTI_LAYOUT_LEAN
+                                ? shape_lean(nch, n, queue_bytes, ll128, mem)
+                            : own && mem->layout == TUTTI_LAYOUT_FIT
                                 ? shape_fit(nch, n, queue_bytes, ll128, mem)
                                 : shape_wide(nch, n, queue_bytes, gpu_regions, ll128, mem);
   nch = h.nch;

@@ -70,6 +70,9 @@ struct tutti_dev_caps {
   uint64_t ce_slot_bytes;     /* the copy engines' inbox slot (0: none) */
 };
 
+/* How a device region's sizes are chosen (TUTTI_COMM_MEMORY). */
+enum tutti_layout { TUTTI_LAYOUT_LEAN, TUTTI_LAYOUT_WIDE, TUTTI_LAYOUT_FIT };
+
 /* A device communicator's sizes: tune's answer at its setup
  * (tutti_tune_device_setup). */
 struct tutti_dev_sizes {
@@ -78,9 +81,13 @@ struct tutti_dev_sizes {
   int threads;                         /* per block */
   size_t queue_bytes, net_queue_bytes; /* per connection queue, likewise */
   size_t mapped_memory, mapped_ll128_memory, ce_memory; /* inboxes per rank */
-  /* Where every peer is on this host and GPU memory holds the region: the
-   * most it takes per rank, the sizes above shrunk to fit (0: as they are). */
+  /* Where every peer is on this host and GPU memory holds the region
+   * (TUTTI_COMM_MEMORY, device/layout.cu): the lean sizes, the sizes above
+   * as they are, or sizes fitted to comm_memory bytes per rank. */
+  enum tutti_layout layout;
   size_t comm_memory;
+  int channels_set,
+      queue_set;   /* NCCL_MAX_NCHANNELS, NCCL_BUFFSIZE given: the lean sizes keep them */
   int wants_ll128; /* some size may take LL128 lines: their inboxes are worth it */
   int host_queues; /* NCCL_P2P_DISABLE: queues in host memory */
   int net_all;     /* with NCCL_SHM_DISABLE too: every peer through the network proxy */

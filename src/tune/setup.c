@@ -23,11 +23,11 @@ static TUTTI_PARAM(cumem_enable, "NCCL_CUMEM_ENABLE", 1,
 static TUTTI_PARAM(rma_direct, "TUTTI_RMA_DIRECT", 1,
                    "device one-sided operations: 1 puts into the windows of this host's peers "
                    "through peer memory; 0 sends every put through the service thread");
-static TUTTI_PARAM_RANGE(
-    comm_memory, "TUTTI_COMM_MEMORY", 28 << 20, 0, INT64_MAX,
-    "device: bytes of GPU memory a communicator's region takes per rank where "
-    "every peer is on this host (channels, queues and inboxes fitted to it); 0: "
-    "the sizes of NCCL_MAX_NCHANNELS, NCCL_BUFFSIZE and TUTTI_TUNE as they are");
+static TUTTI_PARAM_RANGE(comm_memory, "TUTTI_COMM_MEMORY", -1, -1, INT64_MAX,
+                         "device: GPU memory of a communicator's region per rank where every "
+                         "peer is on this host. -1: lean sizes (at most 32 channels, 2 MB "
+                         "queues, no copy-engine inboxes); 0: the sizes of NCCL_MAX_NCHANNELS, "
+                         "NCCL_BUFFSIZE and TUTTI_TUNE as they are; N: fitted to N bytes");
 static TUTTI_PARAM(spin_passes, "TUTTI_SPIN", -1,
                    "idle passes a waiting rank spins before yielding (-1: 8, or 0 when ranks "
                    "outnumber cores)");
@@ -67,7 +67,10 @@ void tutti_tune_device_setup(const struct tutti_dev_limits* lim, struct tutti_de
   s->cumem = tutti_param_cumem_enable() != 0;
   s->rma_direct = tutti_param_rma_direct() != 0;
   const int64_t budget = tutti_param_comm_memory();
+  s->layout = budget < 0 ? TUTTI_LAYOUT_LEAN : budget == 0 ? TUTTI_LAYOUT_WIDE : TUTTI_LAYOUT_FIT;
   s->comm_memory = budget > 0 ? (size_t)budget : 0;
+  s->channels_set = tutti_getenv("NCCL_MAX_NCHANNELS") != NULL;
+  s->queue_set = tutti_getenv("NCCL_BUFFSIZE") != NULL;
 }
 
 void tutti_tune_wait(int local_ranks, struct tutti_wait_sizes* w) {

@@ -17,10 +17,11 @@ extern "C" {
 #include "device/dev_comm.h"
 #include "device/kernels/mapped.h"
 
-/* Tune's default inboxes (mapped.memory, mapped.ll128_memory, ce.memory)
- * and a budget of `budget` bytes. */
-static struct tutti_dev_sizes default_sizes(uint64_t budget) {
+/* Tune's default inboxes (mapped.memory, mapped.ll128_memory, ce.memory),
+ * a layout, and for TUTTI_LAYOUT_FIT a budget of `budget` bytes. */
+static struct tutti_dev_sizes default_sizes(enum tutti_layout layout, uint64_t budget) {
   struct tutti_dev_sizes s = {};
+  s.layout = layout;
   s.mapped_memory = (size_t)64 << 20;
   s.mapped_ll128_memory = (size_t)16 << 20;
   s.ce_memory = (size_t)64 << 20;
@@ -52,10 +53,10 @@ static size_t used_queues(const td_layout* l, int nch, int n, int at, uint64_t* 
   return k;
 }
 
-static void check_layout(int n, int want_nch, uint64_t budget) {
+static void check_layout(int n, int want_nch, enum tutti_layout layout, uint64_t budget) {
   const size_t want_qb = (size_t)4 << 20;
   td_layout l;
-  const struct tutti_dev_sizes sz = default_sizes(budget);
+  const struct tutti_dev_sizes sz = default_sizes(layout, budget);
   td_layout_make(&l, want_nch, n, want_qb, 1, 1, &sz);
   const int nch = (int)l.nch;
   const uint64_t qb = l.queue_bytes;
@@ -69,10 +70,10 @@ static void check_layout(int n, int want_nch, uint64_t budget) {
             loops <= TD_LOOP_CHANNELS,
         "n %d nch %d: queues from every peer on %llu channels, loopback on %llu", n, nch,
         (unsigned long long)all, (unsigned long long)loops);
-  if (budget == 0) {
+  if (layout == TUTTI_LAYOUT_WIDE) {
     CHECK(all == peers_all && loops == (nch < TD_LOOP_CHANNELS ? (uint64_t)nch : TD_LOOP_CHANNELS),
           "n %d nch %d: the layout without a budget moved", n, nch);
-  } else if (n > 1 && budget >= 8 * MIB) {
+  } else if (layout == TUTTI_LAYOUT_FIT && n > 1) {
     /* Over it only at the floor: one channel of 64 KB queues. */
     CHECK(l.total <= budget || (nch == 1 && qb == 64 << 10),
           "n %d nch %d: %llu bytes over a budget of %llu", n, want_nch, (unsigned long long)l.total,
@@ -116,46 +117,59 @@ static void check_layout(int n, int want_nch, uint64_t budget) {
 }
 
 /* Bytes per rank of the default sizes (64 channels of 4 MB), by rank count:
- * with the default budget (TUTTI_COMM_MEMORY, 28 MiB) and without. */
+ * lean (the default), fitted to 28 MiB, wide (TUTTI_COMM_MEMORY=0). */
 struct golden {
   int n;
-  uint64_t fitted, wide;
+  uint64_t lean, fitted, wide;
 };
 static const struct golden table[] = {
-    {2, 29147136, 448876544},
-    {3, 28532736, 545402880},
-    {4, 27979776, 598921216},
-    {8, 29315072, 699813888},
+    {2, 96526336, 28876800, 448876544},
+    {3, 163680256, 28520448, 545402880},
+    {4, 209862656, 28811264, 598921216},
+    {8, 284491776, 29073408, 699813888},
 };
+
+static void show(const char* what, const td_layout& l) {
+  printf(
+      "  %s %7.2f MiB: %llu channels, queues of %llu KB (every peer's on %llu), mapped "
+      "inboxes %llu x %llu KB, LL on %llu, copy-engine slots %llu KB\n",
+      what, (double)l.total / MIB, (unsigned long long)l.nch,
+      (unsigned long long)(l.queue_bytes >> 10), (unsigned long long)l.all_nch,
+      (unsigned long long)l.mapped_nch, (unsigned long long)(l.chan_bytes >> 10),
+      (unsigned long long)l.ll_nch, (unsigned long long)(l.ce_slot_bytes >> 10));
+}
 
 int main(void) {
   const int ns[] = {1, 2, 3, 4, 5, 8, 16, 63, 64, 65};
   const int chs[] = {1, 2, 7, 8, 9, 16, 33, 64};
-  const uint64_t budgets[] = {0, 8 * MIB, 28 * MIB, 64 * MIB, 1024 * MIB};
-  for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
-    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
-      for (size_t j = 0; j < sizeof chs / sizeof chs[0]; j++) {
-        check_layout(ns[i], chs[j], budgets[b]);
+  const uint64_t budgets[] = {8 * MIB, 28 * MIB, 64 * MIB, 1024 * MIB};
+  for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+    for (size_t j = 0; j < sizeof chs / sizeof chs[0]; j++) {
+      check_layout(ns[i], chs[j], TUTTI_LAYOUT_WIDE, 0);
+      check_layout(ns[i], chs[j], TUTTI_LAYOUT_LEAN, 0);
+      for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
+        check_layout(ns[i], chs[j], TUTTI_LAYOUT_FIT, budgets[b]);
       }
     }
   }
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-    td_layout fit, wide;
-    const struct tutti_dev_sizes fs = default_sizes(28 * MIB), ws = default_sizes(0);
+    td_layout lean, fit, wide;
+    const struct tutti_dev_sizes ls = default_sizes(TUTTI_LAYOUT_LEAN, 0),
+                                 fs = default_sizes(TUTTI_LAYOUT_FIT, 28 * MIB),
+                                 ws = default_sizes(TUTTI_LAYOUT_WIDE, 0);
+    td_layout_make(&lean, 64, table[i].n, (size_t)4 << 20, 1, 0, &ls);
     td_layout_make(&fit, 64, table[i].n, (size_t)4 << 20, 1, 0, &fs);
     td_layout_make(&wide, 64, table[i].n, (size_t)4 << 20, 1, 0, &ws);
-    printf(
-        "%d ranks: %.2f MiB per rank fitted (%llu channels, queues of %llu KB, mapped inboxes "
-        "%llu x %llu KB, LL %llu channels, copy-engine slots %llu KB), %.2f MiB without a "
-        "budget\n",
-        table[i].n, (double)fit.total / MIB, (unsigned long long)fit.nch,
-        (unsigned long long)(fit.queue_bytes >> 10), (unsigned long long)fit.mapped_nch,
-        (unsigned long long)(fit.chan_bytes >> 10), (unsigned long long)fit.ll_nch,
-        (unsigned long long)(fit.ce_slot_bytes >> 10), (double)wide.total / MIB);
-    CHECK(fit.total == table[i].fitted && wide.total == table[i].wide,
-          "%d ranks: %llu / %llu bytes, the table says %llu / %llu", table[i].n,
-          (unsigned long long)fit.total, (unsigned long long)wide.total,
-          (unsigned long long)table[i].fitted, (unsigned long long)table[i].wide);
+    printf("%d ranks, per rank:\n", table[i].n);
+    show("lean  ", lean);
+    show("28 MiB", fit);
+    show("wide  ", wide);
+    CHECK(
+        lean.total == table[i].lean && fit.total == table[i].fitted && wide.total == table[i].wide,
+        "%d ranks: %llu / %llu / %llu bytes, the table says %llu / %llu / %llu", table[i].n,
+        (unsigned long long)lean.total, (unsigned long long)fit.total,
+        (unsigned long long)wide.total, (unsigned long long)table[i].lean,
+        (unsigned long long)table[i].fitted, (unsigned long long)table[i].wide);
   }
   return test_summary("dev_layout");
 }
