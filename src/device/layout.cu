@@ -92,8 +92,8 @@ static uint64_t min_u64(uint64_t a, uint64_t b) {
 
 /* Lean: 32 channels of 2 MB queues, loopback queues on 2, mapped inboxes
  * of at most 128 KB per channel, no copy-engine inboxes (the ring carries
- * what the copy engines would: within 4 % at 32-128 MB). 2 ranks: 92 MiB,
- * where wide takes 428. */
+ * what the copy engines would: within 5 % at 32-128 MB); what the user set
+ * stays. 2 ranks: 92 MiB, where wide takes 428. */
 static struct td_shape shape_lean(int nch, int n, size_t queue_bytes, int ll128,
                                   const struct tutti_dev_sizes* mem) {
   struct td_shape h = shape_wide(nch, n, queue_bytes, 1, ll128, mem);
@@ -101,8 +101,8 @@ static struct td_shape shape_lean(int nch, int n, size_t queue_bytes, int ll128,
   h.all = td_all_peer_channels(n) < h.nch ? td_all_peer_channels(n) : h.nch;
   h.loop = h.nch < TD_LEAN_LOOP ? h.nch : TD_LEAN_LOOP;
   h.queue = mem->queue_set ? queue_bytes : TD_LEAN_QUEUE;
-  h.chan = min_u64(h.chan, TD_LEAN_CHAN);
-  h.ce_slot = 0;
+  h.chan = mem->mapped_set ? h.chan : min_u64(h.chan, TD_LEAN_CHAN);
+  h.ce_slot = mem->ce_set ? h.ce_slot : 0;
   return h;
 }
 

@@ -86,8 +86,10 @@ struct tutti_dev_sizes {
    * as they are, or sizes fitted to comm_memory bytes per rank. */
   enum tutti_layout layout;
   size_t comm_memory;
-  int channels_set,
-      queue_set;   /* NCCL_MAX_NCHANNELS, NCCL_BUFFSIZE given: the lean sizes keep them */
+  /* Given by the user, so the lean sizes keep them: NCCL_MAX_NCHANNELS,
+   * NCCL_BUFFSIZE, TUTTI_TUNE's mapped.memory, and the copy engines (a row
+   * naming them, or ce.memory). */
+  int channels_set, queue_set, mapped_set, ce_set;
   int wants_ll128; /* some size may take LL128 lines: their inboxes are worth it */
   int host_queues; /* NCCL_P2P_DISABLE: queues in host memory */
   int net_all;     /* with NCCL_SHM_DISABLE too: every peer through the network proxy */

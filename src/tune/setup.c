@@ -71,6 +71,12 @@ void tutti_tune_device_setup(const struct tutti_dev_limits* lim, struct tutti_de
   s->comm_memory = budget > 0 ? (size_t)budget : 0;
   s->channels_set = tutti_getenv("NCCL_MAX_NCHANNELS") != NULL;
   s->queue_set = tutti_getenv("NCCL_BUFFSIZE") != NULL;
+  const struct tutti_tune_override* o = tutti_tune_override();
+  s->mapped_set = o->knobs[TUTTI_KNOB_MAPPED_MEMORY] >= 0;
+  s->ce_set = o->knobs[TUTTI_KNOB_CE_MEMORY] >= 0;
+  for (int i = 0; i < o->nrules; i++) {
+    s->ce_set |= o->rules[i].algo == TUTTI_ALGO_CE;
+  }
 }
 
 void tutti_tune_wait(int local_ranks, struct tutti_wait_sizes* w) {

@@ -99,7 +99,8 @@ static const struct row defaults[] = {
      "direct: the busiest rank moves at most 256 KB"},
     /* Device buffers, the paths without a schedule (tune/device.c says
      * where they can run), measured on 2 x H200 (NV18) against NCCL 2.28.9
-     * (bench/RESULTS.md, "GPU: device buffers, 2 × H200"; "GPU: 4 × H200"):
+     * (bench/RESULTS.md, "GPU: device buffers, 2 × H200"; the diary,
+     * docs/history/results-diary.md, "GPU: 4 × H200"):
      * the copy engines for reduce-scatter from 32 MB per rank, for
      * allreduce from 64 MB when one process drives both GPUs (1.07-1.13x
      * NCCL there; with a process per GPU 5-25% slower than the ring). Two

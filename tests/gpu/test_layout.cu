@@ -152,6 +152,25 @@ int main(void) {
       }
     }
   }
+  /* Lean keeps what the user set: the copy engines (a TUTTI_TUNE row naming
+   * them, or ce.memory) and mapped.memory, as wide has them. */
+  for (int n = 2; n <= 8; n++) {
+    td_layout wide, ce, mapped;
+    struct tutti_dev_sizes ws = default_sizes(TUTTI_LAYOUT_WIDE, 0);
+    struct tutti_dev_sizes cs = default_sizes(TUTTI_LAYOUT_LEAN, 0), ms = cs;
+    cs.ce_set = 1;
+    ms.mapped_set = 1;
+    td_layout_make(&wide, 64, n, (size_t)4 << 20, 1, 0, &ws);
+    td_layout_make(&ce, 64, n, (size_t)4 << 20, 1, 0, &cs);
+    td_layout_make(&mapped, 64, n, (size_t)4 << 20, 1, 0, &ms);
+    CHECK(
+        ce.ce_slot_bytes == wide.ce_slot_bytes && ce.ce_slot_bytes > 0 && mapped.ce_slot_bytes == 0,
+        "%d ranks: lean with the copy engines asked for has slots of %llu bytes (wide %llu)", n,
+        (unsigned long long)ce.ce_slot_bytes, (unsigned long long)wide.ce_slot_bytes);
+    CHECK(mapped.chan_bytes == wide.chan_bytes && (n > 2 || ce.chan_bytes < wide.chan_bytes),
+          "%d ranks: lean with mapped.memory given has inbox channels of %llu bytes (wide %llu)", n,
+          (unsigned long long)mapped.chan_bytes, (unsigned long long)wide.chan_bytes);
+  }
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
     td_layout lean, fit, wide;
     const struct tutti_dev_sizes ls = default_sizes(TUTTI_LAYOUT_LEAN, 0),
