@@ -30,8 +30,8 @@ import sys
 #   interface);
 # - call (call records, agreement, the doorbell) is rung by executors,
 #   transports and proxies, so it sits below them all.
-# - net/'s subfolders each have their place: the device executor's links to
-#   other hosts (net/device) sit below it; the network transport
+# - net/'s subfolders each have their place (the device executor's links to
+#   other hosts are its own subfolder, device/net); the network transport
 #   (net/transport) above transport, whose queues and proxy it is built
 #   from (the list of transports is api's); the two networks behind
 #   net/net.h (net/plugin, net/socket) below every transport, above topo
@@ -42,7 +42,6 @@ LAYERS = [
     ("api",),
     ("rma",),
     ("exec", "device"),
-    ("net/device",),
     ("tune",),
     ("net/transport",),
     ("transport",),

@@ -15,7 +15,7 @@
 #include "device/kernels/mapped.h"
 #include "device/peer/host_region.h"
 #include "device/kernels/kernel.h"
-#include "net/device/devnet.h"
+#include "device/net/devnet.h"
 #include "rma/rma_dev.h"
 
 extern "C" {

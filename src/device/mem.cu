@@ -5,8 +5,8 @@
 
 #include "device/dev_comm.h"
 #include "device/rma/rma.h"
-#include "net/device/devnet.h"
-#include "net/device/link.h"
+#include "device/net/devnet.h"
+#include "device/net/link.h"
 
 extern "C" {
 #include "util/check.h"

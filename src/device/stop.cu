@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "device/dev_comm.h"
-#include "net/device/devnet.h"
+#include "device/net/devnet.h"
 #include "device/rma/rma.h"
 
 extern "C" {

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "device/dev_comm.h"
-#include "net/device/devnet.h"
+#include "device/net/devnet.h"
 #include "device/peer/host_region.h"
 #include "device/peer/region.h"
 

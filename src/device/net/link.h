@@ -7,14 +7,14 @@
  * network lands data only in receives the peer posted into slots its
  * kernels freed), so no word flows back; one more comm each way carries
  * the goodbye. */
-#ifndef TUTTI_NET_DEVICE_LINK_H
-#define TUTTI_NET_DEVICE_LINK_H
+#ifndef TUTTI_DEVICE_NET_LINK_H
+#define TUTTI_DEVICE_NET_LINK_H
 
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "net/device/devnet.h"
+#include "device/net/devnet.h"
 #include "device/work.h"
 
 extern "C" {

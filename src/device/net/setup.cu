@@ -9,8 +9,8 @@
 #include <time.h>
 
 #include "device/dev_comm.h"
-#include "net/device/devnet.h"
-#include "net/device/link.h"
+#include "device/net/devnet.h"
+#include "device/net/link.h"
 
 extern "C" {
 #include "bootstrap/bootstrap.h"

@@ -6,8 +6,8 @@
  * or tutti's own socket network) into the receiver's own queue, then its
  * tail, and frees shadow slots whose sends are done. The kernels do not
  * know which of their peers are remote. */
-#ifndef TUTTI_NET_DEVICE_DEVNET_H
-#define TUTTI_NET_DEVICE_DEVNET_H
+#ifndef TUTTI_DEVICE_NET_DEVNET_H
+#define TUTTI_DEVICE_NET_DEVNET_H
 
 #include <stddef.h>
 
