@@ -346,6 +346,11 @@ void run_gpu_allreduce(int n) {
       snprintf(why, sizeof why, "GPU %d has %zu wrong values of %zu", i, wrong, count);
     }
   }
+  /* What a communicator holds, as ncclCommMemStats counts it (rank 0's). */
+  uint64_t held = 0;
+  if (why[0] == '\0' && ncclCommMemStats(comms[0], ncclStatGpuMemTotal, &held) != ncclSuccess) {
+    held = 0;
+  }
   for (int i = 0; i < n; i++) {
     if (comms[i] != NULL) {
       ncclCommDestroy(comms[i]);
@@ -360,7 +365,10 @@ void run_gpu_allreduce(int n) {
   if (why[0] != '\0') {
     report_check(name, CHECK_FAIL, fix, "%s", why);
   } else {
-    report_check(name, CHECK_PASS, NULL, "%zu floats summed over %d GPUs, bit-exact", count, n);
+    report_check(name, CHECK_PASS, NULL,
+                 "%zu floats summed over %d GPUs, bit-exact; a communicator holds %.1f MiB of GPU "
+                 "memory per rank (ncclCommMemStats; TUTTI_COMM_MEMORY sets it)",
+                 count, n, (double)held / (1024.0 * 1024.0));
   }
   if (nv.Shutdown != NULL) {
     nv.Shutdown();
