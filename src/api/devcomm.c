@@ -203,7 +203,8 @@ NCCL_API ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_
                                                       ncclDevResourceRequirements_t* outReq) {
   (void)comm;
   req_reset(outReq);
-  outReq->ginSignalCount = nBarriers * team.nRanks;
+  /* A signal per member and barrier; a one-rank team gets two (NCCL 2.32). */
+  outReq->ginSignalCount = nBarriers * (team.nRanks < 2 ? 2 : team.nRanks);
   outReq->outGinSignalStart = &outHandle->signal0;
   return ncclSuccess;
 }

@@ -81,6 +81,13 @@ static void helpers() {
   inbox_fn nv_in = nvsym<inbox_fn>("ncclGinInboxA2ACreateRequirement");
   if (!nv_lsa || !nv_gin || !nv_slots || !nv_a2a || !nv_out || !nv_in)
     return;
+  // NCCL 2.32 gives a one-rank team's GIN barrier two signals (2.31: one);
+  // tutti answers as the newest release, so older ones differ there only.
+  typedef ncclResult_t (*version_fn)(int*);
+  version_fn nv_version = nvsym<version_fn>("ncclGetVersion");
+  int nv_code = 0;
+  if (nv_version != nullptr)
+    nv_version(&nv_code);
   const int sizes[] = {1, 2, 3, 4, 7, 8, 64};
   for (int n : sizes) {
     ncclTeam_t team = {n, n - 1, 1};
@@ -95,10 +102,11 @@ static void helpers() {
       ncclGinBarrierHandle_t g1, g2;
       memset(&g1, 0x5a, sizeof g1), memset(&g2, 0x5a, sizeof g2);
       memset(&r1, 0x5a, sizeof r1), memset(&r2, 0x5a, sizeof r2);
-      CHECK(ncclGinBarrierCreateRequirement(nullptr, team, k, &g1, &r1) == ncclSuccess &&
-                nv_gin(nullptr, team, k, &g2, &r2) == ncclSuccess &&
-                same_req(r1, r2, &g1, &g2, sizeof g1),
-            "ncclGinBarrierCreateRequirement(team %d, %d)", n, k);
+      if (n > 1 || nv_code >= 23200)
+        CHECK(ncclGinBarrierCreateRequirement(nullptr, team, k, &g1, &r1) == ncclSuccess &&
+                  nv_gin(nullptr, team, k, &g2, &r2) == ncclSuccess &&
+                  same_req(r1, r2, &g1, &g2, sizeof g1),
+              "ncclGinBarrierCreateRequirement(team %d, %d)", n, k);
       for (int lg : {0, 6, 7, 12, 20}) {
         OutboxHandle o1, o2;
         memset(&o1, 0x5a, sizeof o1), memset(&o2, 0x5a, sizeof o2);

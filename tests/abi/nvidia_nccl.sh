@@ -16,8 +16,9 @@ tmp=$(mktemp -d "$cache/fetch.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 py=$(command -v python3 || command -v python)
 for try in 1 2 3; do
+  # Wheels name the oldest glibc they need: 2.31 carries manylinux_2_18, 2.32 manylinux_2_27.
   if "$py" -m pip download --no-deps --only-binary=:all: --platform manylinux_2_18_x86_64 \
-    --python-version 3.11 -d "$tmp" "nvidia-nccl-cu13==$version" >"$tmp/pip.log" 2>&1; then
+    --platform manylinux_2_27_x86_64 --platform manylinux_2_28_x86_64 --python-version 3.11 -d "$tmp" "nvidia-nccl-cu13==$version" >"$tmp/pip.log" 2>&1; then
     break
   fi
   [ "$try" = 3 ] && { tail -n 5 "$tmp/pip.log" >&2; echo "cannot fetch nvidia-nccl-cu13==$version from PyPI (pip download failed 3 times)" >&2; exit 1; }
