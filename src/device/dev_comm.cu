@@ -236,7 +236,16 @@ static ncclResult_t setup(struct tutti_dev_comm* dc, const struct tutti_dev_setu
   ex[s->rank].pid = (int32_t)getpid();
   ex[s->rank].dev = dc->dev;
   ex[s->rank].ok = lres == ncclSuccess;
+  if (lres == ncclSuccess) {
+    ex[s->rank].shape = td_layout_shape(&dc->lay);
+    ex[s->rank].nch = dc->lay.nch;
+    ex[s->rank].queue_bytes = dc->lay.queue_bytes;
+    ex[s->rank].total = dc->lay.total;
+  }
   res = tutti_bootstrap_allgather(s->boot, ex, sizeof *ex);
+  if (res == ncclSuccess) {
+    res = td_layout_agree(ex, n);
+  }
   int all_ok = 1;
   for (int p = 0; p < n && res == ncclSuccess; p++) {
     if (!ex[p].ok && all_ok) {

@@ -86,6 +86,12 @@ struct tutti_dev_comm {
  * when `gpu_regions` (layout.cu). */
 void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int gpu_regions,
                     int ll128, const struct tutti_dev_sizes* mem);
+/* A hash of the part of the layout peers address (not the private counters). */
+uint64_t td_layout_shape(const struct td_layout* l);
+struct td_export;
+/* ncclInvalidUsage, the same sentence on every rank, unless every rank set
+ * up lays out its region alike (layout.cu). */
+ncclResult_t td_layout_agree(const struct td_export* ex, int n);
 /* Collective: turns host_mode on for every rank when some pair of local GPUs
  * cannot reach each other's memory (peer/peers.cu). */
 ncclResult_t td_agree_host_mode(struct tutti_dev_comm* dc, const struct tutti_dev_setup* s);
@@ -98,6 +104,10 @@ struct td_export {
   int32_t dev;
   int32_t ok;   /* set up, its box open */
   int32_t kind; /* of its region (peer/region.h) */
+  /* Its region's shape (td_layout_shape): ranks that lay out their queues
+   * differently would read each other's counters at the wrong offsets. */
+  uint64_t shape;
+  uint64_t nch, queue_bytes, total;
 };
 /* Maps every peer's region into dc->base (peer/peers.cu); a peer that cannot be
  * mapped leaves a reason in `why` and ncclSuccess. */

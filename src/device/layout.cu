@@ -7,9 +7,15 @@
  * percent slower than wide, bench/RESULTS.md "GPU: memory per
  * communicator"), wide (tune's sizes as they are), or fitted to a budget
  * per rank. */
+#include <stddef.h>
+
 #include "device/launch/ce.h"
 #include "device/dev_comm.h"
 #include "device/kernels/mapped.h"
+
+extern "C" {
+#include "util/check.h"
+}
 
 #define TD_MAX_DONE 256 /* lanes one launch may have */
 
@@ -226,4 +232,42 @@ void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int
   o += TD_LINE;
   l->dseq_off = o;
   l->priv_total = o + TD_MAPPED_CHANNELS * TD_LINE;
+}
+
+uint64_t td_layout_shape(const struct td_layout* l) {
+  /* The shared region's fields come first: every one up to the private counters. */
+  const unsigned char* p = (const unsigned char*)l;
+  uint64_t h = 0xcbf29ce484222325ull; /* 64-bit FNV-1a, as util/hash.h */
+  for (size_t i = 0; i < offsetof(struct td_layout, sent_off); i++) {
+    h = (h ^ p[i]) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+/* Every rank set up must lay out its region as the others do (the same
+ * sizes from the same environment): offsets that differ would make ranks
+ * read each other's counters and data in the wrong places. Each rank
+ * compares the same pair (the first set-up rank and the first that
+ * differs from it), so all of them fail with the same sentence. */
+ncclResult_t td_layout_agree(const struct td_export* ex, int n) {
+  int ref = -1;
+  for (int p = 0; p < n; p++) {
+    if (!ex[p].ok) {
+      continue;
+    }
+    if (ref < 0) {
+      ref = p;
+    } else if (ex[p].shape != ex[ref].shape) {
+      return tutti_error(
+          ncclInvalidUsage,
+          "rank %d and rank %d lay out their device queues differently (%llu channels of "
+          "%llu-byte queues, %llu bytes in all, against %llu of %llu, %llu): every rank of a "
+          "communicator must be started with the same NCCL_BUFFSIZE, NCCL_MAX_NCHANNELS, "
+          "TUTTI_COMM_MEMORY and TUTTI_TUNE sizes",
+          ref, p, (unsigned long long)ex[ref].nch, (unsigned long long)ex[ref].queue_bytes,
+          (unsigned long long)ex[ref].total, (unsigned long long)ex[p].nch,
+          (unsigned long long)ex[p].queue_bytes, (unsigned long long)ex[p].total);
+    }
+  }
+  return ncclSuccess;
 }

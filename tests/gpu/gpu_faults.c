@@ -4,6 +4,7 @@
  * later calls at once. */
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -161,4 +162,25 @@ void run_mismatch(struct grank* g) {
   }
   ncclCommAbort(g->comm);
   g->comm = NULL;
+}
+
+/* Ranks whose device queues would be laid out differently (rank 1 asks
+ * for 1 MB queues): every rank's init fails naming the variables. */
+void run_shapes(const ncclUniqueId* ids, int r, int n) {
+  if (r == 1) {
+    setenv("NCCL_BUFFSIZE", "1048576", 1);
+  }
+  ncclComm_t comm = NULL;
+  const ncclResult_t res = ncclCommInitRank(&comm, n, ids[0], r);
+  const char* why = ncclGetLastError(NULL);
+  printf("shapes: rank %d init returned %d: %s\n", r, (int)res, why);
+  if (res == ncclInvalidUsage && strstr(why, "NCCL_BUFFSIZE") != NULL &&
+      strstr(why, "lay out") != NULL) {
+    passed++;
+  } else {
+    FAILF("shapes: rank %d's init did not refuse queues laid out differently", r);
+  }
+  if (res == ncclSuccess) {
+    ncclCommDestroy(comm);
+  }
 }

@@ -37,6 +37,9 @@ void run_p2p(struct grank* g);
 void run_netkill(struct grank* g);
 void run_stall(struct grank* g);
 void run_mismatch(struct grank* g);
+/* Rank r of n, before any communicator: rank 1 asks for other queue sizes,
+ * and every rank's init must refuse naming the variables. */
+void run_shapes(const ncclUniqueId* ids, int r, int n);
 /* Stream and buffers of `cap` bytes for rank r of n on device `dev`. */
 int rank_setup(struct grank* g, ncclComm_t comm, int r, int n, int dev, size_t cap);
 

@@ -52,6 +52,9 @@
  *   mismatch    2 ranks, device buffers, rank 0 sums where rank 1 takes the max:
  *               both fail within 5 s naming both calls, later calls at once;
  *               mismatch-hosts the same with each rank its own host
+ *   shapes      2 ranks, rank 1 started with another NCCL_BUFFSIZE: both
+ *               ranks' init must fail with ncclInvalidUsage naming the
+ *               variables, never lay out their queues differently
  *   mps         N processes on GPU 0 under an MPS server this mode starts
  *               (their kernels share the SMs at once): a reduce-scatter of
  *               128 MB per rank, the streams cases, then the same with each
@@ -100,6 +103,10 @@ static void proc_rank(const char* mode, int n, int r, int dev, const ncclUniqueI
     return;
   }
   ncclComm_t comm;
+  if (strcmp(mode, "shapes") == 0) {
+    run_shapes(ids, r, n);
+    return;
+  }
   if (ncclCommInitRank(&comm, n, ids[0], r) != ncclSuccess) {
     FAILF("rank %d/%d: init: %s", r, n, ncclGetLastError(NULL));
     return;
@@ -436,15 +443,18 @@ int main(int argc, char** argv) {
   }
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   int n = argc > 2 ? atoi(argv[2]) : (ngpu >= 2 ? ngpu : 2);
-  const char* all[] = {"procs",         "shared",        "single",        "graph",
-                       "concurrent",    "p2p",           "big",           "nop2p",
-                       "net",           "huge",          "netkill",       "hidden",
-                       "ring",          "rounds",        "simple",        "ce",
-                       "ll128",         "ipc",           "frames",        "samegpu",
-                       "hosts",         "memkinds",      "streams",       "streams-ring",
-                       "streams-ce",    "streams-ll128", "streams-nop2p", "streams-net",
-                       "streams-hosts", "mps",           "stall",         "mismatch",
-                       "mismatch-hosts"};
+  const char* all[] = {"procs",       "shared",        "single",
+                       "graph",       "concurrent",    "p2p",
+                       "big",         "nop2p",         "net",
+                       "huge",        "netkill",       "hidden",
+                       "ring",        "rounds",        "simple",
+                       "ce",          "ll128",         "ipc",
+                       "frames",      "samegpu",       "hosts",
+                       "memkinds",    "streams",       "streams-ring",
+                       "streams-ce",  "streams-ll128", "streams-nop2p",
+                       "streams-net", "streams-hosts", "mps",
+                       "stall",       "mismatch",      "mismatch-hosts",
+                       "shapes"};
   int known = strcmp(mode, "all") == 0;
   for (size_t m = 0; m < sizeof all / sizeof all[0]; m++) {
     known |= strcmp(mode, all[m]) == 0;
@@ -487,7 +497,7 @@ int main(int argc, char** argv) {
     } else {
       run_procs(all[m],
                 strcmp(all[m], "netkill") == 0 || strcmp(all[m], "stall") == 0 ||
-                        starts(all[m], "mismatch")
+                        starts(all[m], "mismatch") || strcmp(all[m], "shapes") == 0
                     ? 2
                     : n,
                 ngpu);

@@ -12,6 +12,7 @@
 
 #include "device/dev_comm.h"
 #include "device/launch/ce.h"
+#include "device/net/devnet.h"
 #include "device/kernels/mapped.h"
 #include "device/kernels/kernel.h"
 
@@ -367,6 +368,7 @@ extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct
                        "it",
                        dc->rank);
   }
+  td_net_mark(dc, 'E');
   struct td_dev_guard g;
   td_dev_enter(&g, dc->dev);
   struct td_order_at at;
@@ -378,6 +380,7 @@ extern "C" ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct
                                           : launch_schedules(dc, ops, nops);
     if (res == ncclSuccess) {
       count_launch(ops[0].plan);
+      td_net_mark(dc, 'L');
     }
     /* Whatever was enqueued, the next launch comes after it. */
     ncclResult_t ores = td_order_end(dc, ops, nops, &at);

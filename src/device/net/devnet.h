@@ -35,6 +35,8 @@ ncclResult_t td_net_start(struct tutti_dev_comm* dc);
 /* Stops the proxy (after forwarding what is still owed to peers, unless the
  * communicator was aborted), closes the connections, frees the shadows. */
 void td_net_free(struct tutti_dev_comm* dc);
+/* TUTTI_NET_TRACE's launch events (trace.h: E, L); nothing when untraced. */
+void td_net_mark(struct tutti_dev_comm* dc, char kind);
 /* The sentence for a connection that broke while kernels waited on it. */
 ncclResult_t td_net_error(struct tutti_dev_comm* dc);
 

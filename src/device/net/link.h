@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "device/net/devnet.h"
+#include "device/net/trace.h"
 #include "device/work.h"
 
 extern "C" {
@@ -45,6 +46,7 @@ struct td_chan {
   uint64_t head_shown; /* written into this rank's region: `sent` */
   uint64_t posted;     /* receives posted (into slots the kernel freed) */
   uint64_t arrived;    /* ... of which done, in order: this rank's tail */
+  uint64_t seen;       /* slots the trace has seen posted (TUTTI_NET_TRACE) */
   void* sreq[TD_SLOTS];
   void* rreq[TD_SLOTS];
 };
@@ -79,6 +81,7 @@ struct td_net {
   volatile int stop;
   int raised;
   char via[96];
+  struct td_trace* trace; /* TUTTI_NET_TRACE (trace.h), else NULL */
 };
 
 #endif

@@ -56,6 +56,14 @@ static int pump_sends(struct tutti_dev_comm* dc, struct td_link* k, int c) {
   struct td_chan* ch = &k->ch[c];
   int moved = 0;
   const uint64_t tail = ld(k->sh_host + td_ctr(L.tail_off, c, me, n));
+  struct td_trace* tr = dc->netp->trace;
+  if (tr != NULL) {
+    const uint64_t t = td_trace_now();
+    for (uint64_t s = ch->seen; s < tail; s++) {
+      td_trace_at(tr, 'P', k->peer, c, s, t);
+    }
+    ch->seen = tail > ch->seen ? tail : ch->seen;
+  }
   while (ch->fwd < tail) {
     const uint64_t sl = ch->fwd % TD_SLOTS;
     const uint32_t len =
@@ -69,6 +77,7 @@ static int pump_sends(struct tutti_dev_comm* dc, struct td_link* k, int c) {
       break;
     }
     ch->sreq[sl] = req;
+    td_trace(tr, 'S', k->peer, c, ch->fwd);
     ch->fwd++;
     moved = 1;
   }
@@ -81,6 +90,7 @@ static int pump_sends(struct tutti_dev_comm* dc, struct td_link* k, int c) {
       break;
     }
     ch->sreq[ch->sent % TD_SLOTS] = NULL;
+    td_trace(tr, 'D', k->peer, c, ch->sent);
     ch->sent++;
     moved = 1;
   }
@@ -131,6 +141,7 @@ static int pump_recvs(struct tutti_dev_comm* dc, struct td_link* k, int c) {
     ch->rreq[ch->arrived % TD_SLOTS] = NULL;
     ch->arrived++;
     st(mine + td_ctr(L.tail_off, c, k->peer, n), ch->arrived);
+    td_trace(dc->netp->trace, 'A', k->peer, c, ch->arrived - 1);
     moved = 1;
   }
   return moved;
@@ -251,6 +262,18 @@ static int owed(struct tutti_dev_comm* dc, struct td_link* k) {
   return k->bye_sent != 2;
 }
 
+/* The trace's K and F: kernels started and finished since the last look. */
+static void trace_kernels(struct td_trace* tr, volatile int* f, int* started, int* finished,
+                          uint64_t ns) {
+  const int s = f[TD_FLAG_STARTED], e = f[TD_FLAG_FINISHED];
+  for (; *started != s; (*started)++) {
+    td_trace_at(tr, 'K', -1, 0, (uint64_t)(uint32_t)(*started + 1), ns);
+  }
+  for (; *finished != e; (*finished)++) {
+    td_trace_at(tr, 'F', -1, 0, (uint64_t)(uint32_t)(*finished + 1), ns);
+  }
+}
+
 /* Polls the network while kernels run and shortly after; otherwise sleeps
  * briefly between looks (network requests cannot be waited on). */
 static void* proxy_main(void* arg) {
@@ -258,13 +281,25 @@ static void* proxy_main(void* arg) {
   struct td_net* nt = dc->netp;
   volatile int* f = dc->host_flags;
   double last = tutti_socket_now(), stop_at = 0;
+  int seen_started = f[TD_FLAG_STARTED], seen_finished = f[TD_FLAG_FINISHED];
   for (;;) {
     const int leaving = nt->stop;
     int moved = 0;
+    const uint64_t pass_t0 = nt->trace != NULL ? td_trace_now() : 0;
+    if (nt->trace != NULL) {
+      trace_kernels(nt->trace, f, &seen_started, &seen_finished, pass_t0);
+    }
     for (int i = 0; i < nt->nlinks && !f[TD_FLAG_ABORT]; i++) {
       moved |= pump_link(dc, &nt->links[i], leaving);
     }
     const int busy = f[TD_FLAG_STARTED] != f[TD_FLAG_FINISHED];
+    if (nt->trace != NULL) {
+      nt->trace->passes++;
+      if (busy) {
+        nt->trace->busy_passes++;
+        nt->trace->busy_ns += td_trace_now() - pass_t0;
+      }
+    }
     for (int i = 0; busy && i < nt->nlinks; i++) {
       if (nt->links[i].broken && !nt->links[i].departed) {
         raise_error(dc, &nt->links[i]);
@@ -299,6 +334,9 @@ ncclResult_t td_net_start(struct tutti_dev_comm* dc) {
   struct td_net* nt = dc->netp;
   if (nt == NULL || nt->nlinks == 0) {
     return ncclSuccess;
+  }
+  if (nt->trace == NULL) {
+    nt->trace = td_trace_open(dc->rank);
   }
   if (pthread_create(&nt->thread, NULL, proxy_main, dc) != 0) {
     return tutti_error(ncclSystemError, "could not start the device proxy thread");
@@ -344,6 +382,7 @@ void td_net_free(struct tutti_dev_comm* dc) {
       cudaFreeHost(k->sh_host);
     }
   }
+  td_trace_close(nt->trace);
   tutti_net_close(nt->net);
   free(nt->links);
   free(nt);
