@@ -77,8 +77,9 @@ struct tutti_dev_comm {
   void* launch_bufs; /* the kernel parameters being filled (struct td_launch_bufs) */
   uint16_t* turns;   /* [TD_MAX_CHANNELS][2 * nranks]: turns handed out while filling */
   double timeout_s;
-  int rma_direct;     /* tune's: puts into this host's peers' windows through peer memory */
-  struct td_rma* rma; /* one-sided operations (rma/rma.h), from the first window on */
+  int rma_direct;        /* tune's: puts into this host's peers' windows through peer memory */
+  const char* net_trace; /* tune's: TUTTI_NET_TRACE's prefix, else NULL (net/trace.h) */
+  struct td_rma* rma;    /* one-sided operations (rma/rma.h), from the first window on */
 };
 
 /* Fills `l` for `n` ranks, `nch` channels and queues of `queue_bytes`; the

@@ -90,11 +90,12 @@ struct tutti_dev_sizes {
    * NCCL_BUFFSIZE, TUTTI_TUNE's mapped.memory, and the copy engines (a row
    * naming them, or ce.memory). */
   int channels_set, queue_set, mapped_set, ce_set;
-  int wants_ll128; /* some size may take LL128 lines: their inboxes are worth it */
-  int host_queues; /* NCCL_P2P_DISABLE: queues in host memory */
-  int net_all;     /* with NCCL_SHM_DISABLE too: every peer through the network proxy */
-  int cumem;       /* regions from cuMem (NCCL_CUMEM_ENABLE), else cudaMalloc */
-  int rma_direct;  /* one-sided puts through peer memory on this host (TUTTI_RMA_DIRECT) */
+  int wants_ll128;       /* some size may take LL128 lines: their inboxes are worth it */
+  int host_queues;       /* NCCL_P2P_DISABLE: queues in host memory */
+  int net_all;           /* with NCCL_SHM_DISABLE too: every peer through the network proxy */
+  int cumem;             /* regions from cuMem (NCCL_CUMEM_ENABLE), else cudaMalloc */
+  int rma_direct;        /* one-sided puts through peer memory on this host (TUTTI_RMA_DIRECT) */
+  const char* net_trace; /* TUTTI_NET_TRACE: the proxy's timeline to PREFIX.<rank>, else NULL */
 };
 
 #endif

@@ -23,6 +23,9 @@ static TUTTI_PARAM(cumem_enable, "NCCL_CUMEM_ENABLE", 1,
 static TUTTI_PARAM(rma_direct, "TUTTI_RMA_DIRECT", 1,
                    "device one-sided operations: 1 puts into the windows of this host's peers "
                    "through peer memory; 0 sends every put through the service thread");
+static TUTTI_PARAM_STR(net_trace, "TUTTI_NET_TRACE", NULL, "a path prefix",
+                       "device buffers across hosts: each rank writes the proxy's timeline of "
+                       "every call to PREFIX.<rank> (bench/net_breakdown.py reads it)");
 static TUTTI_PARAM_RANGE(comm_memory, "TUTTI_COMM_MEMORY", -1, -1, INT64_MAX,
                          "device: GPU memory of a communicator's region per rank where every "
                          "peer is on this host. -1: lean sizes (at most 32 channels, 2 MB "
@@ -66,6 +69,7 @@ void tutti_tune_device_setup(const struct tutti_dev_limits* lim, struct tutti_de
   s->net_all = s->host_queues && tutti_param_shm_disable() != 0;
   s->cumem = tutti_param_cumem_enable() != 0;
   s->rma_direct = tutti_param_rma_direct() != 0;
+  s->net_trace = tutti_param_net_trace();
   const int64_t budget = tutti_param_comm_memory();
   s->layout = budget < 0 ? TUTTI_LAYOUT_LEAN : budget == 0 ? TUTTI_LAYOUT_WIDE : TUTTI_LAYOUT_FIT;
   s->comm_memory = budget > 0 ? (size_t)budget : 0;

@@ -336,7 +336,7 @@ ncclResult_t td_net_start(struct tutti_dev_comm* dc) {
     return ncclSuccess;
   }
   if (nt->trace == NULL) {
-    nt->trace = td_trace_open(dc->rank);
+    nt->trace = td_trace_open(dc->net_trace, dc->rank);
   }
   if (pthread_create(&nt->thread, NULL, proxy_main, dc) != 0) {
     return tutti_error(ncclSystemError, "could not start the device proxy thread");

@@ -20,8 +20,7 @@ uint64_t td_trace_now(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-struct td_trace* td_trace_open(int rank) {
-  const char* prefix = getenv("TUTTI_NET_TRACE");
+struct td_trace* td_trace_open(const char* prefix, int rank) {
   if (prefix == NULL || prefix[0] == '\0') {
     return NULL;
   }

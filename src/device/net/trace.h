@@ -38,8 +38,9 @@ struct td_trace {
   char path[240];
 };
 
-/* A trace for `rank` when TUTTI_NET_TRACE is set, else NULL. */
-struct td_trace* td_trace_open(int rank);
+/* A trace for `rank` to PREFIX.<rank> (TUTTI_NET_TRACE, tune/setup.c), or
+ * NULL where prefix is NULL or empty. */
+struct td_trace* td_trace_open(const char* prefix, int rank);
 /* Writes the trace to its file and frees it. */
 void td_trace_close(struct td_trace* t);
 uint64_t td_trace_now(void);
