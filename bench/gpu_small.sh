@@ -7,7 +7,8 @@
 #              collective in $COLLS
 #   sweep      tutti and NCCL alternating, $REPS times, every collective of
 #              $COLLS, $MIN-$MAX: time per call (us) side by side, and the
-#              ratio tutti / NCCL of the medians (bench/small_table.py)
+#              ratio tutti / NCCL of the medians; $VARIANTS adds tutti runs
+#              with other settings to the alternation ("label:NAME=VALUE,...")
 # Usage: BIN=dir (tutti-perf, libtutti.so.0) [NCCL=libnccl.so.2] [OUT=dir]
 #        [PERF_ENV="NAME=VALUE ..."] bench/gpu_small.sh PHASE...
 set -uo pipefail
@@ -63,6 +64,11 @@ sweep() {
   for rep in $(seq "${REPS:-3}"); do
     for c in $COLLS; do
       pair tutti "$lib" "$c" "${MIN:-8}" "${MAX:-1M}" "${ITERS:-200}"
+      for v in ${VARIANTS:-}; do
+        local venv=${v#*:}
+        PERF_ENV="${PERF_ENV:-} ${venv//,/ }" pair "${v%%:*}" "$lib" "$c" "${MIN:-8}" "${MAX:-1M}" \
+          "${ITERS:-200}"
+      done
       [ -n "$nccl" ] && pair nccl "$nccl" "$c" "${MIN:-8}" "${MAX:-1M}" "${ITERS:-200}"
     done
   done | tee "$out/sweep.txt"
@@ -81,18 +87,20 @@ for line in open(sys.argv[1]):
         t[(w[0], w[1], int(w[2]))].append(float(w[7]))
 colls = sorted({k[1] for k in t}, key=["allreduce", "allgather", "reducescatter", "broadcast"].index)
 sizes = sorted({k[2] for k in t})
-print("| bytes | " + " | ".join("%s tutti / NCCL (x)" % c for c in colls) + " |")
-print("|---:|" + "---:|" * len(colls))
-for b in sizes:
-    cells = []
-    for c in colls:
-        a, n = t.get(("tutti", c, b)), t.get(("nccl", c, b))
-        if a and n:
-            ma, mn = statistics.median(a), statistics.median(n)
-            cells.append("%.1f / %.1f (%.2f)" % (ma, mn, ma / mn))
-        else:
-            cells.append("-")
-    print("| %d | %s |" % (b, " | ".join(cells)))
+for lab in sorted({k[0] for k in t} - {"nccl"}):
+    print("\n%s against NCCL, us per call (ratio):\n" % lab)
+    print("| bytes | " + " | ".join("%s %s / NCCL" % (c, lab) for c in colls) + " |")
+    print("|---:|" + "---:|" * len(colls))
+    for b in sizes:
+        cells = []
+        for c in colls:
+            a, n = t.get((lab, c, b)), t.get(("nccl", c, b))
+            if a and n:
+                ma, mn = statistics.median(a), statistics.median(n)
+                cells.append("%.1f / %.1f (%.2f)" % (ma, mn, ma / mn))
+            else:
+                cells.append("-")
+        print("| %d | %s |" % (b, " | ".join(cells)))
 PY
 }
 

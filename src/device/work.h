@@ -26,11 +26,12 @@
  * (tutti_dev_comm.host_flags[TD_FLAG_*]; the kernels see abort_flag, error
  * and kstate in the same memory). */
 enum {
-  TD_FLAG_ABORT = 0,   /* non-zero: every wait ends (ncclCommAbort, a stop below) */
-  TD_FLAG_STOP = 1,    /* why device work stopped: enum td_stop */
-  TD_FLAG_RANK = 2,    /* the rank a stop names (lost, failed) */
-  TD_FLAG_STARTED = 3, /* kernels started */
-  TD_FLAG_FINISHED = 4 /* kernels finished */
+  TD_FLAG_ABORT = 0,    /* non-zero: every wait ends (ncclCommAbort, a stop below) */
+  TD_FLAG_STOP = 1,     /* why device work stopped: enum td_stop */
+  TD_FLAG_RANK = 2,     /* the rank a stop names (lost, failed) */
+  TD_FLAG_STARTED = 3,  /* kernels started */
+  TD_FLAG_FINISHED = 4, /* kernels finished */
+  TD_FLAG_CHANNELS = 5  /* channels the last kernel started uses (a hint to the network proxy) */
 };
 
 /* Why a communicator's device work stopped (host_flags[TD_FLAG_STOP]). */
@@ -119,7 +120,7 @@ struct td_work {
   /* TD_SOLE: every (channel, connection) has one block and no lane waits
    * for another, so blocks hand nothing to each other within the launch. */
   uint32_t flags;
-  uint32_t pad;
+  uint32_t nch; /* the most channels of any operation: kstate[2] for the network proxy */
   struct td_op ops[OPS];
   struct td_lane lanes[LANES];
   struct td_cta ctas[CTAS];

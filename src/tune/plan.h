@@ -96,6 +96,7 @@ struct tutti_dev_sizes {
   int cumem;             /* regions from cuMem (NCCL_CUMEM_ENABLE), else cudaMalloc */
   int rma_direct;        /* one-sided puts through peer memory on this host (TUTTI_RMA_DIRECT) */
   const char* net_trace; /* TUTTI_NET_TRACE: the proxy's timeline to PREFIX.<rank>, else NULL */
+  int net_poll;          /* TUTTI_NET_POLL: 1 tests receives on the running kernel's channels */
 };
 
 #endif

@@ -252,6 +252,9 @@ int gcase_prepare(const struct gcase* c, struct grank* g) {
 }
 
 ncclResult_t gcase_issue(const struct gcase* c, struct grank* g) {
+  if (gcase_config_on()) {
+    return gcase_issue_config(c, g); /* gpu_config.c */
+  }
   cudaStream_t s = g->stream;
   switch (c->coll) {
     case G_ALLREDUCE:
@@ -353,6 +356,9 @@ void gcase_mode_env(const char* mode) {
   }
   if (strcmp(mode, "ring") == 0) {
     setenv("NCCL_ALGO", "^Mapped", 1);
+  }
+  if (strcmp(mode, "config") == 0) {
+    setenv("TUTTI_GPU_CONFIG", "1", 1); /* gpu_config.c */
   }
   if (strcmp(mode, "ipc") == 0) {
     setenv("NCCL_CUMEM_ENABLE", "0", 1);

@@ -79,4 +79,9 @@ void gcase_mode_env(const char* mode);
  * one this process's launches took, by the device executor's own counts. */
 void gcase_assert_path(const char* mode);
 
+/* Mode "config" (gpu_config.c): whether cases go through the
+ * nccl<Coll>Config calls, and the call that issues them so. */
+int gcase_config_on(void);
+ncclResult_t gcase_issue_config(const struct gcase* c, struct grank* g);
+
 #endif

@@ -52,6 +52,8 @@
  *   mismatch    2 ranks, device buffers, rank 0 sums where rank 1 takes the max:
  *               both fail within 5 s naming both calls, later calls at once;
  *               mismatch-hosts the same with each rank its own host
+ *   config      the matrix through the nccl<Coll>Config calls, cycling
+ *               through their fields (gpu_config.c)
  *   shapes      2 ranks, rank 1 started with another NCCL_BUFFSIZE: both
  *               ranks' init must fail with ncclInvalidUsage naming the
  *               variables, never lay out their queues differently

@@ -4,7 +4,7 @@ if(TUTTI_HAVE_CUDA)
   add_executable(test_gpu ${CMAKE_CURRENT_LIST_DIR}/test_gpu.c ${CMAKE_CURRENT_LIST_DIR}/gpu_case.c
     ${CMAKE_CURRENT_LIST_DIR}/gpu_run.c ${CMAKE_CURRENT_LIST_DIR}/gpu_streams.c
     ${CMAKE_CURRENT_LIST_DIR}/gpu_mem.c ${CMAKE_CURRENT_LIST_DIR}/gpu_faults.c
-    ${CMAKE_CURRENT_LIST_DIR}/gpu_probe.c
+    ${CMAKE_CURRENT_LIST_DIR}/gpu_probe.c ${CMAKE_CURRENT_LIST_DIR}/gpu_config.c
     ${CMAKE_SOURCE_DIR}/tests/coll/checker.c ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
   target_include_directories(test_gpu PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/coll
     ${CMAKE_SOURCE_DIR}/tests/common

@@ -111,6 +111,7 @@ static void fill(W* w, struct tutti_dev_comm* dc, const struct tutti_dev_op* ops
   w->nlanes = 0;
   w->slot_bytes = (uint32_t)dc->slot_bytes;
   w->chunk_bytes = (uint32_t)(dc->slot_bytes * TD_SLOTS / 2);
+  w->nch = 0;
   int nsteps = 0, ntickets = 0;
   for (int i = 0; i < nops; i++) {
     const struct tutti_dev_op* o = &ops[i];
@@ -126,6 +127,7 @@ static void fill(W* w, struct tutti_dev_comm* dc, const struct tutti_dev_op* ops
     wo->kind = (uint8_t)o->redop.kind;
     wo->elem_size = (uint8_t)o->args->elem_size;
     wo->nch = (uint8_t)nch[i];
+    w->nch = (uint32_t)nch[i] > w->nch ? (uint32_t)nch[i] : w->nch;
     wo->ll = (uint8_t)(o->plan->proto == TUTTI_PROTO_LL);
     const int lane_base = (int)w->nlanes;
     for (int l = 0; l < s->nlanes; l++) {
@@ -183,7 +185,6 @@ static void fill(W* w, struct tutti_dev_comm* dc, const struct tutti_dev_op* ops
     }
   }
   w->flags = sole ? TD_SOLE : 0;
-  w->pad = 0;
 }
 
 static ncclResult_t cuda_fail(cudaError_t e, const char* what) {

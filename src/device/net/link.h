@@ -82,6 +82,7 @@ struct td_net {
   int raised;
   char via[96];
   struct td_trace* trace; /* TUTTI_NET_TRACE (trace.h), else NULL */
+  int hint; /* TUTTI_NET_POLL: receives tested only on the running kernel's channels */
 };
 
 #endif

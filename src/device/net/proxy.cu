@@ -19,7 +19,8 @@ extern "C" {
 #include "util/socket.h"
 }
 
-#define IDLE_S 0.02 /* polling on after kernels finish, before sleeping */
+#define IDLE_S 0.02           /* polling on after kernels finish, before sleeping */
+#define TD_NET_FULL_PASSES 32 /* a pass over every receive, while kernels run */
 
 static inline uint64_t ld(const char* p) {
   return __atomic_load_n((const uint64_t*)p, __ATOMIC_ACQUIRE);
@@ -236,13 +237,18 @@ static int pump_ctl(struct tutti_dev_comm* dc, struct td_link* k, int leaving) {
   return moved;
 }
 
-static int pump_link(struct tutti_dev_comm* dc, struct td_link* k, int leaving) {
+/* One pass over a link: every channel's posted slots (memory reads), the
+ * receives of the first `rch` channels (each test of a network may be a
+ * system call) and, when `all`, of every channel and the control comm. */
+static int pump_link(struct tutti_dev_comm* dc, struct td_link* k, int leaving, int rch, int all) {
   int moved = 0;
   for (int c = 0; c < dc->nch && !k->broken; c++) {
     moved |= pump_sends(dc, k, c);
-    moved |= pump_recvs(dc, k, c);
+    if (all || c < rch) {
+      moved |= pump_recvs(dc, k, c);
+    }
   }
-  if (!k->broken) {
+  if (!k->broken && (all || leaving)) {
     moved |= pump_ctl(dc, k, leaving);
   }
   return moved;
@@ -282,6 +288,7 @@ static void* proxy_main(void* arg) {
   volatile int* f = dc->host_flags;
   double last = tutti_socket_now(), stop_at = 0;
   int seen_started = f[TD_FLAG_STARTED], seen_finished = f[TD_FLAG_FINISHED];
+  uint32_t pass = 0;
   for (;;) {
     const int leaving = nt->stop;
     int moved = 0;
@@ -289,10 +296,16 @@ static void* proxy_main(void* arg) {
     if (nt->trace != NULL) {
       trace_kernels(nt->trace, f, &seen_started, &seen_finished, pass_t0);
     }
-    for (int i = 0; i < nt->nlinks && !f[TD_FLAG_ABORT]; i++) {
-      moved |= pump_link(dc, &nt->links[i], leaving);
-    }
+    /* While a kernel runs, its receives come on the channels it uses (the
+     * hint it wrote as it started): the others, and the goodbye, are
+     * looked at every TD_NET_FULL_PASSES passes, so a stale hint costs time
+     * but never progress. */
     const int busy = f[TD_FLAG_STARTED] != f[TD_FLAG_FINISHED];
+    const int hint = f[TD_FLAG_CHANNELS];
+    const int all = !nt->hint || !busy || hint < 1 || ++pass % TD_NET_FULL_PASSES == 0;
+    for (int i = 0; i < nt->nlinks && !f[TD_FLAG_ABORT]; i++) {
+      moved |= pump_link(dc, &nt->links[i], leaving, hint, all);
+    }
     if (nt->trace != NULL) {
       nt->trace->passes++;
       if (busy) {
@@ -338,6 +351,7 @@ ncclResult_t td_net_start(struct tutti_dev_comm* dc) {
   if (nt->trace == NULL) {
     nt->trace = td_trace_open(dc->net_trace, dc->rank);
   }
+  nt->hint = dc->net_poll;
   if (pthread_create(&nt->thread, NULL, proxy_main, dc) != 0) {
     return tutti_error(ncclSystemError, "could not start the device proxy thread");
   }
