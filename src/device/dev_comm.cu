@@ -365,6 +365,7 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
   dc->rma_direct = s->sizes.rma_direct;
   dc->net_trace = s->sizes.net_trace;
   dc->net_poll = s->sizes.net_poll;
+  dc->net_yield = s->sizes.net_yield;
   dc->remote = (unsigned char*)calloc((size_t)s->nranks, 1);
   if (dc->remote == NULL) {
     free(dc);

@@ -336,8 +336,8 @@ static void* proxy_main(void* arg) {
     if (!moved && !busy && now - last > IDLE_S) {
       struct timespec ts = {0, now - last > 1.0 ? 1000000L : 100000L};
       nanosleep(&ts, NULL);
-    } else if (!moved) {
-      sched_yield();
+    } else if (!moved && (nt->yield || !busy)) {
+      sched_yield(); /* TUTTI_NET_YIELD=0: spins while kernels run */
     }
   }
   return NULL;
@@ -352,6 +352,7 @@ ncclResult_t td_net_start(struct tutti_dev_comm* dc) {
     nt->trace = td_trace_open(dc->net_trace, dc->rank);
   }
   nt->hint = dc->net_poll;
+  nt->yield = dc->net_yield;
   if (pthread_create(&nt->thread, NULL, proxy_main, dc) != 0) {
     return tutti_error(ncclSystemError, "could not start the device proxy thread");
   }
