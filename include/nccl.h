@@ -247,8 +247,9 @@ ncclResult_t ncclMemAlloc(void** ptr, size_t size);
 ncclResult_t ncclMemFree(void* ptr);
 ncclResult_t ncclGetVersion(int* version);
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
-/* Process-wide TLS on the library's TCP sockets (NCCL 2.32): tutti answers
- * ncclInvalidUsage, encryption is not built into it yet (docs/design.md). */
+/* Process-wide encryption of the library's TCP connections made from then
+ * on (NCCL 2.32); tutti loads OpenSSL 3 for it and answers ncclSystemError
+ * where OpenSSL is absent (docs/design.md). */
 ncclResult_t ncclSetEncryption(const ncclEncryptionConfig_t* config);
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t* config);

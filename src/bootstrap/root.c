@@ -12,6 +12,7 @@
 
 #include "bootstrap/root_state.h"
 #include "util/check.h"
+#include "util/seal.h"
 
 void tutti_bs_root_conn_drop(struct root* r, int i) {
   struct conn* c = r->conns[i];
@@ -272,7 +273,7 @@ static void on_hello(struct root* r, struct conn* c, double now) {
 /* Progress on one connection; returns -1 when it should be closed. */
 int tutti_bs_root_serve(struct root* r, struct conn* c, short revents, double now) {
   if (c->state == CONN_HELLO && (revents & (POLLIN | POLLHUP | POLLERR))) {
-    ssize_t n = recv(c->fd, c->in + c->got, HELLO_BYTES - c->got, MSG_DONTWAIT);
+    ssize_t n = tutti_seal_recv(c->fd, c->in + c->got, HELLO_BYTES - c->got);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
       return 0;
     }
@@ -312,7 +313,7 @@ int tutti_bs_root_serve(struct root* r, struct conn* c, short revents, double no
     }
   } else if (c->state == CONN_JOINED && (revents & (POLLIN | POLLHUP | POLLERR))) {
     char byte;
-    ssize_t n = recv(c->fd, &byte, 1, MSG_DONTWAIT);
+    ssize_t n = tutti_seal_recv(c->fd, &byte, 1);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
       return 0;
     }
@@ -323,8 +324,7 @@ int tutti_bs_root_serve(struct root* r, struct conn* c, short revents, double no
          "aborted; see its log",
          c->rank, c->where, r->where, r->nranks);
   } else if (c->state == CONN_REPLY && (revents & (POLLOUT | POLLHUP | POLLERR))) {
-    ssize_t n =
-        send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = tutti_seal_send(c->fd, c->out + c->out_off, c->out_len - c->out_off);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
       return 0;
     }
