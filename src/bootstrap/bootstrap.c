@@ -9,6 +9,7 @@
 
 #include "bootstrap/internal.h"
 #include "util/check.h"
+#include "util/seal.h"
 #include "topo/ifaces.h"
 #include "util/param.h"
 
@@ -99,6 +100,14 @@ static ncclResult_t read_reply(struct tutti_bootstrap* b, int fd,
   ncclResult_t res = tutti_socket_recv_all(fd, hdr, sizeof hdr, io);
   if (res == ncclRemoteError && tutti_socket_now() < io->deadline &&
       (b->abort_flag == NULL || __atomic_load_n(b->abort_flag, __ATOMIC_RELAXED) == 0)) {
+    if (tutti_seal_enabled()) {
+      const char* why = tutti_seal_why(fd);
+      return tutti_error(ncclRemoteError,
+                         "%s closed rank %d's connection without an answer%s%s%s: the pre-shared "
+                         "keys (ncclSetEncryption) differ, or the job secrets do",
+                         io->peer, b->rank, why != NULL ? " (" : "", why != NULL ? why : "",
+                         why != NULL ? ")" : "");
+    }
     return tutti_error(ncclRemoteError,
                        "%s closed rank %d's connection without an answer: the job secrets may "
                        "differ (every rank must get the same unique id; with NCCL_COMM_ID also the "

@@ -12,6 +12,7 @@
 
 #include "util/check.h"
 #include "util/param.h"
+#include "util/seal.h"
 #include "util/socket.h"
 
 #define HELLO_LEN 48 /* "tuttiTC1", secret, comm hash, from, to, socket index, nsocks */
@@ -179,7 +180,7 @@ static ncclResult_t complete(struct tutti_tcp_setup* su, int i) {
     put64(ack + 8, tc->comm_hash);
     tutti_socket_put32(ack + 16, (uint32_t)tc->rank);
     tutti_socket_put32(ack + 20, (uint32_t)idx);
-    if (why != NULL || send(p->fd, ack, ACK_LEN, MSG_NOSIGNAL | MSG_DONTWAIT) != ACK_LEN) {
+    if (why != NULL || tutti_seal_send(p->fd, ack, ACK_LEN) != ACK_LEN) {
       INFO(TUTTI_NET, "rank %d dropped a connection to its TCP listener: %s", tc->rank,
            why != NULL ? why : "it closed before the acknowledgement");
       close(p->fd);
@@ -197,7 +198,7 @@ static ncclResult_t complete(struct tutti_tcp_setup* su, int i) {
 static ncclResult_t service(struct tutti_tcp_setup* su, int i) {
   struct tutti_tcp_pending* p = &su->pend[i];
   size_t want = (p->out ? ACK_LEN : HELLO_LEN) - p->got;
-  ssize_t n = recv(p->fd, p->buf + p->got, want, MSG_DONTWAIT);
+  ssize_t n = tutti_seal_recv(p->fd, p->buf + p->got, want);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
     return ncclSuccess;
   }
@@ -208,7 +209,8 @@ static ncclResult_t service(struct tutti_tcp_setup* su, int i) {
       return tutti_error(ncclRemoteError,
                          "rank %d: %s closed TCP connection %d during setup (%s): it may have "
                          "failed (see its log) or the job secrets differ",
-                         su->tc->rank, who, p->idx, n == 0 ? "end of file" : strerror(errno));
+                         su->tc->rank, who, p->idx,
+                         n == 0 ? "end of file" : tutti_seal_strerror(p->fd, errno));
     }
     close(p->fd);
     su->pend[i] = su->pend[--su->npend];

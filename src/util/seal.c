@@ -46,6 +46,7 @@ struct seal {
 
 int tutti_seal_active;
 static int ready(struct seal* s, int fd, int need);
+static int derive_first(struct seal* s);
 static struct seal** chunks[NCHUNKS];
 static pthread_mutex_t key_lock = PTHREAD_MUTEX_INITIALIZER;
 static char* key; /* NULL: new connections are plaintext */
@@ -133,6 +134,10 @@ void tutti_seal_attach(int fd, int initiator) {
   }
   memcpy(s->hs_out + MAGIC_LEN, s->nonce[initiator ? 0 : 1], NONCE);
   s->hs_out_len = HELLO;
+  if (s->err == 0 && derive_first(s) != 0) {
+    s->err = EIO;
+    snprintf(s->why, sizeof s->why, "OpenSSL failed to derive the connection's keys");
+  }
   __atomic_store_n(&tutti_seal_active, 1, __ATOMIC_RELEASE);
   put(fd, s);
   /* The hello leaves at once (an empty socket takes it), so the other end
@@ -161,32 +166,44 @@ static int fail(struct seal* s, int fd, int err, const char* fmt, ...) {
   return err;
 }
 
-static int derive(struct seal* s) {
-  unsigned char salt[2 * NONCE], i2r[TUTTI_CRYPTO_KEY + TUTTI_CRYPTO_IV],
-      r2i[TUTTI_CRYPTO_KEY + TUTTI_CRYPTO_IV];
+static int derive_dir(struct seal* s, struct tutti_crypto_dir* d, int both, const char* label,
+                      int encrypt) {
+  unsigned char salt[2 * NONCE], key_iv[TUTTI_CRYPTO_KEY + TUTTI_CRYPTO_IV];
   memcpy(salt, s->nonce[0], NONCE);
   memcpy(salt + NONCE, s->nonce[1], NONCE);
-  const size_t klen = strlen(s->psk);
-  int rc = tutti_crypto_hkdf((unsigned char*)s->psk, klen, salt, sizeof salt,
-                             "tutti enc v1 initiator to responder", i2r, sizeof i2r) != 0 ||
-           tutti_crypto_hkdf((unsigned char*)s->psk, klen, salt, sizeof salt,
-                             "tutti enc v1 responder to initiator", r2i, sizeof r2i) != 0 ||
-           tutti_crypto_dir_init(&s->tx, s->initiator ? i2r : r2i, 1) != 0 ||
-           tutti_crypto_dir_init(&s->rx, s->initiator ? r2i : i2r, 0) != 0;
-  memset(i2r, 0, sizeof i2r);
-  memset(r2i, 0, sizeof r2i);
-  memset(s->psk, 0, klen);
-  if (rc != 0) {
-    return -1;
-  }
-  /* Key confirmation: the first record each way is a fixed text, which
-   * authenticates only under the same key and both nonces. */
+  int rc = tutti_crypto_hkdf((unsigned char*)s->psk, strlen(s->psk), salt, both ? 2 * NONCE : NONCE,
+                             label, key_iv, sizeof key_iv) != 0 ||
+           tutti_crypto_dir_init(d, key_iv, encrypt) != 0;
+  memset(key_iv, 0, sizeof key_iv);
+  return rc ? -1 : 0;
+}
+
+/* Key confirmation: the first record each way is a fixed text, which
+ * authenticates only under the same key. */
+static int confirm(struct seal* s) {
   unsigned char* r = s->hs_out + HELLO;
   struct iovec v = {(void*)CONFIRM_TEXT, CONFIRM_LEN};
   tutti_socket_put32(r, CONFIRM_LEN);
-  rc = tutti_crypto_seal(&s->tx, r, 4, &v, 1, CONFIRM_LEN, r + 4, r + 4 + CONFIRM_LEN);
   s->hs_out_len = HELLO + CONFIRM;
-  return rc;
+  return tutti_crypto_seal(&s->tx, r, 4, &v, 1, CONFIRM_LEN, r + 4, r + 4 + CONFIRM_LEN);
+}
+
+/* The initiator's direction is keyed from its own nonce alone, so that it
+ * may send before the responder's process has even accepted (a ring of
+ * ranks each connecting before accepting relies on it); the responder's
+ * from both nonces. */
+#define I2R "tutti enc v1 initiator to responder"
+#define R2I "tutti enc v1 responder to initiator"
+static int derive_first(struct seal* s) {
+  return s->initiator ? (derive_dir(s, &s->tx, 0, I2R, 1) || confirm(s)) : 0;
+}
+
+static int derive(struct seal* s) {
+  int rc = s->initiator
+               ? derive_dir(s, &s->rx, 1, R2I, 0)
+               : derive_dir(s, &s->rx, 0, I2R, 0) || derive_dir(s, &s->tx, 1, R2I, 1) || confirm(s);
+  memset(s->psk, 0, strlen(s->psk));
+  return rc ? -1 : 0;
 }
 
 /* Drives the handshake until `need` holds: KEYED (the peer's hello came and
@@ -294,6 +311,11 @@ static int ready(struct seal* s, int fd, int need) {
 int tutti_seal_handshake(int fd) {
   struct seal* s = get(fd);
   return s == NULL ? 0 : ready(s, fd, CONFIRMED);
+}
+
+const char* tutti_seal_why(int fd) {
+  struct seal* s = get(fd);
+  return s != NULL && s->err != 0 && s->why[0] != '\0' ? s->why : NULL;
 }
 
 const char* tutti_seal_strerror(int fd, int err) {

@@ -40,6 +40,9 @@ int tutti_seal_handshake(int fd);
  * connection (wrong key, plaintext peer, altered record), else strerror. */
 const char* tutti_seal_strerror(int fd, int err);
 
+/* The record layer's sentence for a connection it failed, or NULL. */
+const char* tutti_seal_why(int fd);
+
 ssize_t tutti_seal_sendmsg_slow(int fd, const struct iovec* iov, int iovcnt);
 ssize_t tutti_seal_recv_slow(int fd, void* buf, size_t len);
 int tutti_seal_pending_slow(int fd);
