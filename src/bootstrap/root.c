@@ -122,8 +122,9 @@ static void fail_missing(struct root* r, double timeout_s) {
   }
   fail(r, ncclRemoteError,
        "%s %s of %d did not join the job at %s within %.3g s: check that every rank was "
-       "started with the same unique id / NCCL_COMM_ID",
-       missing == 1 ? "rank" : "ranks", list, r->nranks, r->where, timeout_s);
+       "started with the same unique id / NCCL_COMM_ID%s%s",
+       missing == 1 ? "rank" : "ranks", list, r->nranks, r->where, timeout_s,
+       r->refused[0] != '\0' ? "; a connection was refused: " : "", r->refused);
 }
 
 /* Whether the root stays after its table: an identity-less job's root
@@ -278,6 +279,12 @@ int tutti_bs_root_serve(struct root* r, struct conn* c, short revents, double no
       return 0;
     }
     if (n <= 0) {
+      /* A peer without the key costs nothing, as any stranger; it is named
+       * if the job then misses a rank (fail_missing). */
+      const char* why = tutti_seal_why(c->fd);
+      if (why != NULL) {
+        snprintf(r->refused, sizeof r->refused, "%s", why);
+      }
       return -1;
     }
     c->got += (size_t)n;

@@ -35,6 +35,7 @@ struct seal {
   pthread_mutex_t lock; /* the handshake only: afterwards each direction has one user */
   int initiator, open, err;
   char* psk;
+  char peer[TUTTI_SOCKET_ADDR_STRLEN]; /* kept: a reset connection has no peer name */
   char why[384];
   unsigned char nonce[2][NONCE]; /* the initiator's, the responder's */
   unsigned char hs_out[HELLO + CONFIRM], hs_in[HELLO + CONFIRM];
@@ -149,13 +150,19 @@ void tutti_seal_detach(int fd) {
   destroy(put(fd, NULL));
 }
 
-static int fail(struct seal* s, int fd, int err, const char* fmt, ...) {
-  char peer[TUTTI_SOCKET_ADDR_STRLEN] = "(unknown)", what[256];
+/* Keeps fd's peer address for the sentences, once it is connected. */
+static void name_peer(struct seal* s, int fd) {
   union tutti_socket_addr a;
   socklen_t len = sizeof a;
-  if (getpeername(fd, &a.sa, &len) == 0) {
-    tutti_socket_format(&a, peer, sizeof peer);
+  if (s->peer[0] == '\0' && getpeername(fd, &a.sa, &len) == 0) {
+    tutti_socket_format(&a, s->peer, sizeof s->peer);
   }
+}
+
+static int fail(struct seal* s, int fd, int err, const char* fmt, ...) {
+  char what[256];
+  name_peer(s, fd);
+  const char* peer = s->peer[0] != '\0' ? s->peer : "(unknown)";
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
@@ -267,6 +274,7 @@ static int handshake(struct seal* s, int fd, int need) {
     }
     const size_t had = s->hs_in_got;
     s->hs_in_got += (size_t)n;
+    name_peer(s, fd);
     if (had < MAGIC_LEN) {
       const size_t k = s->hs_in_got < MAGIC_LEN ? s->hs_in_got : MAGIC_LEN;
       if (memcmp(s->hs_in, MAGIC, k) != 0) {
@@ -326,6 +334,19 @@ const char* tutti_seal_strerror(int fd, int err) {
   return strerror(err);
 }
 
+/* TUTTI_TEST_FLIP_RECORD=N (read by tests only): every connection of this
+ * process flips one bit of the N-th record it sends, after sealing it, as a
+ * faulty or hostile network would. */
+static uint64_t flip_record(void) {
+  static uint64_t at = 0; /* 0: not read yet; UINT64_MAX: none */
+  if (at == 0) {
+    const char* e = getenv("TUTTI_TEST_FLIP_RECORD");
+    const uint64_t v = e != NULL ? strtoull(e, NULL, 10) : 0;
+    __atomic_store_n(&at, v > 0 ? v + 1 : UINT64_MAX, __ATOMIC_RELAXED);
+  }
+  return at;
+}
+
 ssize_t tutti_seal_sendmsg_slow(int fd, const struct iovec* iov, int iovcnt) {
   struct seal* s = get(fd);
   if (s == NULL) {
@@ -356,6 +377,9 @@ ssize_t tutti_seal_sendmsg_slow(int fd, const struct iovec* iov, int iovcnt) {
     if (tutti_crypto_seal(&s->tx, s->out, 4, iov, iovcnt, take, s->out + 4, s->out + 4 + take)) {
       errno = fail(s, fd, EIO, "OpenSSL failed to encrypt a record");
       return -1;
+    }
+    if (s->tx.seq == flip_record()) { /* a test's byte altered on the wire */
+      s->out[4 + take / 2] ^= 0x01;
     }
     s->out_len = take + OVERHEAD;
     s->out_off = 0;
@@ -457,6 +481,27 @@ ssize_t tutti_seal_recv_slow(int fd, void* buf, size_t len) {
   s->plain_off = len;
   s->plain_len = rec;
   return (ssize_t)len;
+}
+
+ssize_t tutti_seal_recvv_slow(int fd, const struct iovec* iov, int iovcnt) {
+  ssize_t total = 0;
+  for (int i = 0; i < iovcnt; i++) {
+    if (iov[i].iov_len == 0) {
+      continue;
+    }
+    if (total > 0 && !tutti_seal_pending_slow(fd)) {
+      break; /* no second read from the socket: as recvmsg, what is there */
+    }
+    ssize_t n = tutti_seal_recv_slow(fd, iov[i].iov_base, iov[i].iov_len);
+    if (n <= 0) {
+      return total > 0 ? total : n;
+    }
+    total += n;
+    if ((size_t)n < iov[i].iov_len) {
+      break;
+    }
+  }
+  return total;
 }
 
 int tutti_seal_pending_slow(int fd) {

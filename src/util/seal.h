@@ -78,6 +78,18 @@ static inline ssize_t tutti_seal_recv(int fd, void* buf, size_t len) {
 
 /* Non-zero when a received record still holds bytes the caller has not
  * taken: poll() would not wake for them, so a poll loop must not sleep. */
+/* recvmsg over iov: one record's bytes at most, as a recv may give. */
+ssize_t tutti_seal_recvv_slow(int fd, const struct iovec* iov, int iovcnt);
+static inline ssize_t tutti_seal_recvv(int fd, const struct iovec* iov, int iovcnt) {
+  if (__builtin_expect(!tutti_seal_active, 1)) {
+    struct msghdr m = {0};
+    m.msg_iov = (struct iovec*)iov;
+    m.msg_iovlen = (size_t)iovcnt;
+    return recvmsg(fd, &m, MSG_DONTWAIT);
+  }
+  return tutti_seal_recvv_slow(fd, iov, iovcnt);
+}
+
 static inline int tutti_seal_has_pending(int fd) {
   return __builtin_expect(!tutti_seal_active, 1) ? 0 : tutti_seal_pending_slow(fd);
 }

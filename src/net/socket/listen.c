@@ -14,6 +14,7 @@
 #include "net/socket/dev.h"
 #include "net/socket/setup.h"
 #include "util/check.h"
+#include "util/seal.h"
 #include "util/param.h"
 
 #define MAX_PENDING 64 /* sockets whose hello is not in yet */
@@ -181,14 +182,14 @@ static const char* place(struct tutti_socknet_listen* l, const struct pending* p
 static void read_hellos(struct tutti_socknet_listen* l, double now) {
   for (int i = l->npend - 1; i >= 0; i--) {
     struct pending* p = &l->pend[i];
-    ssize_t n = recv(p->fd, (char*)&p->hello + p->got, sizeof p->hello - p->got, MSG_DONTWAIT);
+    ssize_t n = tutti_seal_recv(p->fd, (char*)&p->hello + p->got, sizeof p->hello - p->got);
     if (n > 0) {
       p->got += (size_t)n;
     } else if (n == 0) {
       drop_pending(l, i, "it closed before its hello was in");
       continue;
     } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      drop_pending(l, i, strerror(errno));
+      drop_pending(l, i, tutti_seal_strerror(p->fd, errno));
       continue;
     }
     if (p->got == sizeof p->hello) {

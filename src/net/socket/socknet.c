@@ -11,7 +11,6 @@
 #include "net/socket/dev.h"
 #include "net/socket/setup.h"
 #include "util/check.h"
-#include "util/seal.h"
 
 /* A registration: what was registered, to refuse a stranger's deregister. */
 struct mr {
@@ -33,12 +32,6 @@ static ncclResult_t props(struct tutti_net* n, int dev, struct tutti_net_props* 
 
 static ncclResult_t listen_(struct tutti_net* n, int dev, void* handle, void** listen_comm) {
   TUTTI_UNUSED(n);
-  if (tutti_seal_enabled()) { /* refused rather than run in the clear */
-    return tutti_error(ncclInvalidUsage,
-                       "tutti's socket network does not encrypt yet, and ncclSetEncryption set a "
-                       "pre-shared key: leave NCCL_NET_PLUGIN unset so that hosts talk over the "
-                       "TCP transport, which encrypts");
-  }
   return tutti_socknet_listen(dev, handle, (struct tutti_socknet_listen**)listen_comm);
 }
 
