@@ -125,7 +125,11 @@ void tutti_seal_attach(int fd, int initiator) {
     free(psk);
     return;
   }
-  pthread_mutex_init(&s->lock, NULL);
+  pthread_mutexattr_t ma;
+  pthread_mutexattr_init(&ma);
+  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&s->lock, &ma);
+  pthread_mutexattr_destroy(&ma);
   s->initiator = initiator;
   s->psk = psk;
   memcpy(s->hs_out, MAGIC, MAGIC_LEN);
@@ -167,10 +171,14 @@ static int fail(struct seal* s, int fd, int err, const char* fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
-  snprintf(s->why, sizeof s->why, "encrypted connection with %s: %s", peer, what);
-  s->err = err;
-  WARN("%s", s->why);
-  return err;
+  pthread_mutex_lock(&s->lock); /* recursive: the handshake holds it already */
+  if (__atomic_load_n(&s->err, __ATOMIC_ACQUIRE) == 0) {
+    snprintf(s->why, sizeof s->why, "encrypted connection with %s: %s", peer, what);
+    __atomic_store_n(&s->err, err, __ATOMIC_RELEASE);
+    WARN("%s", s->why);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return __atomic_load_n(&s->err, __ATOMIC_ACQUIRE);
 }
 
 static int derive_dir(struct seal* s, struct tutti_crypto_dir* d, int both, const char* label,
@@ -217,7 +225,7 @@ static int derive(struct seal* s) {
  * our confirmation is on the wire: records may be sent) or CONFIRMED (the
  * peer's confirmation authenticated: records may be read). Never waits. */
 static int handshake(struct seal* s, int fd, int need) {
-  while (s->err == 0 && s->open < need) {
+  while (__atomic_load_n(&s->err, __ATOMIC_ACQUIRE) == 0 && s->open < need) {
     int moved = 0;
     while (s->hs_out_off < s->hs_out_len) {
       ssize_t n = send(fd, s->hs_out + s->hs_out_off, s->hs_out_len - s->hs_out_off,
@@ -301,14 +309,14 @@ static int handshake(struct seal* s, int fd, int need) {
       }
     }
   }
-  return s->err;
+  return __atomic_load_n(&s->err, __ATOMIC_ACQUIRE);
 }
 
 /* 0 when s may be used for `need`, else an errno value (EAGAIN: the
  * handshake goes on). */
 static int ready(struct seal* s, int fd, int need) {
   if (__atomic_load_n(&s->open, __ATOMIC_ACQUIRE) >= need) {
-    return s->err;
+    return __atomic_load_n(&s->err, __ATOMIC_ACQUIRE);
   }
   pthread_mutex_lock(&s->lock);
   int rc = handshake(s, fd, need);
@@ -323,12 +331,12 @@ int tutti_seal_handshake(int fd) {
 
 const char* tutti_seal_why(int fd) {
   struct seal* s = get(fd);
-  return s != NULL && s->err != 0 && s->why[0] != '\0' ? s->why : NULL;
+  return s != NULL && __atomic_load_n(&s->err, __ATOMIC_ACQUIRE) != 0 ? s->why : NULL;
 }
 
 const char* tutti_seal_strerror(int fd, int err) {
   struct seal* s = get(fd);
-  if (s != NULL && s->err != 0 && s->err == err && s->why[0] != '\0') {
+  if (s != NULL && err != 0 && __atomic_load_n(&s->err, __ATOMIC_ACQUIRE) == err) {
     return s->why;
   }
   return strerror(err);
@@ -339,12 +347,12 @@ const char* tutti_seal_strerror(int fd, int err) {
  * faulty or hostile network would. */
 static uint64_t flip_record(void) {
   static uint64_t at = 0; /* 0: not read yet; UINT64_MAX: none */
-  if (at == 0) {
+  if (__atomic_load_n(&at, __ATOMIC_RELAXED) == 0) {
     const char* e = getenv("TUTTI_TEST_FLIP_RECORD");
     const uint64_t v = e != NULL ? strtoull(e, NULL, 10) : 0;
     __atomic_store_n(&at, v > 0 ? v + 1 : UINT64_MAX, __ATOMIC_RELAXED);
   }
-  return at;
+  return __atomic_load_n(&at, __ATOMIC_RELAXED);
 }
 
 ssize_t tutti_seal_sendmsg_slow(int fd, const struct iovec* iov, int iovcnt) {
@@ -394,7 +402,8 @@ ssize_t tutti_seal_sendmsg_slow(int fd, const struct iovec* iov, int iovcnt) {
       if (errno == EINTR) {
         continue;
       }
-      if ((errno == EPIPE || errno == ECONNRESET) && s->open < CONFIRMED) {
+      if ((errno == EPIPE || errno == ECONNRESET) &&
+          __atomic_load_n(&s->open, __ATOMIC_ACQUIRE) < CONFIRMED) {
         errno = fail(s, fd, errno,
                      "the peer closed the connection before confirming the key: its pre-shared "
                      "key or its encryption setting (ncclSetEncryption) likely differs");

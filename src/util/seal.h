@@ -52,7 +52,7 @@ int tutti_seal_pending_slow(int fd);
  * bytes once all of it is on the wire (EAGAIN until then: the caller
  * retries with the same bytes, as it would after a short send). */
 static inline ssize_t tutti_seal_sendmsg(int fd, const struct iovec* iov, int iovcnt) {
-  if (__builtin_expect(!tutti_seal_active, 1)) {
+  if (__builtin_expect(!__atomic_load_n(&tutti_seal_active, __ATOMIC_RELAXED), 1)) {
     struct msghdr m = {0};
     m.msg_iov = (struct iovec*)iov;
     m.msg_iovlen = (size_t)iovcnt;
@@ -62,7 +62,7 @@ static inline ssize_t tutti_seal_sendmsg(int fd, const struct iovec* iov, int io
 }
 
 static inline ssize_t tutti_seal_send(int fd, const void* buf, size_t len) {
-  if (__builtin_expect(!tutti_seal_active, 1)) {
+  if (__builtin_expect(!__atomic_load_n(&tutti_seal_active, __ATOMIC_RELAXED), 1)) {
     return send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
   }
   struct iovec v = {(void*)buf, len};
@@ -70,7 +70,7 @@ static inline ssize_t tutti_seal_send(int fd, const void* buf, size_t len) {
 }
 
 static inline ssize_t tutti_seal_recv(int fd, void* buf, size_t len) {
-  if (__builtin_expect(!tutti_seal_active, 1)) {
+  if (__builtin_expect(!__atomic_load_n(&tutti_seal_active, __ATOMIC_RELAXED), 1)) {
     return recv(fd, buf, len, MSG_DONTWAIT);
   }
   return tutti_seal_recv_slow(fd, buf, len);
@@ -81,7 +81,7 @@ static inline ssize_t tutti_seal_recv(int fd, void* buf, size_t len) {
 /* recvmsg over iov: one record's bytes at most, as a recv may give. */
 ssize_t tutti_seal_recvv_slow(int fd, const struct iovec* iov, int iovcnt);
 static inline ssize_t tutti_seal_recvv(int fd, const struct iovec* iov, int iovcnt) {
-  if (__builtin_expect(!tutti_seal_active, 1)) {
+  if (__builtin_expect(!__atomic_load_n(&tutti_seal_active, __ATOMIC_RELAXED), 1)) {
     struct msghdr m = {0};
     m.msg_iov = (struct iovec*)iov;
     m.msg_iovlen = (size_t)iovcnt;
@@ -91,7 +91,9 @@ static inline ssize_t tutti_seal_recvv(int fd, const struct iovec* iov, int iovc
 }
 
 static inline int tutti_seal_has_pending(int fd) {
-  return __builtin_expect(!tutti_seal_active, 1) ? 0 : tutti_seal_pending_slow(fd);
+  return __builtin_expect(!__atomic_load_n(&tutti_seal_active, __ATOMIC_RELAXED), 1)
+             ? 0
+             : tutti_seal_pending_slow(fd);
 }
 
 #endif

@@ -22,6 +22,11 @@ foreach(algo default Ring Direct)
                        ENVIRONMENT "NCCL_SHM_DISABLE=1;TUTTI_TIMEOUT=60")
 endforeach()
 
+# The same, encrypted (ncclSetEncryption): bootstrap and TCP through util/seal.c.
+add_test(NAME tcp.procs.encrypted COMMAND test_coll_procs 2,3 default)
+set_tests_properties(tcp.procs.encrypted PROPERTIES TIMEOUT 300 ENVIRONMENT
+                     "NCCL_SHM_DISABLE=1;TUTTI_TIMEOUT=60;TEST_PSK=tcp-procs-encrypted-0123456789abcdef")
+
 set(TUTTI_NETNS_RUN bash ${CMAKE_CURRENT_LIST_DIR}/run.sh $<TARGET_FILE:tuttirun>
     $<TARGET_FILE:test_netns_job> $<TARGET_FILE:tcp_raw_bw>)
 foreach(shape "2 2" "3 1" "4 2")
