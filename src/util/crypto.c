@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/param.h"
+
 #define NID_HKDF 1036         /* EVP_PKEY_HKDF */
 #define CTRL_GCM_GET_TAG 0x10 /* EVP_CTRL_GCM_GET_TAG */
 #define CTRL_GCM_SET_TAG 0x11 /* EVP_CTRL_GCM_SET_TAG */
@@ -33,19 +35,22 @@ static struct {
   int (*rand_bytes)(unsigned char*, int);
 } ossl;
 
+/* Tests only: OpenSSL as if absent, to see ncclSetEncryption's answer. */
+static TUTTI_PARAM_INT32(hide_openssl, "TUTTI_TEST_HIDE_OPENSSL", 0, 0, 1,
+                         "tests only: 1 makes loading OpenSSL fail as if it were absent");
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char load_why[256];
 static int load_rc = -1;
 
 static void load(void) {
-  const char* hide = getenv("TUTTI_TEST_HIDE_OPENSSL");
-  void* h = (hide != NULL && strcmp(hide, "1") == 0) ? NULL : dlopen("libcrypto.so.3", RTLD_NOW);
+  const int hide = tutti_param_hide_openssl() == 1;
+  void* h = hide ? NULL : dlopen("libcrypto.so.3", RTLD_NOW);
   if (h == NULL) {
-    snprintf(
-        load_why, sizeof load_why,
-        "OpenSSL 3's libcrypto.so.3 could not be loaded (%s): install OpenSSL 3's shared "
-        "libraries (libssl3 on Debian and Ubuntu, openssl-libs on Fedora and RHEL)",
-        hide != NULL && strcmp(hide, "1") == 0 ? "hidden by TUTTI_TEST_HIDE_OPENSSL" : dlerror());
+    snprintf(load_why, sizeof load_why,
+             "OpenSSL 3's libcrypto.so.3 could not be loaded (%s): install OpenSSL 3's shared "
+             "libraries (libssl3 on Debian and Ubuntu, openssl-libs on Fedora and RHEL)",
+             hide ? "hidden by TUTTI_TEST_HIDE_OPENSSL" : dlerror());
     return;
   }
   struct {

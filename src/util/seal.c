@@ -16,6 +16,7 @@
 #include "util/check.h"
 #include "util/crypto.h"
 #include "util/log.h"
+#include "util/param.h"
 #include "util/socket.h"
 
 #define MAGIC "tuttiEN1"
@@ -342,17 +343,15 @@ const char* tutti_seal_strerror(int fd, int err) {
   return strerror(err);
 }
 
-/* TUTTI_TEST_FLIP_RECORD=N (read by tests only): every connection of this
- * process flips one bit of the N-th record it sends, after sealing it, as a
- * faulty or hostile network would. */
+/* Tests only: every connection of this process flips one bit of the N-th
+ * record it sends, after sealing it, as a faulty or hostile network would. */
+static TUTTI_PARAM_RANGE(flip, "TUTTI_TEST_FLIP_RECORD", 0, 0, INT64_MAX,
+                         "tests only: N > 0 alters each connection's N-th encrypted record");
+
+/* The counter value after sealing that record (UINT64_MAX: none). */
 static uint64_t flip_record(void) {
-  static uint64_t at = 0; /* 0: not read yet; UINT64_MAX: none */
-  if (__atomic_load_n(&at, __ATOMIC_RELAXED) == 0) {
-    const char* e = getenv("TUTTI_TEST_FLIP_RECORD");
-    const uint64_t v = e != NULL ? strtoull(e, NULL, 10) : 0;
-    __atomic_store_n(&at, v > 0 ? v + 1 : UINT64_MAX, __ATOMIC_RELAXED);
-  }
-  return __atomic_load_n(&at, __ATOMIC_RELAXED);
+  const int64_t n = tutti_param_flip();
+  return n > 0 ? (uint64_t)n + 1 : UINT64_MAX;
 }
 
 ssize_t tutti_seal_sendmsg_slow(int fd, const struct iovec* iov, int iovcnt) {
