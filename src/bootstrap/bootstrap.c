@@ -150,7 +150,12 @@ static ncclResult_t check_not_alone(const struct tutti_bootstrap* b, int fd, con
   struct pollfd p = {.fd = fd, .events = POLLIN};
   const double until = tutti_socket_now() + ROOT_ANSWER_S;
   while (tutti_socket_now() < until) {
-    if (poll(&p, 1, 100) != 0 ||
+    /* An encrypted root's handshake bytes come at once: they are no answer. */
+    const int hs = tutti_seal_handshake(fd);
+    if (hs != 0 && hs != EAGAIN) {
+      return ncclSuccess; /* read_reply says what failed */
+    }
+    if ((poll(&p, 1, 100) != 0 && hs == 0) ||
         (b->abort_flag != NULL && __atomic_load_n(b->abort_flag, __ATOMIC_RELAXED) != 0)) {
       return ncclSuccess; /* an answer, or an abort: read_reply says which */
     }
