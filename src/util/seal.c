@@ -6,6 +6,7 @@
  * both ends' random nonces: every connection has its own. */
 #include "util/seal.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -155,12 +156,23 @@ void tutti_seal_detach(int fd) {
   destroy(put(fd, NULL));
 }
 
-/* Keeps fd's peer address for the sentences, once it is connected. */
+/* Keeps fd's peer address for the sentences, once it is connected
+ * (formatted here: util/socket.c calls this file, not the other way). */
 static void name_peer(struct seal* s, int fd) {
-  union tutti_socket_addr a;
+  struct sockaddr_storage a;
   socklen_t len = sizeof a;
-  if (s->peer[0] == '\0' && getpeername(fd, &a.sa, &len) == 0) {
-    tutti_socket_format(&a, s->peer, sizeof s->peer);
+  char host[INET6_ADDRSTRLEN];
+  if (s->peer[0] != '\0' || getpeername(fd, (struct sockaddr*)&a, &len) != 0) {
+    return;
+  }
+  if (a.ss_family == AF_INET) {
+    const struct sockaddr_in* v4 = (const struct sockaddr_in*)&a;
+    inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
+    snprintf(s->peer, sizeof s->peer, "%s:%d", host, ntohs(v4->sin_port));
+  } else if (a.ss_family == AF_INET6) {
+    const struct sockaddr_in6* v6 = (const struct sockaddr_in6*)&a;
+    inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
+    snprintf(s->peer, sizeof s->peer, "[%s]:%d", host, ntohs(v6->sin6_port));
   }
 }
 
