@@ -181,8 +181,8 @@ typedef struct ncclCollConfig_v23200 {
         NCCL_CONFIG_UNDEF_PTR                                                           \
   }
 
-/* ncclSetEncryption's configuration (NCCL 2.32): TLS on the library's own
- * TCP sockets with a pre-shared key of at least 32 bytes. */
+/* ncclSetEncryption's configuration (NCCL 2.32): the library's own TCP
+ * sockets encrypted with a pre-shared key of at least 32 bytes. */
 #define NCCL_ENCRYPTION_MODE_NONE 0
 #define NCCL_ENCRYPTION_MODE_PSK 1
 typedef struct ncclEncryptionConfig_v23200 {
