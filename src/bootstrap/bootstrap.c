@@ -220,7 +220,7 @@ static ncclResult_t join_root(struct tutti_bootstrap* b, const struct tutti_bs_i
   if (res == ncclSuccess) {
     res = read_reply(b, fd, &io);
   }
-  close(fd);
+  tutti_seal_close(fd);
   return res;
 }
 
@@ -323,7 +323,7 @@ void tutti_bootstrap_close(struct tutti_bootstrap* b) {
   int fds[3] = {b->listen_fd, b->next_fd, b->prev_fd};
   for (int i = 0; i < 3; i++) {
     if (fds[i] >= 0) {
-      close(fds[i]);
+      tutti_seal_close(fds[i]);
     }
   }
   free(b->addrs);

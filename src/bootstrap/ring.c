@@ -28,7 +28,7 @@ static int aborted(const struct tutti_bootstrap* b) {
 
 static void pending_drop(struct pending* pend, int* np, int i, int close_fd) {
   if (close_fd) {
-    close(pend[i].fd);
+    tutti_seal_close(pend[i].fd);
   }
   pend[i] = pend[--*np];
 }

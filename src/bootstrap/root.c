@@ -16,7 +16,7 @@
 
 void tutti_bs_root_conn_drop(struct root* r, int i) {
   struct conn* c = r->conns[i];
-  close(c->fd);
+  tutti_seal_close(c->fd);
   free(c->out);
   free(c);
   r->conns[i] = r->conns[--r->nconns];

@@ -112,14 +112,14 @@ static void add_pending(struct tutti_tcp_setup* su, int fd, int out, int peer, i
     /* Full of connections that have not presented themselves: drop the oldest stranger. */
     for (int i = 0; i < su->npend; i++) {
       if (!su->pend[i].out) {
-        close(su->pend[i].fd);
+        tutti_seal_close(su->pend[i].fd);
         su->pend[i] = su->pend[--su->npend];
         break;
       }
     }
   }
   if (su->npend == su->cap) {
-    close(fd);
+    tutti_seal_close(fd);
     return;
   }
   struct tutti_tcp_pending* p = &su->pend[su->npend++];
@@ -183,7 +183,7 @@ static ncclResult_t complete(struct tutti_tcp_setup* su, int i) {
     if (why != NULL || tutti_seal_send(p->fd, ack, ACK_LEN) != ACK_LEN) {
       INFO(TUTTI_NET, "rank %d dropped a connection to its TCP listener: %s", tc->rank,
            why != NULL ? why : "it closed before the acknowledgement");
-      close(p->fd);
+      tutti_seal_close(p->fd);
       su->pend[i] = su->pend[--su->npend];
       return ncclSuccess;
     }
@@ -212,7 +212,7 @@ static ncclResult_t service(struct tutti_tcp_setup* su, int i) {
                          su->tc->rank, who, p->idx,
                          n == 0 ? "end of file" : tutti_seal_strerror(p->fd, errno));
     }
-    close(p->fd);
+    tutti_seal_close(p->fd);
     su->pend[i] = su->pend[--su->npend];
     return ncclSuccess;
   }
@@ -304,7 +304,7 @@ ncclResult_t tutti_tcp_connect_all(struct tutti_tcp_setup* su, int lfd) {
       if (!su->pend[i].out && tutti_socket_now() > su->pend[i].deadline) {
         INFO(TUTTI_NET, "rank %d dropped a connection that presented nothing for %.0f s", tc->rank,
              HELLO_S);
-        close(su->pend[i].fd);
+        tutti_seal_close(su->pend[i].fd);
         su->pend[i] = su->pend[--su->npend];
       }
     }
@@ -314,7 +314,7 @@ ncclResult_t tutti_tcp_connect_all(struct tutti_tcp_setup* su, int lfd) {
     }
   }
   for (int i = 0; i < su->npend; i++) {
-    close(su->pend[i].fd);
+    tutti_seal_close(su->pend[i].fd);
   }
   free(pfd);
   return res;

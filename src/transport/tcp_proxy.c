@@ -345,7 +345,7 @@ ncclResult_t tutti_tcp_peer_init(struct tutti_tcp_peer* p, int rank, size_t buff
   p->socks = calloc((size_t)nsocks, sizeof *p->socks);
   if (p->socks == NULL) {
     for (int s = 0; s < nsocks; s++) {
-      close(fds[s]);
+      tutti_seal_close(fds[s]);
     }
     return tutti_error(ncclSystemError, "out of host memory for the sockets of rank %d", rank);
   }
@@ -362,7 +362,7 @@ ncclResult_t tutti_tcp_peer_init(struct tutti_tcp_peer* p, int rank, size_t buff
 
 void tutti_tcp_peer_free(struct tutti_tcp_peer* p) {
   for (int s = 0; s < p->nsocks; s++) {
-    close(p->socks[s].fd);
+    tutti_seal_close(p->socks[s].fd);
   }
   free(p->socks);
   p->socks = NULL;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/check.h"
 #include "util/crypto.h"
@@ -127,6 +128,13 @@ void tutti_seal_attach(int fd, int initiator) {
 
 void tutti_seal_detach(int fd) {
   destroy(put(fd, NULL));
+}
+
+void tutti_seal_close(int fd) {
+  if (__atomic_load_n(&tutti_seal_active, __ATOMIC_RELAXED)) {
+    tutti_seal_detach(fd);
+  }
+  close(fd);
 }
 
 int tutti_seal_handshake(int fd) {

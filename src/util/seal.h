@@ -33,6 +33,8 @@ int tutti_seal_enabled(void);
 void tutti_seal_attach(int fd, int initiator);
 /* Drops a connection's state (before or after close). */
 void tutti_seal_detach(int fd);
+/* Closes a connection and drops its state: nothing of it may be in use. */
+void tutti_seal_close(int fd);
 /* Drives fd's handshake without waiting: 0 done (or fd not encrypted),
  * EAGAIN not yet, or an errno value (tutti_seal_strerror says why). */
 int tutti_seal_handshake(int fd);

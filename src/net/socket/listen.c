@@ -80,7 +80,7 @@ static void drop_pending(struct tutti_socknet_listen* l, int i, const char* why)
   char who[TUTTI_SOCKET_ADDR_STRLEN];
   INFO(TUTTI_NET, "socket network: dropped a connection from %s to %s: %s",
        tutti_socket_format(&l->pend[i].peer, who, sizeof who), l->where, why);
-  close(l->pend[i].fd);
+  tutti_seal_close(l->pend[i].fd);
   l->pend[i] = l->pend[--l->npend];
 }
 
@@ -91,7 +91,7 @@ static void drop_part(struct tutti_socknet_listen* l, int i, const char* why) {
        l->parts[i].nsocks + 1, why);
   for (int s = 0; s <= l->parts[i].nsocks; s++) {
     if (l->parts[i].fd[s] >= 0) {
-      close(l->parts[i].fd[s]);
+      tutti_seal_close(l->parts[i].fd[s]);
     }
   }
   l->parts[i] = l->parts[--l->nparts];
@@ -231,7 +231,7 @@ void tutti_socknet_listen_close(struct tutti_socknet_listen* l) {
     return;
   }
   while (l->npend > 0) {
-    close(l->pend[l->npend - 1].fd);
+    tutti_seal_close(l->pend[l->npend - 1].fd);
     l->npend--;
   }
   while (l->nparts > 0) {
