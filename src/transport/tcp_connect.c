@@ -212,6 +212,10 @@ static ncclResult_t service(struct tutti_tcp_setup* su, int i) {
                          su->tc->rank, who, p->idx,
                          n == 0 ? "end of file" : tutti_seal_strerror(p->fd, errno));
     }
+    const char* why = tutti_seal_why(p->fd); /* named if the pair never forms */
+    if (why != NULL) {
+      snprintf(su->refused, sizeof su->refused, "%s", why);
+    }
     tutti_seal_close(p->fd);
     su->pend[i] = su->pend[--su->npend];
     return ncclSuccess;
@@ -231,8 +235,10 @@ static ncclResult_t timed_out(const struct tutti_tcp_setup* su, double t) {
         return tutti_error(ncclRemoteError,
                            "rank %d: TCP connection %d with %s was not set up within %.0f s "
                            "(TUTTI_TIMEOUT): is that rank alive, and can the hosts reach each "
-                           "other on the interfaces chosen (NCCL_SOCKET_IFNAME)?",
-                           tc->rank, s, who, t);
+                           "other on the interfaces chosen (NCCL_SOCKET_IFNAME)?%s%s",
+                           tc->rank, s, who, t,
+                           su->refused[0] != '\0' ? " A connection was refused: " : "",
+                           su->refused);
       }
     }
   }
