@@ -102,11 +102,14 @@ static ncclResult_t read_reply(struct tutti_bootstrap* b, int fd,
       (b->abort_flag == NULL || __atomic_load_n(b->abort_flag, __ATOMIC_RELAXED) == 0)) {
     if (tutti_seal_enabled()) {
       const char* why = tutti_seal_why(fd);
+      if (why != NULL) { /* the record layer knows: a wrong key, an altered record */
+        return tutti_error(ncclRemoteError, "rank %d could not read the answer of %s: %s", b->rank,
+                           io->peer, why);
+      }
       return tutti_error(ncclRemoteError,
-                         "%s closed rank %d's connection without an answer%s%s%s: the pre-shared "
-                         "keys (ncclSetEncryption) differ, or the job secrets do",
-                         io->peer, b->rank, why != NULL ? " (" : "", why != NULL ? why : "",
-                         why != NULL ? ")" : "");
+                         "%s closed rank %d's connection without an answer: the pre-shared keys "
+                         "(ncclSetEncryption) differ, or the job secrets do",
+                         io->peer, b->rank);
     }
     return tutti_error(ncclRemoteError,
                        "%s closed rank %d's connection without an answer: the job secrets may "

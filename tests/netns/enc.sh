@@ -3,7 +3,8 @@
 # tuttirun per host; test_netns_job sets the key from TEST_PSK.
 #   enc.sh TUTTIRUN JOB job HOSTS RANKS  the collective matrix, every rank with the key
 #   enc.sh TUTTIRUN JOB wrongkey         one host's rank has another key
-#   enc.sh TUTTIRUN JOB flip             one host alters a record on the wire
+#   enc.sh TUTTIRUN JOB flip             one host alters a record as it sends it
+#   enc.sh TUTTIRUN JOB relay            a relay on the wire flips a bit of the root's answer
 #   enc.sh TUTTIRUN JOB hidden           OpenSSL hidden: ncclSetEncryption refuses
 # With NET_PLUGIN=path hosts talk through that network plugin instead of
 # the TCP transport: outside the encryption, as in NCCL, and every rank
@@ -25,7 +26,7 @@ FAILED=0
 PIDS=()
 
 cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
   $HOSTS down
   rm -rf "$TMP"
 }
@@ -53,7 +54,7 @@ start() {
   shift
   ($HOSTS run "$i" env "${envs[@]}" timeout -s TERM 100 "$TUTTIRUN" --nnodes "$nh" \
     --node_rank "$i" --nproc_per_node "$np" --master_addr "$($HOSTS addr 0)" \
-    --master_port 29500 "$JOB" "$@" >"$TMP/host$i.log" 2>&1; exit $?) &
+    --master_port "${MP:-29500}" "$JOB" "$@" >"$TMP/host$i.log" 2>&1; exit $?) &
   PIDS[$i]=$!
 }
 
@@ -134,6 +135,23 @@ flip() {
   expect_failure 2 $t0 30 "does not authenticate"
 }
 
+# 2 hosts x 1 rank; host 1 reaches the bootstrap root through relay.py,
+# which flips a bit of the root's answer (byte 90: after the handshake's 76,
+# inside the table's record): rank 1 must refuse it, rank 0 then fail.
+relay() {
+  up 2
+  export TUTTI_TIMEOUT=6
+  local a0 t0=$SECONDS
+  a0=$($HOSTS addr 0)
+  ($HOSTS run 0 python3 "$(dirname "$0")/relay.py" "$a0:29601" "$a0:29501" 90 \
+    >"$TMP/relay.out" 2>&1; exit 0) &
+  PIDS[9]=$!
+  sleep 0.3
+  start 0 2 1 X=1 -- matrix
+  MP=29600 start 1 2 1 X=1 -- matrix
+  expect_failure 2 $t0 20 "does not authenticate"
+}
+
 # OpenSSL hidden on every host: ncclSetEncryption refuses with what to install.
 hidden() {
   up 2
@@ -145,7 +163,8 @@ hidden() {
 
 case "$WHAT" in
   job) job "$@" ;;
-  wrongkey | flip | hidden) "$WHAT" ;;
-  *) echo "usage: enc.sh TUTTIRUN JOB job HOSTS RANKS | wrongkey | flip | hidden" >&2; exit 2 ;;
+  wrongkey | flip | relay | hidden) "$WHAT" ;;
+  *) echo "usage: enc.sh TUTTIRUN JOB job HOSTS RANKS | wrongkey | flip | relay | hidden" >&2
+    exit 2 ;;
 esac
 exit $FAILED
