@@ -17,7 +17,8 @@
 
 #define IDLE_POLL_MS 1000 /* a safety net only: pokes and sockets end a sleep sooner */
 #define DISCARD_BYTES (1 << 16)
-#define BURST 64 /* records one socket may move before the others get a turn */
+#define BURST 64        /* records one socket may move before the others get a turn */
+#define SEAL_ALONE 4096 /* encrypted, payloads above this go in records of their own */
 
 /* The peer broke its connection without saying goodbye: mark it for the
  * executor. Quiet while we are leaving ourselves. */
@@ -91,7 +92,11 @@ static int sock_send(struct tutti_tcp_proxy* px, struct tutti_tcp_peer* p, struc
   int n = 0;
   if (k->soff < k->shdr_len) {
     iov[n++] = (struct iovec){k->shdr + k->soff, k->shdr_len - k->soff};
-    iov[n++] = (struct iovec){(void*)k->spayload, k->spayload_len};
+    /* Encrypted, a large payload goes in records of its own, which the
+     * peer opens straight into its slot rather than through a buffer. */
+    if (k->spayload_len <= SEAL_ALONE || !__atomic_load_n(&tutti_seal_active, __ATOMIC_RELAXED)) {
+      iov[n++] = (struct iovec){(void*)k->spayload, k->spayload_len};
+    }
   } else {
     size_t off = k->soff - k->shdr_len;
     iov[n++] = (struct iovec){(char*)k->spayload + off, k->spayload_len - off};
