@@ -35,8 +35,11 @@ ncclResult_t tutti_seal_set_key(const char* psk) {
   }
   char* copy = psk != NULL ? strdup(psk) : NULL;
   pthread_mutex_lock(&key_lock);
-  free(key);
-  key = copy;
+  if (key != NULL) {
+    memset(key, 0, strlen(key));
+    free(key);
+  }
+  __atomic_store_n(&key, copy, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&key_lock);
   return ncclSuccess;
 }
@@ -59,7 +62,10 @@ static void destroy(struct seal* s) {
   }
   tutti_crypto_dir_free(&s->tx);
   tutti_crypto_dir_free(&s->rx);
-  free(s->psk);
+  if (s->psk != NULL) {
+    memset(s->psk, 0, strlen(s->psk));
+    free(s->psk);
+  }
   free(s->out);
   free(s->in);
   free(s->plain);
@@ -89,6 +95,9 @@ static struct seal* put(int fd, struct seal* s) {
 }
 
 void tutti_seal_attach(int fd, int initiator) {
+  if (!__atomic_load_n(&tutti_seal_active, __ATOMIC_ACQUIRE) && !tutti_seal_enabled()) {
+    return; /* never encrypted: no state to drop, none to make */
+  }
   destroy(put(fd, NULL));
   pthread_mutex_lock(&key_lock);
   char* psk = key != NULL ? strdup(key) : NULL;
