@@ -181,8 +181,8 @@ typedef struct ncclCollConfig_v23200 {
         NCCL_CONFIG_UNDEF_PTR                                                           \
   }
 
-/* ncclSetEncryption's configuration (NCCL 2.32): TLS on the library's own
- * TCP sockets with a pre-shared key of at least 32 bytes. */
+/* ncclSetEncryption's configuration (NCCL 2.32): the library's own TCP
+ * sockets encrypted with a pre-shared key of at least 32 bytes. */
 #define NCCL_ENCRYPTION_MODE_NONE 0
 #define NCCL_ENCRYPTION_MODE_PSK 1
 typedef struct ncclEncryptionConfig_v23200 {
@@ -247,8 +247,9 @@ ncclResult_t ncclMemAlloc(void** ptr, size_t size);
 ncclResult_t ncclMemFree(void* ptr);
 ncclResult_t ncclGetVersion(int* version);
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
-/* Process-wide TLS on the library's TCP sockets (NCCL 2.32): tutti answers
- * ncclInvalidUsage, encryption is not built into it yet (docs/design.md). */
+/* Process-wide encryption of the library's TCP connections made from then
+ * on (NCCL 2.32); tutti loads OpenSSL 3 for it and answers ncclSystemError
+ * where OpenSSL is absent (docs/design.md). */
 ncclResult_t ncclSetEncryption(const ncclEncryptionConfig_t* config);
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t* config);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Configures and builds tutti into build/ (Release), installing the few
-# Debian packages the build needs when they are missing.
+# Debian packages the build and its tests need when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,6 +8,9 @@ need=()
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
 command -v make >/dev/null 2>&1 || need+=(make)
+# Not for the build: ncclSetEncryption loads OpenSSL 3 at run time, and its
+# tests (unit.seal, netns.enc.*) need it there.
+ldconfig -p 2>/dev/null | grep -q 'libcrypto\.so\.3 ' || need+=(libssl3)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   SUDO=""

@@ -29,9 +29,10 @@ if [ "${TUTTI_SANITIZERS:-1}" = 1 ]; then
     # and the one-sided tests (service threads, puts and waits from any thread).
     tests='unit\.|net\.(plugin|bw_smoke|cut|socket|matrix\.v11|rma\.v11)|coll\.procs\.default|coll\.withdraw\.|coll\.grow\.|coll\.rma\.tcp|coll\.rma_faults\.|tuttirun\.|check\.|ddp\.(equiv|resume)'
     # TSan cannot follow a multi-threaded parent into a fork that starts
-    # threads (the TCP proxy), so the TCP matrix and the attacked job run
-    # under ASan only, as do the fuzzers (their decoders are single-threaded).
-    [ "$san" = thread ] || tests="$tests|tcp\.procs\.default|fuzz\.|hostile\."
+    # threads (the TCP proxy), so the TCP matrix (plain and encrypted) and the
+    # attacked job run under ASan only, as do the fuzzers (their decoders are
+    # single-threaded).
+    [ "$san" = thread ] || tests="$tests|tcp\.procs\.(default|encrypted)|fuzz\.|hostile\."
     # Nor can it follow an order that runs through shared memory mapped at
     # another address (each rank maps its own view, and other processes'):
     # a window reset by its owner, then (after a collective) written by the

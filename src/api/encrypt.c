@@ -1,11 +1,12 @@
-/* ncclSetEncryption (NCCL 2.32): TLS with a pre-shared key on the library's
- * own TCP sockets. tutti does not encrypt yet: the configuration is checked
- * as NCCL checks it, and a request for encryption is refused with a
- * sentence rather than run in the clear (docs/design.md, "NCCL 2.32"). */
+/* ncclSetEncryption (NCCL 2.32): a pre-shared key for every TCP connection
+ * tutti makes from then on (the bootstrap, the TCP transport, the socket
+ * network), checked as NCCL checks it; util/seal.c is the record layer
+ * (docs/design.md, "NCCL 2.32"). */
 #include <string.h>
 
 #include "api/api.h"
 #include "util/check.h"
+#include "util/seal.h"
 
 #define PSK_MIN_BYTES 32 /* NCCL's least key */
 
@@ -22,7 +23,7 @@ NCCL_API ncclResult_t ncclSetEncryption(const ncclEncryptionConfig_t* config) {
     memcpy(&c, config, n);
   }
   if (c.mode == NCCL_ENCRYPTION_MODE_NONE) {
-    return ncclSuccess; /* plaintext: what tutti's sockets carry */
+    return tutti_seal_set_key(NULL); /* plaintext from now on */
   }
   if (c.mode != NCCL_ENCRYPTION_MODE_PSK) {
     return tutti_error(ncclInvalidArgument,
@@ -36,9 +37,5 @@ NCCL_API ncclResult_t ncclSetEncryption(const ncclEncryptionConfig_t* config) {
                        "least %d bytes (psk is %s)",
                        PSK_MIN_BYTES, c.psk == NULL ? "NULL" : "shorter");
   }
-  return tutti_error(ncclInvalidUsage,
-                     "ncclSetEncryption: encryption is not built into this library (tutti %s) "
-                     "yet: its bootstrap, TCP transport and socket network would carry the job's "
-                     "bytes in the clear, so the request is refused",
-                     TUTTI_VERSION_STRING);
+  return tutti_seal_set_key(c.psk);
 }

@@ -9,6 +9,7 @@
 
 #include "bootstrap/internal.h"
 #include "util/check.h"
+#include "util/seal.h"
 #include "topo/ifaces.h"
 #include "util/param.h"
 
@@ -99,6 +100,17 @@ static ncclResult_t read_reply(struct tutti_bootstrap* b, int fd,
   ncclResult_t res = tutti_socket_recv_all(fd, hdr, sizeof hdr, io);
   if (res == ncclRemoteError && tutti_socket_now() < io->deadline &&
       (b->abort_flag == NULL || __atomic_load_n(b->abort_flag, __ATOMIC_RELAXED) == 0)) {
+    if (tutti_seal_enabled()) {
+      const char* why = tutti_seal_why(fd);
+      if (why != NULL) { /* the record layer knows: a wrong key, an altered record */
+        return tutti_error(ncclRemoteError, "rank %d could not read the answer of %s: %s", b->rank,
+                           io->peer, why);
+      }
+      return tutti_error(ncclRemoteError,
+                         "%s closed rank %d's connection without an answer: the pre-shared keys "
+                         "(ncclSetEncryption) differ, or the job secrets do",
+                         io->peer, b->rank);
+    }
     return tutti_error(ncclRemoteError,
                        "%s closed rank %d's connection without an answer: the job secrets may "
                        "differ (every rank must get the same unique id; with NCCL_COMM_ID also the "
@@ -141,7 +153,12 @@ static ncclResult_t check_not_alone(const struct tutti_bootstrap* b, int fd, con
   struct pollfd p = {.fd = fd, .events = POLLIN};
   const double until = tutti_socket_now() + ROOT_ANSWER_S;
   while (tutti_socket_now() < until) {
-    if (poll(&p, 1, 100) != 0 ||
+    /* An encrypted root's handshake bytes come at once: they are no answer. */
+    const int hs = tutti_seal_handshake(fd);
+    if (hs != 0 && hs != EAGAIN) {
+      return ncclSuccess; /* read_reply says what failed */
+    }
+    if ((poll(&p, 1, 100) != 0 && hs == 0) ||
         (b->abort_flag != NULL && __atomic_load_n(b->abort_flag, __ATOMIC_RELAXED) != 0)) {
       return ncclSuccess; /* an answer, or an abort: read_reply says which */
     }
@@ -206,7 +223,7 @@ static ncclResult_t join_root(struct tutti_bootstrap* b, const struct tutti_bs_i
   if (res == ncclSuccess) {
     res = read_reply(b, fd, &io);
   }
-  close(fd);
+  tutti_seal_close(fd);
   return res;
 }
 
@@ -309,7 +326,7 @@ void tutti_bootstrap_close(struct tutti_bootstrap* b) {
   int fds[3] = {b->listen_fd, b->next_fd, b->prev_fd};
   for (int i = 0; i < 3; i++) {
     if (fds[i] >= 0) {
-      close(fds[i]);
+      tutti_seal_close(fds[i]);
     }
   }
   free(b->addrs);

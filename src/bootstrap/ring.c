@@ -10,6 +10,7 @@
 
 #include "bootstrap/internal.h"
 #include "util/check.h"
+#include "util/seal.h"
 
 #define RING_PENDING 64 /* strangers tolerated at once while waiting for rank-1 */
 #define RING_HELLO_BYTES (TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + TUTTI_BS_RING_LEN)
@@ -27,7 +28,7 @@ static int aborted(const struct tutti_bootstrap* b) {
 
 static void pending_drop(struct pending* pend, int* np, int i, int close_fd) {
   if (close_fd) {
-    close(pend[i].fd);
+    tutti_seal_close(pend[i].fd);
   }
   pend[i] = pend[--*np];
 }
@@ -35,7 +36,7 @@ static void pending_drop(struct pending* pend, int* np, int i, int close_fd) {
 /* Reads what arrived on a pending connection: 1 when it is rank-1's
  * complete, valid hello; -1 when it must be dropped; 0 to wait for more. */
 static int pending_read(const struct tutti_bootstrap* b, struct pending* p) {
-  ssize_t n = recv(p->fd, p->in + p->got, RING_HELLO_BYTES - p->got, MSG_DONTWAIT);
+  ssize_t n = tutti_seal_recv(p->fd, p->in + p->got, RING_HELLO_BYTES - p->got);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
     return 0;
   }

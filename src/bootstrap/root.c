@@ -12,10 +12,11 @@
 
 #include "bootstrap/root_state.h"
 #include "util/check.h"
+#include "util/seal.h"
 
 void tutti_bs_root_conn_drop(struct root* r, int i) {
   struct conn* c = r->conns[i];
-  close(c->fd);
+  tutti_seal_close(c->fd);
   free(c->out);
   free(c);
   r->conns[i] = r->conns[--r->nconns];
@@ -121,8 +122,9 @@ static void fail_missing(struct root* r, double timeout_s) {
   }
   fail(r, ncclRemoteError,
        "%s %s of %d did not join the job at %s within %.3g s: check that every rank was "
-       "started with the same unique id / NCCL_COMM_ID",
-       missing == 1 ? "rank" : "ranks", list, r->nranks, r->where, timeout_s);
+       "started with the same unique id / NCCL_COMM_ID%s%s",
+       missing == 1 ? "rank" : "ranks", list, r->nranks, r->where, timeout_s,
+       r->refused[0] != '\0' ? "; a connection was refused: " : "", r->refused);
 }
 
 /* Whether the root stays after its table: an identity-less job's root
@@ -272,11 +274,17 @@ static void on_hello(struct root* r, struct conn* c, double now) {
 /* Progress on one connection; returns -1 when it should be closed. */
 int tutti_bs_root_serve(struct root* r, struct conn* c, short revents, double now) {
   if (c->state == CONN_HELLO && (revents & (POLLIN | POLLHUP | POLLERR))) {
-    ssize_t n = recv(c->fd, c->in + c->got, HELLO_BYTES - c->got, MSG_DONTWAIT);
+    ssize_t n = tutti_seal_recv(c->fd, c->in + c->got, HELLO_BYTES - c->got);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
       return 0;
     }
     if (n <= 0) {
+      /* A peer without the key costs nothing, as any stranger; it is named
+       * if the job then misses a rank (fail_missing). */
+      const char* why = tutti_seal_why(c->fd);
+      if (why != NULL) {
+        snprintf(r->refused, sizeof r->refused, "%s", why);
+      }
       return -1;
     }
     c->got += (size_t)n;
@@ -312,7 +320,7 @@ int tutti_bs_root_serve(struct root* r, struct conn* c, short revents, double no
     }
   } else if (c->state == CONN_JOINED && (revents & (POLLIN | POLLHUP | POLLERR))) {
     char byte;
-    ssize_t n = recv(c->fd, &byte, 1, MSG_DONTWAIT);
+    ssize_t n = tutti_seal_recv(c->fd, &byte, 1);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
       return 0;
     }
@@ -323,8 +331,7 @@ int tutti_bs_root_serve(struct root* r, struct conn* c, short revents, double no
          "aborted; see its log",
          c->rank, c->where, r->where, r->nranks);
   } else if (c->state == CONN_REPLY && (revents & (POLLOUT | POLLHUP | POLLERR))) {
-    ssize_t n =
-        send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = tutti_seal_send(c->fd, c->out + c->out_off, c->out_len - c->out_off);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
       return 0;
     }

@@ -50,6 +50,7 @@ struct root {
   int complete, failed;
   uint32_t err_code;
   char err[TUTTI_BS_MAX_ERROR];
+  char refused[320]; /* the last connection encryption refused (util/seal.c) */
 };
 
 void tutti_bs_root_conn_drop(struct root* r, int i);

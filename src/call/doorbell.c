@@ -59,6 +59,15 @@ const char* tutti_doorbell_gone(const struct tutti_doorbell* bell) {
              hb * TUTTI_SOCKET_MISSED, TUTTI_SOCKET_MISSED, hb);
     return why;
   }
+  if (tutti_lost_is_self(lost) && left == NULL && (err == EBADMSG || err == EKEYREJECTED)) {
+    /* util/seal.c's refusals; the WARN before this names the connection. */
+    snprintf(why, sizeof why, "lost its connection (%s)",
+             err == EBADMSG ? "an encrypted record does not authenticate: it was altered, "
+                              "replayed or reordered on the way, and was not delivered"
+                            : "the encryption handshake failed: the pre-shared keys differ "
+                              "(ncclSetEncryption)");
+    return why;
+  }
   if (tutti_lost_is_self(lost) && left == NULL) {
     snprintf(why, sizeof why, "lost its connection (%s)",
              err != 0 ? strerror(err)

@@ -12,6 +12,7 @@
 #include "transport/tcp_connect.h"
 #include "call/records.h"
 #include "util/check.h"
+#include "util/seal.h"
 #include "topo/ifaces.h"
 #include "util/param.h"
 
@@ -178,7 +179,7 @@ static ncclResult_t tcp_setup(struct tutti_transport_comm* tc) {
   }
   for (size_t i = 0; i < (size_t)n * (size_t)su.nsocks; i++) {
     if (su.fds[i] >= 0) {
-      close(su.fds[i]);
+      tutti_seal_close(su.fds[i]);
     }
   }
   free(su.fds);

@@ -12,6 +12,7 @@
 
 #include "util/check.h"
 #include "util/param.h"
+#include "util/seal.h"
 #include "util/socket.h"
 
 #define HELLO_LEN 48 /* "tuttiTC1", secret, comm hash, from, to, socket index, nsocks */
@@ -111,14 +112,14 @@ static void add_pending(struct tutti_tcp_setup* su, int fd, int out, int peer, i
     /* Full of connections that have not presented themselves: drop the oldest stranger. */
     for (int i = 0; i < su->npend; i++) {
       if (!su->pend[i].out) {
-        close(su->pend[i].fd);
+        tutti_seal_close(su->pend[i].fd);
         su->pend[i] = su->pend[--su->npend];
         break;
       }
     }
   }
   if (su->npend == su->cap) {
-    close(fd);
+    tutti_seal_close(fd);
     return;
   }
   struct tutti_tcp_pending* p = &su->pend[su->npend++];
@@ -179,10 +180,10 @@ static ncclResult_t complete(struct tutti_tcp_setup* su, int i) {
     put64(ack + 8, tc->comm_hash);
     tutti_socket_put32(ack + 16, (uint32_t)tc->rank);
     tutti_socket_put32(ack + 20, (uint32_t)idx);
-    if (why != NULL || send(p->fd, ack, ACK_LEN, MSG_NOSIGNAL | MSG_DONTWAIT) != ACK_LEN) {
+    if (why != NULL || tutti_seal_send(p->fd, ack, ACK_LEN) != ACK_LEN) {
       INFO(TUTTI_NET, "rank %d dropped a connection to its TCP listener: %s", tc->rank,
            why != NULL ? why : "it closed before the acknowledgement");
-      close(p->fd);
+      tutti_seal_close(p->fd);
       su->pend[i] = su->pend[--su->npend];
       return ncclSuccess;
     }
@@ -197,7 +198,7 @@ static ncclResult_t complete(struct tutti_tcp_setup* su, int i) {
 static ncclResult_t service(struct tutti_tcp_setup* su, int i) {
   struct tutti_tcp_pending* p = &su->pend[i];
   size_t want = (p->out ? ACK_LEN : HELLO_LEN) - p->got;
-  ssize_t n = recv(p->fd, p->buf + p->got, want, MSG_DONTWAIT);
+  ssize_t n = tutti_seal_recv(p->fd, p->buf + p->got, want);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
     return ncclSuccess;
   }
@@ -208,9 +209,14 @@ static ncclResult_t service(struct tutti_tcp_setup* su, int i) {
       return tutti_error(ncclRemoteError,
                          "rank %d: %s closed TCP connection %d during setup (%s): it may have "
                          "failed (see its log) or the job secrets differ",
-                         su->tc->rank, who, p->idx, n == 0 ? "end of file" : strerror(errno));
+                         su->tc->rank, who, p->idx,
+                         n == 0 ? "end of file" : tutti_seal_strerror(p->fd, errno));
     }
-    close(p->fd);
+    const char* why = tutti_seal_why(p->fd); /* named if the pair never forms */
+    if (why != NULL) {
+      snprintf(su->refused, sizeof su->refused, "%s", why);
+    }
+    tutti_seal_close(p->fd);
     su->pend[i] = su->pend[--su->npend];
     return ncclSuccess;
   }
@@ -229,8 +235,10 @@ static ncclResult_t timed_out(const struct tutti_tcp_setup* su, double t) {
         return tutti_error(ncclRemoteError,
                            "rank %d: TCP connection %d with %s was not set up within %.0f s "
                            "(TUTTI_TIMEOUT): is that rank alive, and can the hosts reach each "
-                           "other on the interfaces chosen (NCCL_SOCKET_IFNAME)?",
-                           tc->rank, s, who, t);
+                           "other on the interfaces chosen (NCCL_SOCKET_IFNAME)?%s%s",
+                           tc->rank, s, who, t,
+                           su->refused[0] != '\0' ? " A connection was refused: " : "",
+                           su->refused);
       }
     }
   }
@@ -302,7 +310,7 @@ ncclResult_t tutti_tcp_connect_all(struct tutti_tcp_setup* su, int lfd) {
       if (!su->pend[i].out && tutti_socket_now() > su->pend[i].deadline) {
         INFO(TUTTI_NET, "rank %d dropped a connection that presented nothing for %.0f s", tc->rank,
              HELLO_S);
-        close(su->pend[i].fd);
+        tutti_seal_close(su->pend[i].fd);
         su->pend[i] = su->pend[--su->npend];
       }
     }
@@ -312,7 +320,7 @@ ncclResult_t tutti_tcp_connect_all(struct tutti_tcp_setup* su, int lfd) {
     }
   }
   for (int i = 0; i < su->npend; i++) {
-    close(su->pend[i].fd);
+    tutti_seal_close(su->pend[i].fd);
   }
   free(pfd);
   return res;

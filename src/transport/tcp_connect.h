@@ -21,6 +21,7 @@ struct tutti_tcp_setup {
   struct tutti_tcp_pending* pend;
   int npend, cap;
   int left;
+  char refused[384]; /* the last connection encryption refused (util/seal.c) */
 };
 
 /* Whether ranks a and b talk over TCP, from the all-gathered records (so

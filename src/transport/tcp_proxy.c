@@ -12,21 +12,23 @@
 #include <unistd.h>
 
 #include "util/check.h"
+#include "util/seal.h"
 #include "util/socket.h"
 
 #define IDLE_POLL_MS 1000 /* a safety net only: pokes and sockets end a sleep sooner */
 #define DISCARD_BYTES (1 << 16)
-#define BURST 64 /* records one socket may move before the others get a turn */
+#define BURST 64        /* records one socket may move before the others get a turn */
+#define SEAL_ALONE 4096 /* encrypted, payloads above this go in records of their own */
 
 /* The peer broke its connection without saying goodbye: mark it for the
  * executor. Quiet while we are leaving ourselves. */
-static void peer_lost(struct tutti_tcp_peer* p, int err, int leaving) {
+static void peer_lost(struct tutti_tcp_peer* p, int fd, int err, int leaving) {
   if (p->base.gone || leaving) {
     return;
   }
-  tutti_proxy_peer_lost(
-      &p->base, err, NULL,
-      err != 0 ? strerror(err) : "it closed the connection without leaving the communicator");
+  tutti_proxy_peer_lost(&p->base, err, NULL,
+                        err != 0 ? tutti_seal_strerror(fd, err)
+                                 : "it closed the connection without leaving the communicator");
 }
 
 /* Once every socket has brought a goodbye (or closed after one did), the
@@ -49,7 +51,7 @@ static void sock_fail(struct tutti_tcp_peer* p, struct tutti_tcp_sock* k, int er
   if (p->byes > 0) {
     peer_check_left(p);
   } else {
-    peer_lost(p, err, leaving);
+    peer_lost(p, k->fd, err, leaving);
   }
 }
 
@@ -90,16 +92,16 @@ static int sock_send(struct tutti_tcp_proxy* px, struct tutti_tcp_peer* p, struc
   int n = 0;
   if (k->soff < k->shdr_len) {
     iov[n++] = (struct iovec){k->shdr + k->soff, k->shdr_len - k->soff};
-    iov[n++] = (struct iovec){(void*)k->spayload, k->spayload_len};
+    /* Encrypted, a large payload goes in records of its own, which the
+     * peer opens straight into its slot rather than through a buffer. */
+    if (k->spayload_len <= SEAL_ALONE || !__atomic_load_n(&tutti_seal_active, __ATOMIC_RELAXED)) {
+      iov[n++] = (struct iovec){(void*)k->spayload, k->spayload_len};
+    }
   } else {
     size_t off = k->soff - k->shdr_len;
     iov[n++] = (struct iovec){(char*)k->spayload + off, k->spayload_len - off};
   }
-  struct msghdr m;
-  memset(&m, 0, sizeof m);
-  m.msg_iov = iov;
-  m.msg_iovlen = (size_t)n;
-  ssize_t w = sendmsg(k->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  ssize_t w = tutti_seal_sendmsg(k->fd, iov, n);
   if (w < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       k->ready_out = 0;
@@ -174,7 +176,7 @@ static int sock_recv(struct tutti_tcp_proxy* px, struct tutti_tcp_peer* p, struc
       dst = tutti_proxy_slot(&p->base, p->base.rq, k->rnext) + off;
     }
   }
-  ssize_t got = recv(k->fd, dst, want, MSG_DONTWAIT);
+  ssize_t got = tutti_seal_recv(k->fd, dst, want);
   if (got <= 0) {
     if (got == 0) {
       sock_fail(p, k, 0, leaving);
@@ -298,8 +300,7 @@ static void drain(struct tutti_proxy* base) {
   for (int i = 0; i < px->nserved; i++) {
     struct tutti_tcp_peer* p = px->served[i];
     for (int s = 0; s < p->nsocks; s++) {
-      while (!p->socks[s].dead &&
-             recv(p->socks[s].fd, px->discard, DISCARD_BYTES, MSG_DONTWAIT) > 0) {
+      while (!p->socks[s].dead && tutti_seal_recv(p->socks[s].fd, px->discard, DISCARD_BYTES) > 0) {
       }
     }
   }
@@ -349,7 +350,7 @@ ncclResult_t tutti_tcp_peer_init(struct tutti_tcp_peer* p, int rank, size_t buff
   p->socks = calloc((size_t)nsocks, sizeof *p->socks);
   if (p->socks == NULL) {
     for (int s = 0; s < nsocks; s++) {
-      close(fds[s]);
+      tutti_seal_close(fds[s]);
     }
     return tutti_error(ncclSystemError, "out of host memory for the sockets of rank %d", rank);
   }
@@ -366,7 +367,7 @@ ncclResult_t tutti_tcp_peer_init(struct tutti_tcp_peer* p, int rank, size_t buff
 
 void tutti_tcp_peer_free(struct tutti_tcp_peer* p) {
   for (int s = 0; s < p->nsocks; s++) {
-    close(p->socks[s].fd);
+    tutti_seal_close(p->socks[s].fd);
   }
   free(p->socks);
   p->socks = NULL;
@@ -395,6 +396,13 @@ static int idle(struct tutti_proxy* base, int leaving, double idle_s) {
     timeout = 0;
   }
   const int n = build_poll(px, leaving);
+  for (int i = 1; i < n; i++) { /* a record half read: poll would not wake for the rest */
+    struct tutti_tcp_sock* k = px->pfd_sock[i];
+    if ((px->pfds[i].events & POLLIN) && tutti_seal_has_pending(k->fd)) {
+      k->ready_in = 1;
+      timeout = 0;
+    }
+  }
   const int ready = poll(px->pfds, (nfds_t)n, timeout);
   for (int i = 0; i < n && ready > 0; i++) {
     const short re = px->pfds[i].revents;

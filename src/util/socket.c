@@ -18,6 +18,7 @@
 
 #include "util/check.h"
 #include "util/param.h"
+#include "util/seal.h"
 
 /* Liveness of a connection's far host, in seconds (0: the kernel's defaults). */
 static TUTTI_PARAM_INT32(heartbeat, "TUTTI_HEARTBEAT_S", 1, 0, 3600,
@@ -313,6 +314,7 @@ static int connect_once(const union tutti_socket_addr* addr, const struct tutti_
     return err;
   }
   set_nodelay(s);
+  tutti_seal_attach(s, 1);
   *fd = s;
   return 0;
 }
@@ -359,6 +361,7 @@ int tutti_socket_connect_start(const union tutti_socket_addr* addr, int* fd) {
     close(s);
     return err;
   }
+  tutti_seal_attach(s, 1); /* its hello leaves with the first send once connected */
   *fd = s;
   return 0;
 }
@@ -385,6 +388,7 @@ int tutti_socket_try_accept(int listen_fd, union tutti_socket_addr* peer) {
   int fd = accept4(listen_fd, &tmp.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (fd >= 0) {
     set_nodelay(fd);
+    tutti_seal_attach(fd, 0);
     if (peer != NULL) {
       *peer = tmp;
     }
@@ -419,7 +423,7 @@ ncclResult_t tutti_socket_accept(int listen_fd, const struct tutti_socket_io* io
 }
 
 /* The sentence for a send or recv that failed with `err` (0: peer closed). */
-static ncclResult_t io_error(const struct tutti_socket_io* io, int err, int sending) {
+static ncclResult_t io_error(const struct tutti_socket_io* io, int fd, int err, int sending) {
   const char* dir = sending ? "sending" : "receiving";
   if (err == 0) {
     return tutti_error(
@@ -431,7 +435,11 @@ static ncclResult_t io_error(const struct tutti_socket_io* io, int err, int send
     return tutti_error(ncclRemoteError,
                        "%s: the connection to %s broke while %s (%s): it exited, failed or was "
                        "aborted; see its log",
-                       io->doing, io->peer, dir, strerror(err));
+                       io->doing, io->peer, dir, tutti_seal_strerror(fd, err));
+  }
+  if (err == EKEYREJECTED || err == EPROTO || err == EBADMSG) { /* util/seal.c's */
+    return tutti_error(ncclRemoteError, "%s: %s %s %s failed: %s", io->doing, dir,
+                       sending ? "to" : "from", io->peer, tutti_seal_strerror(fd, err));
   }
   return tutti_error(ncclSystemError, "%s: %s %s %s failed: %s", io->doing, dir,
                      sending ? "to" : "from", io->peer, strerror(err));
@@ -441,8 +449,8 @@ static ncclResult_t io_error(const struct tutti_socket_io* io, int err, int send
  * (0 bytes received is reported as EOF through *eof). */
 static int step(int fd, int sending, void* buf, size_t len, size_t* off, int* eof) {
   while (*off < len) {
-    ssize_t n = sending ? send(fd, (char*)buf + *off, len - *off, MSG_NOSIGNAL | MSG_DONTWAIT)
-                        : recv(fd, (char*)buf + *off, len - *off, MSG_DONTWAIT);
+    ssize_t n = sending ? tutti_seal_send(fd, (char*)buf + *off, len - *off)
+                        : tutti_seal_recv(fd, (char*)buf + *off, len - *off);
     if (n > 0) {
       *off += (size_t)n;
     } else if (n == 0 && !sending) {
@@ -465,10 +473,10 @@ ncclResult_t tutti_socket_exchange(int sfd, const void* sbuf, size_t slen,
   for (;;) {
     int eof = 0, err;
     if ((err = step(sfd, 1, (void*)sbuf, slen, &so, &eof)) != 0) {
-      return io_error(sio, err, 1);
+      return io_error(sio, sfd, err, 1);
     }
     if ((err = step(rfd, 0, rbuf, rlen, &ro, &eof)) != 0 || eof) {
-      return io_error(rio, err, 0);
+      return io_error(rio, rfd, err, 0);
     }
     if (so == slen && ro == rlen) {
       return ncclSuccess;
@@ -492,7 +500,7 @@ ncclResult_t tutti_socket_exchange(int sfd, const void* sbuf, size_t slen,
     if (ro < rlen) {
       p[np++] = (struct pollfd){.fd = rfd, .events = POLLIN};
     }
-    (void)poll(p, (nfds_t)np, ms);
+    (void)poll(p, (nfds_t)np, ro < rlen && tutti_seal_has_pending(rfd) ? 0 : ms);
   }
 }
 

@@ -305,6 +305,15 @@ int main(int argc, char** argv) {
   const char* alist = argc > 2 ? argv[2] : "default,Ring,Direct";
   /* Small queues, so that counts far exceed them. */
   setenv("NCCL_BUFFSIZE", "65536", 0);
+  if (getenv("TEST_PSK") != NULL) { /* tcp.procs.encrypted: ncclSetEncryption, then the forks */
+    ncclEncryptionConfig_t e = NCCL_ENCRYPTION_CONFIG_INITIALIZER;
+    e.mode = NCCL_ENCRYPTION_MODE_PSK;
+    e.psk = getenv("TEST_PSK");
+    if (ncclSetEncryption(&e) != ncclSuccess) {
+      fprintf(stderr, "ncclSetEncryption: %s\n", ncclGetLastError(NULL));
+      return 1;
+    }
+  }
   long tp = 0, tf = 0;
   char abuf[128];
   snprintf(abuf, sizeof abuf, "%s", alist);

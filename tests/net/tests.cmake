@@ -169,6 +169,11 @@ foreach(t socket socket_faults)
                        ENVIRONMENT "NCCL_SOCKET_NTHREADS=0;TUTTI_TIMEOUT=20")
 endforeach()
 
+# And encrypted (ncclSetEncryption's record layer, util/seal.c, on every socket).
+add_test(NAME net.socket.encrypted COMMAND test_net_socket)
+set_tests_properties(net.socket.encrypted PROPERTIES TIMEOUT 300 ENVIRONMENT
+                     "TEST_PSK=net-socket-encrypted-0123456789abcdef0123;TUTTI_TIMEOUT=20")
+
 # One-sided operations over the network transport: ranks as threads whose
 # every pair crosses the in-process mock network (one ABI of each family),
 # and processes over tutti's socket network plugin.

@@ -473,6 +473,22 @@ int main(int argc, char** argv) {
     setenv("NCCL_BUFFSIZE", "65536", 0); /* small queues: counts far exceed them */
   }
   int r = atoi(rs), n = atoi(ns);
+  /* ncclSetEncryption for the encryption tests: TEST_PSK on every rank,
+   * except rank TEST_PSK_ODD_RANK, which gets TEST_PSK_ODD. */
+  const char* psk = getenv("TEST_PSK");
+  const char* odd = getenv("TEST_PSK_ODD_RANK");
+  if (odd != NULL && atoi(odd) == r && getenv("TEST_PSK_ODD") != NULL) {
+    psk = getenv("TEST_PSK_ODD");
+  }
+  if (psk != NULL && psk[0] != '\0') {
+    ncclEncryptionConfig_t e = NCCL_ENCRYPTION_CONFIG_INITIALIZER;
+    e.mode = NCCL_ENCRYPTION_MODE_PSK;
+    e.psk = psk;
+    if (ncclSetEncryption(&e) != ncclSuccess) {
+      fprintf(stderr, "rank %d: ncclSetEncryption failed: %s\n", r, ncclGetLastError(NULL));
+      return 3;
+    }
+  }
   ncclUniqueId id;
   ncclComm_t comm;
   if (ncclGetUniqueId(&id) != ncclSuccess || ncclCommInitRank(&comm, n, id, r) != ncclSuccess) {

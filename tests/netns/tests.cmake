@@ -22,6 +22,11 @@ foreach(algo default Ring Direct)
                        ENVIRONMENT "NCCL_SHM_DISABLE=1;TUTTI_TIMEOUT=60")
 endforeach()
 
+# The same, encrypted (ncclSetEncryption): bootstrap and TCP through util/seal.c.
+add_test(NAME tcp.procs.encrypted COMMAND test_coll_procs 2,3 default)
+set_tests_properties(tcp.procs.encrypted PROPERTIES TIMEOUT 300 ENVIRONMENT
+                     "NCCL_SHM_DISABLE=1;TUTTI_TIMEOUT=60;TEST_PSK=tcp-procs-encrypted-0123456789abcdef")
+
 set(TUTTI_NETNS_RUN bash ${CMAKE_CURRENT_LIST_DIR}/run.sh $<TARGET_FILE:tuttirun>
     $<TARGET_FILE:test_netns_job> $<TARGET_FILE:tcp_raw_bw>)
 foreach(shape "2 2" "3 1" "4 2")
@@ -72,3 +77,19 @@ set_tests_properties(${TUTTI_NETNS_TESTS} netns.bw PROPERTIES TIMEOUT 180 SKIP_R
                      LABELS netns)
 # Numbers worth comparing need the machine to themselves.
 set_tests_properties(netns.bw PROPERTIES RUN_SERIAL TRUE)
+# ncclSetEncryption across hosts (tests/netns/enc.sh): the matrix with the
+# key on every rank (and through a network plugin, which stays outside the
+# encryption and must say so), a rank with another key, a record altered as
+# it is sent, a relay flipping a bit of the root's answer, OpenSSL hidden.
+set(TUTTI_NETNS_ENC bash ${CMAKE_CURRENT_LIST_DIR}/enc.sh $<TARGET_FILE:tuttirun>
+    $<TARGET_FILE:test_netns_job>)
+add_test(NAME netns.enc.job.2x2 COMMAND ${TUTTI_NETNS_ENC} job 2 2)
+add_test(NAME netns.enc.job.3x1 COMMAND ${TUTTI_NETNS_ENC} job 3 1)
+add_test(NAME netns.enc.plugin.job.2x1 COMMAND ${TUTTI_NETNS_ENC} job 2 1)
+set_tests_properties(netns.enc.plugin.job.2x1 PROPERTIES ENVIRONMENT "${TUTTI_NETNS_PLUGIN_ENV}")
+foreach(what wrongkey flip relay hidden)
+  add_test(NAME netns.enc.${what} COMMAND ${TUTTI_NETNS_ENC} ${what})
+endforeach()
+set_tests_properties(netns.enc.job.2x2 netns.enc.job.3x1 netns.enc.plugin.job.2x1
+                     netns.enc.wrongkey netns.enc.flip netns.enc.relay netns.enc.hidden
+                     PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77 LABELS netns)

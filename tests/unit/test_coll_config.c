@@ -1,7 +1,7 @@
 /* NCCL 2.32's per-call configurations on host buffers, a check per field of
  * ncclCollConfig_t (ranks as communicators of one thread, in groups), the
  * configs of older headers, the 2.31/2.32 fields of ncclConfig_t,
- * ncclSetEncryption's refusal and the CFT host functions' answers. */
+ * ncclSetEncryption's checks and the CFT host functions' answers. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,11 +262,10 @@ static void encryption(void) {
   e.psk = "short";
   CHECK(ncclSetEncryption(&e) == ncclInvalidArgument, "a short key");
   e.psk = "0123456789abcdef0123456789abcdef-test-key";
-  CHECK(ncclSetEncryption(&e) == ncclInvalidUsage &&
-            strstr(ncclGetLastError(NULL), "encryption is not built") != NULL,
-        "a key: %s", ncclGetLastError(NULL));
+  CHECK_NCCL(ncclSetEncryption(&e)); /* OpenSSL 3 is installed where tests run */
   e.magic = 1;
   CHECK(ncclSetEncryption(&e) == ncclInvalidArgument, "bad magic");
+  CHECK_NCCL(ncclSetEncryption(NULL)); /* the later communicators stay in one process */
 }
 
 static void cft(void) {

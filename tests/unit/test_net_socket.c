@@ -11,6 +11,7 @@
 #include "net_pair.h"
 #include "nccl.h"
 #include "util/check.h"
+#include "util/seal.h"
 
 static struct tutti_net* net;
 
@@ -228,6 +229,9 @@ int main(void) {
   /* Workers whatever the cores (none by default below 4); the suite also
    * runs this with NCCL_SOCKET_NTHREADS=0 (tests/net/tests.cmake). */
   setenv("NCCL_SOCKET_NTHREADS", "4", 0);
+  if (getenv("TEST_PSK") != NULL) { /* net.socket.encrypted: every socket through util/seal.c */
+    CHECK_NCCL(tutti_seal_set_key(getenv("TEST_PSK")));
+  }
   CHECK_NCCL(tutti_socknet_open(7, &net));
   np_settle();
   const int fds0 = np_count("fd"), tasks0 = np_count("task");

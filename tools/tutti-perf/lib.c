@@ -32,6 +32,7 @@ static struct sym syms[] = {
     SYM(CommGetAsyncError, 0),
     SYM(GetErrorString, 1),
     SYM(GetLastError, 0),
+    SYM(SetEncryption, 0),
     SYM(GroupStart, 1),
     SYM(GroupEnd, 1),
     SYM(AllReduce, 1),

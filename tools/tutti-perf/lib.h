@@ -46,6 +46,8 @@ struct perf_nccl_api {
   ncclResult_t (*PutSignal)(const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int,
                             int, unsigned int, ncclComm_t, cudaStream_t);
   ncclResult_t (*WaitSignal)(int, ncclWaitSignalDesc_t*, ncclComm_t, cudaStream_t);
+  /* Optional (NCCL >= 2.32.3): TUTTI_PERF_PSK sets a pre-shared key. */
+  ncclResult_t (*SetEncryption)(const ncclEncryptionConfig_t*);
 };
 
 extern struct perf_nccl_api perf_nccl;

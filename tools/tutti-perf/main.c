@@ -163,6 +163,20 @@ int main(int argc, char** argv) {
     perf_die("cannot write --json %s", o.json);
   }
   check_ops(&o);
+  const char* psk = getenv("TUTTI_PERF_PSK"); /* encrypted runs (bench/run_netns_enc.sh) */
+  if (psk != NULL && psk[0] != '\0') {
+    ncclEncryptionConfig_t e = NCCL_ENCRYPTION_CONFIG_INITIALIZER;
+    e.mode = NCCL_ENCRYPTION_MODE_PSK;
+    e.psk = psk;
+    if (perf_nccl.SetEncryption == NULL) {
+      perf_die("TUTTI_PERF_PSK: %s has no ncclSetEncryption", perf_nccl.path);
+    }
+    ncclResult_t r = perf_nccl.SetEncryption(&e);
+    if (r != ncclSuccess) {
+      perf_die("TUTTI_PERF_PSK: ncclSetEncryption failed: %s",
+               perf_nccl.GetLastError ? perf_nccl.GetLastError(NULL) : perf_nccl.GetErrorString(r));
+    }
+  }
   if (w.nprocs > 1 && getenv("NCCL_COMM_ID") == NULL) {
     perf_die(
         "%d processes: set NCCL_COMM_ID=host:port (the same in every process) so that "

@@ -13,6 +13,7 @@
 
 #include "net/socket/comm.h"
 #include "util/check.h"
+#include "util/seal.h"
 #include "util/param.h"
 
 /* The same names as NCCL's socket transport and tutti's host transport
@@ -102,9 +103,9 @@ void tutti_socknet_comm_free(struct tutti_socknet_comm* c) {
     return;
   }
   tutti_socknet_workers_stop(c);
-  close(c->ctrl);
+  tutti_seal_close(c->ctrl);
   for (int s = 0; s < c->nsocks; s++) {
-    close(c->data[s]);
+    tutti_seal_close(c->data[s]);
   }
   pthread_mutex_destroy(&c->fail_lock);
   free(c);

@@ -13,6 +13,7 @@
 #include "net/socket/dev.h"
 #include "net/socket/setup.h"
 #include "util/check.h"
+#include "util/seal.h"
 #include "util/param.h"
 
 struct tutti_socknet_connecting {
@@ -99,8 +100,8 @@ static int step(struct tutti_socknet_connecting* st, int* which) {
     struct tutti_socknet_hello hello = st->hello;
     hello.index = htole16((uint16_t)i);
     while (st->sent[i] < sizeof hello) {
-      ssize_t n = send(st->fd[i], (char*)&hello + st->sent[i], sizeof hello - st->sent[i],
-                       MSG_DONTWAIT | MSG_NOSIGNAL);
+      ssize_t n =
+          tutti_seal_send(st->fd[i], (char*)&hello + st->sent[i], sizeof hello - st->sent[i]);
       if (n > 0) {
         st->sent[i] += (size_t)n;
       } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {

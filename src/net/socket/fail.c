@@ -8,6 +8,7 @@
 
 #include "net/socket/comm.h"
 #include "util/check.h"
+#include "util/seal.h"
 
 void tutti_socknet_kick(struct tutti_socknet_worker* w) {
   uint64_t one = 1;
@@ -37,6 +38,16 @@ ncclResult_t tutti_socknet_fail(struct tutti_socknet_comm* c, ncclResult_t code,
   return code;
 }
 
+/* The record layer's sentence when it failed one of c's sockets (a wrong
+ * key, an altered record), else strerror. */
+static const char* why(const struct tutti_socknet_comm* c, int err) {
+  const char* w = tutti_seal_why(c->ctrl);
+  for (int i = 0; w == NULL && i < c->nsocks; i++) {
+    w = tutti_seal_why(c->data[i]);
+  }
+  return w != NULL ? w : strerror(err);
+}
+
 ncclResult_t tutti_socknet_fail_io(struct tutti_socknet_comm* c, int err, const char* doing) {
   const char* side = c->send ? "send" : "receive";
   if (err == 0) {
@@ -52,11 +63,11 @@ ncclResult_t tutti_socknet_fail_io(struct tutti_socknet_comm* c, int err, const 
         "socket network: the connection to %s broke while this %s comm was %s "
         "(%s): the peer process or its host died, or the network between "
         "them failed",
-        c->peer, side, doing, strerror(err));
+        c->peer, side, doing, why(c, err));
   }
   return tutti_socknet_fail(c, ncclSystemError,
                             "socket network: %s on the connection to %s failed: %s", doing, c->peer,
-                            strerror(err));
+                            why(c, err));
 }
 
 ncclResult_t tutti_socknet_failed(struct tutti_socknet_comm* c) {

@@ -14,6 +14,7 @@
 #include "net/socket/dev.h"
 #include "net/socket/setup.h"
 #include "util/check.h"
+#include "util/seal.h"
 #include "util/param.h"
 
 #define MAX_PENDING 64 /* sockets whose hello is not in yet */
@@ -79,7 +80,7 @@ static void drop_pending(struct tutti_socknet_listen* l, int i, const char* why)
   char who[TUTTI_SOCKET_ADDR_STRLEN];
   INFO(TUTTI_NET, "socket network: dropped a connection from %s to %s: %s",
        tutti_socket_format(&l->pend[i].peer, who, sizeof who), l->where, why);
-  close(l->pend[i].fd);
+  tutti_seal_close(l->pend[i].fd);
   l->pend[i] = l->pend[--l->npend];
 }
 
@@ -90,7 +91,7 @@ static void drop_part(struct tutti_socknet_listen* l, int i, const char* why) {
        l->parts[i].nsocks + 1, why);
   for (int s = 0; s <= l->parts[i].nsocks; s++) {
     if (l->parts[i].fd[s] >= 0) {
-      close(l->parts[i].fd[s]);
+      tutti_seal_close(l->parts[i].fd[s]);
     }
   }
   l->parts[i] = l->parts[--l->nparts];
@@ -181,14 +182,14 @@ static const char* place(struct tutti_socknet_listen* l, const struct pending* p
 static void read_hellos(struct tutti_socknet_listen* l, double now) {
   for (int i = l->npend - 1; i >= 0; i--) {
     struct pending* p = &l->pend[i];
-    ssize_t n = recv(p->fd, (char*)&p->hello + p->got, sizeof p->hello - p->got, MSG_DONTWAIT);
+    ssize_t n = tutti_seal_recv(p->fd, (char*)&p->hello + p->got, sizeof p->hello - p->got);
     if (n > 0) {
       p->got += (size_t)n;
     } else if (n == 0) {
       drop_pending(l, i, "it closed before its hello was in");
       continue;
     } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      drop_pending(l, i, strerror(errno));
+      drop_pending(l, i, tutti_seal_strerror(p->fd, errno));
       continue;
     }
     if (p->got == sizeof p->hello) {
@@ -230,7 +231,7 @@ void tutti_socknet_listen_close(struct tutti_socknet_listen* l) {
     return;
   }
   while (l->npend > 0) {
-    close(l->pend[l->npend - 1].fd);
+    tutti_seal_close(l->pend[l->npend - 1].fd);
     l->npend--;
   }
   while (l->nparts > 0) {

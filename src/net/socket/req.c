@@ -11,6 +11,7 @@
 
 #include "net/socket/comm.h"
 #include "util/check.h"
+#include "util/seal.h"
 
 static struct tutti_socknet_req* req_alloc(struct tutti_socknet_comm* c) {
   if (c->inflight >= TUTTI_NET_MAX_REQUESTS) {
@@ -81,8 +82,7 @@ static void send_progress(struct tutti_socknet_comm* c) {
       }
       want += r->ctrl_len - r->ctrl_off;
     }
-    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
-    ssize_t n = sendmsg(c->ctrl, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t n = tutti_seal_sendmsg(c->ctrl, iov, niov);
     if (n < 0) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         tutti_socknet_fail_io(c, errno, "sending a message");
@@ -177,9 +177,8 @@ static int take_header(struct tutti_socknet_comm* c) {
 /* One non-blocking receive on the control socket: the bytes that came, 0
  * when none did, -1 when the comm failed. */
 static ssize_t ctrl_recv(struct tutti_socknet_comm* c, struct iovec* iov, int niov) {
-  struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
   for (;;) {
-    ssize_t n = recvmsg(c->ctrl, &msg, MSG_DONTWAIT);
+    ssize_t n = tutti_seal_recvv(c->ctrl, iov, niov);
     if (n > 0) {
       return n;
     }

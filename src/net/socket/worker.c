@@ -17,6 +17,7 @@
 #include "net/socket/comm.h"
 #include "util/proc.h"
 #include "util/check.h"
+#include "util/seal.h"
 
 /* An idle worker spins, then yields the core, then sleeps: a chunk that
  * comes within SPIN_S finds it awake at no cost to others, one within
@@ -29,9 +30,8 @@
  * socket would block, -1 it failed (*err: errno, 0 for end of stream). */
 static int move(int fd, int send_side, struct tutti_socknet_item* it, int* err) {
   for (;;) {
-    ssize_t n = send_side
-                    ? send(fd, it->ptr + it->off, it->len - it->off, MSG_DONTWAIT | MSG_NOSIGNAL)
-                    : recv(fd, it->ptr + it->off, it->len - it->off, MSG_DONTWAIT);
+    ssize_t n = send_side ? tutti_seal_send(fd, it->ptr + it->off, it->len - it->off)
+                          : tutti_seal_recv(fd, it->ptr + it->off, it->len - it->off);
     if (n > 0) {
       it->off += (size_t)n;
       if (it->off == it->len) {
@@ -124,6 +124,14 @@ static void* worker_main(void* arg) {
     }
     __atomic_store_n(&w->sleeping, 1, __ATOMIC_SEQ_CST);
     if (!failed && news(w, seen)) {
+      __atomic_store_n(&w->sleeping, 0, __ATOMIC_RELAXED);
+      continue;
+    }
+    int pending = 0; /* a record half read: poll would not wake for the rest */
+    for (int i = 0; i < np; i++) {
+      pending |= (pfd[i].events & POLLIN) && tutti_seal_has_pending(pfd[i].fd);
+    }
+    if (pending) {
       __atomic_store_n(&w->sleeping, 0, __ATOMIC_RELAXED);
       continue;
     }

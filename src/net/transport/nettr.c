@@ -14,6 +14,7 @@
 #include "net/net.h"
 #include "net/transport/nettr.h"
 #include "call/records.h"
+#include "util/seal.h"
 #include "util/check.h"
 #include "util/param.h"
 #include "util/socket.h"
@@ -325,6 +326,14 @@ static ncclResult_t net_setup(struct tutti_transport_comm* tc) {
   }
   if (res == ncclSuccess) {
     res = go_live(tc, st);
+  }
+  if (res == ncclSuccess && st->npeers > 0 && tutti_seal_enabled()) {
+    /* As in NCCL, encryption covers the library's own sockets only. */
+    WARN(
+        "rank %d: ncclSetEncryption: the network plugin %s carries this communicator's data to "
+        "%d peers outside the encryption (only tutti's own sockets are encrypted, as in NCCL); "
+        "leave NCCL_NET_PLUGIN unset to keep it on the TCP transport, which encrypts",
+        tc->rank, st->net->name, st->npeers);
   }
   if (res == ncclSuccess) {
     INFO(TUTTI_INIT | TUTTI_NET,
