@@ -47,6 +47,16 @@ int tutti_stall_moving(const struct tutti_op* op) {
   return !all_done(op);
 }
 
+int tutti_stall_waits_for(const struct tutti_op* op) {
+  for (int i = 0; i < op->sched.nlanes; i++) {
+    const int p = stuck_peer(op, stuck_step(op, i));
+    if (p >= 0) {
+      return p;
+    }
+  }
+  return all_done(op) ? missing_call(op) : -1;
+}
+
 /* Which peer a stuck lane waits for, for the error text. */
 void tutti_stall_describe(const struct tutti_op* op, char* buf, size_t len) {
   const struct tutti_schedule* s = &op->sched;
