@@ -196,17 +196,20 @@ int main(int argc, char** argv) {
   if (!reading) {
     const char* where = addr != NULL && *addr != '\0' ? addr : "localhost:28028";
     char* text = ask(where);
+    if (text == NULL) {
+      return 1;
+    }
     doc = parse_or_say(text, where);
     free(text);
   }
   for (int i = 0; i < nfiles; i++) {
     FILE* f = fopen(files[i], "r");
-    char* text = f != NULL ? slurp_fd(fileno(f), 10.0) : NULL;
-    if (f != NULL) {
-      fclose(f);
-    } else {
+    if (f == NULL) {
       perror(files[i]);
+      continue;
     }
+    char* text = slurp_fd(fileno(f), 10.0);
+    fclose(f);
     struct jv* one = parse_or_say(text, files[i]);
     free(text);
     if (one == NULL) {
