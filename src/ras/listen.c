@@ -45,7 +45,9 @@ static int listen_on(union tutti_socket_addr* a) {
 }
 
 /* Writes the flight record of every communicator whose job failed while
- * this rank was outside a call (inside one, the executor writes it). */
+ * this rank was outside a call (inside one, the executor writes it): a peer
+ * gave up waiting (TUTTI_TIMEOUT) or lost a rank. Other failures (calls
+ * that differ) say all in their error. */
 static void dump_failed(void) {
   pthread_mutex_lock(&tutti_ras_lock);
   for (struct tutti_ras_comm* rc = tutti_ras_comms; rc != NULL; rc = rc->next) {
@@ -54,7 +56,8 @@ static void dump_failed(void) {
     }
     for (int p = 0; p < rc->nranks; p++) {
       const struct tutti_doorbell* b = rc->peer_bells[p];
-      if (b != NULL && __atomic_load_n(&b->failed, __ATOMIC_ACQUIRE) != 0) {
+      if (b != NULL && __atomic_load_n(&b->failed, __ATOMIC_ACQUIRE) != 0 &&
+          (b->failed_wait || __atomic_load_n(&b->lost, __ATOMIC_ACQUIRE) != 0)) {
         char why[128];
         snprintf(why, sizeof why, "rank %d's communicator failed", p);
         tutti_ras_dump_locked(rc, why);
