@@ -11,6 +11,9 @@
 #include "util/proc.h"
 
 #define LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+/* The fields of a slot with acquire, so that the second look at its number
+ * comes after them (as call/doorbell.h reads call records). */
+#define LOAD_ACQ(field) __atomic_load_n(&(field), __ATOMIC_ACQUIRE)
 
 struct out {
   char* buf;
@@ -58,16 +61,15 @@ static int read_slot(const struct tutti_ras_slot* s, struct tutti_ras_slot* out)
   if (out->op == 0) {
     return 0;
   }
-  out->call = LOAD(s->call);
-  out->count = LOAD(s->count);
-  out->enter_ns = LOAD(s->enter_ns);
-  out->exit_ns = LOAD(s->exit_ns);
-  out->root = LOAD(s->root);
-  out->coll = LOAD(s->coll);
-  out->type = LOAD(s->type);
-  out->algo = LOAD(s->algo);
-  out->failed = LOAD(s->failed);
-  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  out->call = LOAD_ACQ(s->call);
+  out->count = LOAD_ACQ(s->count);
+  out->enter_ns = LOAD_ACQ(s->enter_ns);
+  out->exit_ns = LOAD_ACQ(s->exit_ns);
+  out->root = LOAD_ACQ(s->root);
+  out->coll = LOAD_ACQ(s->coll);
+  out->type = LOAD_ACQ(s->type);
+  out->algo = LOAD_ACQ(s->algo);
+  out->failed = LOAD_ACQ(s->failed);
   return LOAD(s->op) == out->op;
 }
 

@@ -63,7 +63,9 @@ static inline uint64_t tutti_ras_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-#define TUTTI_RAS_STORE(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
+/* Release stores keep a slot's blanked number ahead of its fields, as call
+ * records do (call/doorbell.h); on x86 they are plain stores. */
+#define TUTTI_RAS_STORE(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELEASE)
 
 /* The call path: an operation starts (returns its slot for tutti_ras_exit). */
 static inline struct tutti_ras_slot* tutti_ras_enter(struct tutti_ras_comm* rc, uint64_t call,
