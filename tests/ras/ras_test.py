@@ -2,7 +2,9 @@
 """RAS end to end (docs/ras.md): starts a job of ras_job processes on this
 host, asks it with tutti-ras --json while it runs (or reads the flight
 records its ranks wrote), and checks the verdicts and ranks' states.
-Usage: ras_test.py RAS_JOB TUTTI_RAS stall|slow|dead|two|record"""
+Usage: ras_test.py RAS_JOB TUTTI_RAS stall|slow|dead|two|record
+       ras_test.py RAS_JOB TUTTI_RAS netns HOSTS_SH   (2 namespace hosts; 77: skipped)"""
+import random
 import glob
 import json
 import os
@@ -83,6 +85,45 @@ def check_stalled(doc, comm, holder, waiters, call):
             if cur["waits_for"] != holder and cur["waits_for"] not in waiters:
                 fail("rank %d waits for %s" % (r["rank"], cur["waits_for"]), doc)
     print("ok:", v[0]["text"])
+
+
+def netns(job, tool, hosts_sh):
+    """Ranks 0, 1 on host 0 and 2, 3 on host 1; the client asks host 0,
+    whose process gathers host 1's ranks over the network."""
+    env = dict(os.environ, TUTTI_NETNS_ID=str(random.randrange(1, 65536)))
+    hosts = ["bash", hosts_sh]
+    up = subprocess.run(hosts + ["up", "2"], env=env)
+    if up.returncode == 77:
+        sys.exit(77)
+    procs = []
+    try:
+        if up.returncode != 0:
+            fail("could not make 2 namespace hosts")
+        addr0 = subprocess.run(hosts + ["addr", "0"], env=env, capture_output=True,
+                               text=True).stdout.strip()
+        env.update({"NCCL_COMM_ID": "%s:%d" % (addr0, random.randrange(20000, 60000)),
+                    "NCCL_RAS_ADDR": "127.0.0.1:28028"})
+        procs = [subprocess.Popen(hosts + ["run", str(r // 2), job, str(r), "4", "stall"],
+                                  env=env, stdout=subprocess.DEVNULL) for r in range(4)]
+        time.sleep(3.0)
+        t0 = time.time()
+        out = subprocess.run(hosts + ["run", "0", tool, "--json"], env=env, capture_output=True,
+                             text=True, timeout=20)
+        took = time.time() - t0
+        if out.returncode != 0:
+            fail("tutti-ras --json on host 0: rc %d: %s" % (out.returncode, out.stderr))
+        doc = json.loads(out.stdout)
+        c = comm_of(doc, 4)
+        check_stalled(doc, c, 2, [0, 1, 3], 5)
+        if c["ranks"][2]["host"] != c["ranks"][3]["host"] or \
+                c["ranks"][2]["host"] == c["ranks"][0]["host"]:
+            fail("ranks 2 and 3 should be on the other host", doc)
+        print("ok: host 0 answered for both hosts in %.2f s" % took)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        subprocess.run(hosts + ["down"], env=env)
 
 
 def main():
@@ -180,6 +221,8 @@ def main():
             print("ok:", v[0]["text"])
         finally:
             j.stop()
+    elif case == "netns":
+        netns(job, tool, sys.argv[4])
     else:
         fail("unknown case " + case)
     print("PASS")
