@@ -128,8 +128,10 @@ static void publish(struct tutti_op** ops, int nops, int active, int failed) {
   for (int i = 0; i < nops; i++) {
     struct tutti_op* op = ops[i];
     if (active) {
+      /* A collective's root as agreed (-1: none); a send's or receive's peer. */
+      const int root = op->call.seq != 0 ? op->call.root : op->args.root;
       op->ras_slot = tutti_ras_enter(op->er->ras, op->call.seq, (int)op->args.coll, op->args.count,
-                                     op->call.type, op->args.root, (int)op->sched.algo, now);
+                                     op->call.type, root, (int)op->sched.algo, now);
     } else {
       tutti_ras_exit(op->er->ras, op->ras_slot, failed, now);
       op->ras_slot = NULL;
@@ -272,7 +274,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
     }
     if (moved) {
       for (int i = 0; i < nops && !moved_since_check; i++) {
-        tutti_ras_wait(ops[i]->er->ras, 0, -1); /* moving again, for RAS */
+        tutti_ras_wait(ops[i]->er->ras, 0, -1, 0); /* moving again, for RAS */
       }
       tutti_wait_reset(&w);
       moved_since_check = 1;
@@ -296,7 +298,8 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
     for (int i = 0; i < nops; i++) {
       if (ops[i]->er->ras != NULL) {
         const uint64_t since = tutti_ras_now_ns() - (uint64_t)((t - last_move) * 1e9);
-        tutti_ras_wait(ops[i]->er->ras, since, tutti_stall_waits_for(ops[i]));
+        tutti_ras_wait(ops[i]->er->ras, since, tutti_stall_waits_for(ops[i]),
+                       tutti_stall_bytes_moved(ops[i]));
       }
     }
     if (tutti_dump_requests() != dumped) {

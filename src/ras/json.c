@@ -130,8 +130,13 @@ size_t tutti_ras_rank_json(const struct tutti_ras_comm* rc, char* buf, size_t le
   if (active && have_cur) {
     put_op(&o, &cur);
     o.at -= o.at > 0 && o.buf[o.at - 1] == '}'; /* reopen it for the wait */
-    put(&o, ",\"waited_s\":%.3f,\"waits_for\":%d}",
+    put(&o, ",\"waited_s\":%.3f,\"waits_for\":%d,\"bytes_moved\":",
         since != 0 && now > since ? (double)(now - since) / 1e9 : 0.0, since != 0 ? waits_for : -1);
+    if (since != 0) { /* as of the executor's last idle check */
+      put(&o, "%llu}", (unsigned long long)LOAD(rc->moved));
+    } else {
+      put(&o, "null}");
+    }
   } else {
     put(&o, "null");
   }

@@ -71,11 +71,13 @@ static void dump_failed(void) {
 /* NCCL_RAS_ADDR, when this process can take it: at start, and again each
  * second, so that when the process serving this host's clients exits,
  * another takes over. */
+static union tutti_socket_addr client_addr;
+static int client_addr_ok;
+
 static void take_client_port(void) {
-  union tutti_socket_addr ca;
-  const char* where = tutti_param_ras_addr();
-  if (where != NULL && *where != '\0' && tutti_socket_parse(where, AF_UNSPEC, &ca) == ncclSuccess) {
-    client_fd = listen_on(&ca);
+  if (client_addr_ok) {
+    union tutti_socket_addr a = client_addr;
+    client_fd = listen_on(&a);
   }
 }
 
@@ -114,8 +116,11 @@ static void start(void) {
     INFO(TUTTI_RAS, "RAS: no listener (%s)", strerror(errno));
     return;
   }
-  take_client_port();
   const char* where = tutti_param_ras_addr();
+  /* Parsed once: a wrong address is told once, not at every retry. */
+  client_addr_ok = where != NULL && *where != '\0' &&
+                   tutti_socket_parse(where, AF_UNSPEC, &client_addr) == ncclSuccess;
+  take_client_port();
   char pa[TUTTI_SOCKET_ADDR_STRLEN];
   INFO(TUTTI_RAS, "RAS: peers at %s; clients %s %s", tutti_socket_format(&peer_addr, pa, sizeof pa),
        client_fd >= 0 ? "at" : "of this host ask another process at", where);

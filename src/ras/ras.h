@@ -50,6 +50,7 @@ struct tutti_ras_comm {
   uint32_t active;        /* in an operation now: the newest slot */
   uint64_t wait_since_ns; /* no progress since (0: moving) */
   int32_t waits_for;      /* the rank the stuck operation waits for (-1: none known) */
+  uint64_t moved;         /* bytes its steps had moved at the last idle check */
   struct tutti_ras_slot ring[TUTTI_RAS_RING];
 
   int dumped; /* the flight record was written (under the registry's lock) */
@@ -89,6 +90,7 @@ static inline struct tutti_ras_slot* tutti_ras_enter(struct tutti_ras_comm* rc, 
   __atomic_store_n(&s->op, op, __ATOMIC_RELEASE);
   TUTTI_RAS_STORE(rc->wait_since_ns, 0);
   TUTTI_RAS_STORE(rc->waits_for, -1);
+  TUTTI_RAS_STORE(rc->moved, 0);
   if (call != 0) {
     TUTTI_RAS_STORE(rc->calls, call);
   }
@@ -109,11 +111,16 @@ static inline void tutti_ras_exit(struct tutti_ras_comm* rc, struct tutti_ras_sl
 }
 
 /* The executor's idle check (a few times a second while nothing moves):
- * stuck since `since_ns` (0: moving again), waiting for rank `peer`. */
-static inline void tutti_ras_wait(struct tutti_ras_comm* rc, uint64_t since_ns, int peer) {
+ * stuck since `since_ns` (0: moving again), waiting for rank `peer`,
+ * `moved` bytes moved so far. */
+static inline void tutti_ras_wait(struct tutti_ras_comm* rc, uint64_t since_ns, int peer,
+                                  uint64_t moved) {
   if (rc != NULL) {
     TUTTI_RAS_STORE(rc->wait_since_ns, since_ns);
     TUTTI_RAS_STORE(rc->waits_for, (int32_t)peer);
+    if (since_ns != 0) {
+      TUTTI_RAS_STORE(rc->moved, moved);
+    }
   }
 }
 

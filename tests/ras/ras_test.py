@@ -82,6 +82,8 @@ def check_stalled(doc, comm, holder, waiters, call):
             cur = r["current"]
             if r["state"] != "waiting" or cur["call"] != call or cur["op"] != "AllReduce":
                 fail("rank %d should wait in call %d" % (r["rank"], call), doc)
+            if not isinstance(cur["bytes_moved"], int) or cur["waited_s"] < 0.5:
+                fail("rank %d: no bytes moved or wait given" % r["rank"], doc)
             if cur["waits_for"] != holder and cur["waits_for"] not in waiters:
                 fail("rank %d waits for %s" % (r["rank"], cur["waits_for"]), doc)
     print("ok:", v[0]["text"])

@@ -247,9 +247,16 @@ void ras_print_rank(FILE* f, const struct jv* r) {
   }
   const struct jv* cur = json_get(r, "current");
   if (cur != NULL && cur->t == J_OBJ) {
-    fprintf(f, " in %s #%.0f (%.0f %s, root/peer %.0f, %s) for %.1f s", k.op, k.call, k.count,
-            k.dtype, json_num(cur, "root", -1), json_str(cur, "algorithm", "no algorithm"),
-            k.waited);
+    const int root = (int)json_num(cur, "root", -1);
+    fprintf(f, " in %s #%.0f (%.0f %s", k.op, k.call, k.count, k.dtype);
+    if (root >= 0) {
+      fprintf(f, ", %s %d", k.call > 0 ? "root" : "peer", root);
+    }
+    fprintf(f, ", %s) for %.1f s", json_str(cur, "algorithm", "no algorithm"), k.waited);
+    const struct jv* moved = json_get(cur, "bytes_moved");
+    if (moved != NULL && moved->t == J_NUM) {
+      fprintf(f, ", %.0f bytes moved", moved->num);
+    }
     if (k.waits_for >= 0) {
       fprintf(f, ", waiting for rank %d", k.waits_for);
     }
