@@ -187,6 +187,8 @@ def main():
             v = verdicts(doc, "dead")
             if not v or v[0]["ranks"] != [3] or doc["verdicts"][0]["kind"] != "dead":
                 fail("no dead verdict first, naming rank 3", doc)
+            if "ranks 0, 1, 2 failed in call 5" not in v[0]["text"]:
+                fail("the dead verdict does not say where the others were", doc)
             print("ok:", v[0]["text"])
         finally:
             j.stop()

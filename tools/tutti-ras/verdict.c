@@ -170,8 +170,28 @@ void ras_verdicts(const struct jv* comm, struct jv* out) {
   }
   if (nd > 0) {
     const struct rk* d = &ks[sel[0] < n ? sel[0] : 0];
-    snprintf(text, sizeof text, "%s: rank %d (host %s, pid %d) is dead%s", head, d->rank, d->host,
-             d->pid, nd > 1 ? ", and others: see the ranks" : "");
+    int o = snprintf(text, sizeof text, "%s: rank %d (host %s, pid %d) is dead%s", head, d->rank,
+                     d->host, d->pid, nd > 1 ? ", and others: see the ranks" : "");
+    /* What the survivors were doing when it died: in (or failed in) which call. */
+    int nw = 0, failed = 0;
+    const struct rk* w0 = NULL;
+    for (int i = 0; i < n && top > 0; i++) {
+      if (ks[i].in_call && ks[i].call == top) {
+        sel2[nw++] = ks[i].rank;
+        w0 = w0 != NULL ? w0 : &ks[i];
+        failed |=
+            json_get(ks[i].obj, "current") == NULL || json_get(ks[i].obj, "current")->t != J_OBJ;
+      }
+    }
+    if (w0 != NULL && o > 0 && (size_t)o < sizeof text) {
+      list(a, sizeof a, sel2, nw);
+      snprintf(text + o, sizeof text - (size_t)o, "; rank%s %s %s call %.0f (%s %.0f %s)",
+               nw > 1 ? "s" : "", a,
+               failed   ? "failed in"
+               : nw > 1 ? "wait in"
+                        : "waits in",
+               top, w0->op, w0->count, w0->dtype);
+    }
     add_verdict(out, 0, "dead", hash, sel, nd, text);
     said++;
   }
