@@ -124,7 +124,7 @@ static ncclResult_t lane_progress(struct tutti_op* op, struct tutti_lane_state* 
 /* What this rank is in, in its doorbell, for peers that wait on it to say,
  * and its calls, for peers to compare (call/agree.c). */
 static void publish(struct tutti_op** ops, int nops, int active, int failed) {
-  const uint64_t now = tutti_ras_now_ns();
+  const uint64_t now = tutti_ras_stamp_ns();
   for (int i = 0; i < nops; i++) {
     struct tutti_op* op = ops[i];
     if (active) {

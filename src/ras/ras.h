@@ -23,7 +23,7 @@ struct tutti_ras_slot {
   uint64_t op;       /* 1-based operation number on the communicator; 0: empty */
   uint64_t call;     /* collective number (struct tutti_call.seq; 0: send or receive) */
   uint64_t count;    /* elements */
-  uint64_t enter_ns; /* CLOCK_REALTIME */
+  uint64_t enter_ns; /* CLOCK_REALTIME_COARSE (tutti_ras_stamp_ns) */
   uint64_t exit_ns;  /* 0 while in it */
   int32_t root;      /* root, or the peer of a send or receive; -1: none */
   uint8_t coll;      /* enum tutti_coll */
@@ -66,6 +66,15 @@ static inline uint64_t tutti_ras_now_ns(void) {
 
 /* Release stores keep a slot's blanked number ahead of its fields, as call
  * records do (call/doorbell.h); on x86 they are plain stores. */
+/* The flight recorder's stamps: the coarse clock (a tick of 1 to 4 ms, a
+ * few ns to read; the precise one cost 40 ns a call on the 2-core VM),
+ * which is fine enough for calls that hold a job up for milliseconds. */
+static inline uint64_t tutti_ras_stamp_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 #define TUTTI_RAS_STORE(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELEASE)
 
 /* The call path: an operation starts (returns its slot for tutti_ras_exit). */
