@@ -93,7 +93,8 @@ void tutti_ras_document(const char* lines, const char* reason, struct tutti_ras_
   add_str(out, reason != NULL ? "\"" : "null");
   if (reason != NULL) {
     for (const char* c = reason; *c != '\0'; c++) {
-      tutti_ras_buf_add(out, *c == '"' || *c == '\\' ? "'" : c, 1);
+      /* Quotes as apostrophes, control characters as spaces: still one line. */
+      tutti_ras_buf_add(out, *c == '"' || *c == '\\' ? "'" : (unsigned char)*c < 0x20 ? " " : c, 1);
     }
     add_str(out, "\"");
   }

@@ -2,7 +2,7 @@
 """RAS end to end (docs/ras.md): starts a job of ras_job processes on this
 host, asks it with tutti-ras --json while it runs (or reads the flight
 records its ranks wrote), and checks the verdicts and ranks' states.
-Usage: ras_test.py RAS_JOB TUTTI_RAS stall|slow|dead|two|record
+Usage: ras_test.py RAS_JOB TUTTI_RAS stall|slow|dead|two|record|disabled
        ras_test.py RAS_JOB TUTTI_RAS netns HOSTS_SH   (2 namespace hosts; 77: skipped)"""
 import random
 import glob
@@ -238,6 +238,29 @@ def main():
             if not text.startswith(v[0]["text"]):
                 fail("the text's first line is not the verdict: " + text)
             print("ok:", v[0]["text"])
+        finally:
+            j.stop()
+    elif case == "disabled":
+        # NCCL_RAS_ENABLE=0: nothing answers, but the ranks whose call times
+        # out still write their flight records and name them.
+        d = tempfile.mkdtemp(prefix="ras-disabled-")
+        j = Job(job, "stall", 4, {"NCCL_RAS_ENABLE": "0", "TUTTI_TIMEOUT": "2",
+                                  "TUTTI_RAS_DIR": d, "RAS_HOLD": "6"})
+        try:
+            time.sleep(1.0)
+            out = subprocess.run([tool, "--json"], env=j.env, capture_output=True, text=True,
+                                 timeout=10)
+            if out.returncode != 1 or "nothing answers" not in out.stderr:
+                fail("with NCCL_RAS_ENABLE=0 something answered: rc %d %s" %
+                     (out.returncode, out.stdout[:200]))
+            for r in (0, 1, 3):
+                line = j.line(r)
+                if "flight record: " + d not in line:
+                    fail("rank %d's error names no flight record: %s" % (r, line))
+            files = glob.glob(d + "/tutti-ras-*.json")
+            if len(files) != 3:
+                fail("expected the 3 waiting ranks' flight records, found %s" % files)
+            print("ok: no listener; 3 flight records")
         finally:
             j.stop()
     elif case == "netns":
