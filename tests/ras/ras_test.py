@@ -2,7 +2,7 @@
 """RAS end to end (docs/ras.md): starts a job of ras_job processes on this
 host, asks it with tutti-ras --json while it runs (or reads the flight
 records its ranks wrote), and checks the verdicts and ranks' states.
-Usage: ras_test.py RAS_JOB TUTTI_RAS stall|slow|dead|two|record|disabled
+Usage: ras_test.py RAS_JOB TUTTI_RAS stall|slow|dead|two|record|disabled|verdicts
        ras_test.py RAS_JOB TUTTI_RAS netns HOSTS_SH   (2 namespace hosts; 77: skipped)"""
 import random
 import glob
@@ -126,6 +126,36 @@ def netns(job, tool, hosts_sh):
             p.kill()
             p.wait()
         subprocess.run(hosts + ["down"], env=env)
+
+
+def verdicts_of_documents(tool):
+    """The client alone, on documents written here: ranks all idle with
+    calls 5, 5, 4, 5 (a GPU job's launches) are 'behind'; equal ones 'ok'."""
+    d = tempfile.mkdtemp(prefix="ras-verdicts-")
+
+    def doc(calls):
+        ranks = [{"rank": r, "host": "h%d" % r, "pid": 100 + r, "gpu": r, "state": "idle",
+                  "calls": c, "ops": c, "current": None, "failed": None, "dead": [],
+                  "recent": []} for r, c in enumerate(calls)]
+        return {"tutti_ras": 1, "time_ns": 0, "from_pid": 1, "reason": None,
+                "communicators": [{"hash": "00000000000000ab", "size": len(calls),
+                                   "made": "init", "ranks": ranks}]}
+    for calls, kind, named in (([5, 5, 4, 5], "behind", [2]), ([5, 5, 5, 5], "ok", [])):
+        path = os.path.join(d, "doc.json")
+        with open(path, "w") as f:
+            json.dump(doc(calls), f)
+        out = subprocess.run([tool, "--json", "--read", path], capture_output=True, text=True,
+                             timeout=10)
+        got = json.loads(out.stdout)["verdicts"]
+        if out.returncode != 0 or got[0]["kind"] != kind or got[0]["ranks"] != named:
+            fail("calls %s: expected %s naming %s" % (calls, kind, named), got)
+        print("ok:", got[0]["text"])
+    bad = os.path.join(d, "bad.json")
+    with open(bad, "w") as f:
+        f.write('{"communicators": [')
+    out = subprocess.run([tool, "--read", bad], capture_output=True, text=True, timeout=10)
+    if out.returncode != 1 or "not a RAS document" not in out.stderr:
+        fail("a broken document was not refused: rc %d" % out.returncode)
 
 
 def main():
@@ -263,6 +293,8 @@ def main():
             print("ok: no listener; 3 flight records")
         finally:
             j.stop()
+    elif case == "verdicts":
+        verdicts_of_documents(tool)
     elif case == "netns":
         netns(job, tool, sys.argv[4])
     else:

@@ -4,7 +4,7 @@ add_executable(ras_job ${CMAKE_CURRENT_LIST_DIR}/ras_job.c)
 target_link_libraries(ras_job PRIVATE tutti)
 find_package(Python3 COMPONENTS Interpreter)
 if(Python3_Interpreter_FOUND)
-  foreach(case stall slow dead two record disabled)
+  foreach(case stall slow dead two record disabled verdicts)
     add_test(NAME ras.${case}
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/ras_test.py
                      $<TARGET_FILE:ras_job> $<TARGET_FILE:tutti-ras> ${case})

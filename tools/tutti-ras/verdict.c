@@ -219,6 +219,30 @@ void ras_verdicts(const struct jv* comm, struct jv* out) {
              nw > 1 ? "s" : "", b, nw > 1 ? "" : "s", top, w0->op, w0->count, w0->dtype, waited);
     add_verdict(out, 1, "stalled", hash, sel, nb, text);
     said++;
+  } else if (nw == 0) {
+    /* Nobody in a call (device calls leave at launch), yet some entered
+     * fewer: those are behind. */
+    double most = 0;
+    for (int i = 0; i < n; i++) {
+      most = ks[i].calls > most ? ks[i].calls : most;
+    }
+    nb = 0;
+    for (int i = 0; i < n; i++) {
+      if (ks[i].calls >= 0 && ks[i].calls < most) {
+        sel[nb++] = ks[i].rank;
+      }
+    }
+    if (nb > 0) {
+      const struct rk* h = &ks[sel[0] < n ? sel[0] : 0];
+      list(a, sizeof a, sel, nb);
+      snprintf(text, sizeof text,
+               "%s: rank%s %s (host %s, pid %d) %s entered %.0f calls, others %.0f; none is in a "
+               "call (calls on device buffers leave at launch, or ranks between calls)",
+               head, nb > 1 ? "s" : "", a, h->host, h->pid, nb > 1 ? "have" : "has", h->calls,
+               most);
+      add_verdict(out, 2, "behind", hash, sel, nb, text);
+      said++;
+    }
   }
   double lag = 0;
   int lastc = 0, of = 0;
