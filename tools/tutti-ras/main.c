@@ -158,7 +158,8 @@ static void merge(struct jv* into, struct jv* doc) {
 static struct jv* parse_or_say(const char* text, const char* what) {
   const char* err = NULL;
   struct jv* v = text != NULL ? json_parse(text, &err) : NULL;
-  if (v == NULL || json_get(v, "communicators") == NULL) {
+  const struct jv* comms = json_get(v, "communicators");
+  if (v == NULL || comms == NULL || comms->t != J_ARR) {
     fprintf(stderr, "tutti-ras: %s is not a RAS document%s%.40s\n", what, err ? " near: " : "",
             err ? err : "");
     json_free(v);
@@ -226,7 +227,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (nfiles == 1) {
-    merge(doc, json_new(J_OBJ)); /* only the dead lists */
+    struct jv* none = json_new(J_OBJ);
+    if (none != NULL) {
+      merge(doc, none); /* only the dead lists */
+    }
+    json_free(none);
   }
   struct jv* verdicts = json_new(J_ARR);
   const struct jv* comms = json_get(doc, "communicators");
