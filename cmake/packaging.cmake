@@ -163,6 +163,7 @@ This package holds its programs:
  tutti-perf   nccl-tests-style benchmark and checker for NCCL-API libraries
  tutti-plot   plots tutti-perf's JSON results (SVG; PNG with rsvg-convert)
  tutti-check  what a machine has, and whether tutti works on it
+ tutti-ras    where every rank of a running job is, and who holds it up
  tutti-ddp    example: data-parallel training of a small network
 Each explains itself with --help.")
 tutti_deb_depends(TOOLS "libtutti0 (= ${TUTTI_DEB_VERSION})" python3 ${TUTTI_DEB_SYSTEM_DEPENDS})

@@ -23,7 +23,7 @@ if(SKBUILD)
       file(RENAME \"\${dir}/$<TARGET_FILE_NAME:${lib}>\" \"\${dir}/$<TARGET_SONAME_FILE_NAME:${lib}>\")"
       COMPONENT python)
   endforeach()
-  set(TUTTI_PY_TOOLS tuttirun tutti-perf tutti-check)
+  set(TUTTI_PY_TOOLS tuttirun tutti-perf tutti-check tutti-ras)
   install(TARGETS ${TUTTI_PY_TOOLS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT python)
   install(PROGRAMS ${CMAKE_SOURCE_DIR}/tools/tutti-perf/tutti-plot
     DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT python)

@@ -36,6 +36,9 @@ import sys
 #   from (the list of transports is api's); the two networks behind
 #   net/net.h (net/plugin, net/socket) below every transport, above topo
 #   (which chooses a rank's network devices).
+# - ras (where every rank is, the flight recorder) is written by the host
+#   executor and started by api; it reads the doorbells, the peer table and
+#   algorithm names, so it sits above call, topo and algo and below exec.
 # A new folder must be placed here (the check fails until it is), and in
 # docs/design.md's "Layers and folders".
 LAYERS = [
@@ -46,6 +49,7 @@ LAYERS = [
     ("net/transport",),
     ("transport",),
     ("net/plugin", "net/socket"),
+    ("ras",),
     ("bootstrap",),
     ("topo",),
     ("call",),

@@ -31,6 +31,10 @@ def tutti_check():
     _exec("tutti-check")
 
 
+def tutti_ras():
+    _exec("tutti-ras")
+
+
 def tutti_plot():
     # A Python script: run it with this interpreter rather than its #! line.
     _exec("tutti-plot", sys.executable)

@@ -39,6 +39,8 @@ struct ncclComm {
   /* Made by ncclCommGrow: 0 no; 1 as a new rank; on an existing rank its
    * parent's size + 1. Every rank's is checked against the others' at init. */
   int grown_from;
+  const char* made; /* how it was made, for RAS: NULL "init", "split", "shrink" (grown: "grow") */
+  struct tutti_ras_comm* ras; /* what RAS and the flight recorder read (NULL: none) */
 
   struct tutti_bootstrap* boot;
   struct tutti_peer_info* peers;
@@ -119,6 +121,7 @@ struct tutti_child {
   ncclComm_t* out;
   ncclConfig_t config;
   int has_config;
+  const char* made; /* "split", "shrink": how RAS names it */
 };
 /* Reads the caller's `config` (NULL: none) for a child going to `out`. */
 ncclResult_t tutti_child_prepare(struct tutti_child* ch, ncclComm_t* out,

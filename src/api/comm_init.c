@@ -47,6 +47,7 @@ ncclResult_t tutti_child_init(const struct tutti_child* ch, const struct ncclCom
     c->blocking = parent->blocking;
   }
   c->cuda_dev = parent->cuda_dev;
+  c->made = ch->made;
   res = tutti_comm_init(c, nranks, id, rank);
   if (res != ncclSuccess) {
     tutti_comm_free(c);

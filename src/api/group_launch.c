@@ -78,7 +78,19 @@ static ncclResult_t launch_comm(struct ncclComm* comm, struct tutti_queued_op* q
     d->stream = op->stream;
     d->seq = op->seq;
   }
-  return tutti_dev_launch(comm->dev, dops, nd);
+  const ncclResult_t res = tutti_dev_launch(comm->dev, dops, nd);
+  /* RAS and the flight recorder see a device call when it is launched: the
+   * kernels run on after it returns, so it enters and leaves at once. */
+  const uint64_t now = tutti_ras_stamp_ns();
+  for (int i = 0; i < nd; i++) {
+    const struct tutti_op* op = ops[i];
+    const int root = op->call.seq != 0 ? op->call.root : op->args.root;
+    tutti_ras_exit(comm->ras,
+                   tutti_ras_enter(comm->ras, op->call.seq, (int)op->args.coll, op->args.count,
+                                   op->call.type, root, (int)op->plan.algo, now),
+                   res != ncclSuccess, now);
+  }
+  return res;
 }
 
 ncclResult_t tutti_group_launch_device(struct tutti_queued_op* q, int n, int* cause) {

@@ -9,6 +9,7 @@
 #include "api/api.h"
 #include "api/comm.h"
 #include "bootstrap/bootstrap.h"
+#include "ras/ras.h"
 #include "tune/tune.h"
 #include "transport/cma.h"
 #include "util/param.h"
@@ -67,6 +68,13 @@ struct ncclComm* tutti_comm_alloc(const ncclConfig_t* config, ncclResult_t* res)
 
 void tutti_comm_free(struct ncclComm* comm) {
   tutti_comm_unregister(comm);
+  /* Before anything RAS reads goes (the peer table, the doorbells). */
+  if (comm->ras != NULL) {
+    tutti_ras_unregister(comm->ras);
+    free(comm->ras);
+    comm->ras = NULL;
+    comm->er.ras = NULL;
+  }
   /* The service thread first: it reads the service communicator's queues. */
   tutti_rma_destroy(comm->rma);
   comm->rma = NULL;
@@ -294,6 +302,26 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
   return agree_caps(comm);
 }
 
+/* What RAS answers for this rank, and the flight recorder its calls fill. */
+static void ras_start(struct ncclComm* comm) {
+  struct tutti_ras_comm* rc = comm->internal ? NULL : calloc(1, sizeof *rc);
+  if (rc == NULL) {
+    return; /* a service communicator, or no memory: no record, nothing else lost */
+  }
+  rc->hash = comm->comm_hash;
+  rc->rank = comm->rank;
+  rc->nranks = comm->nranks;
+  rc->made = comm->grown_from != 0 ? "grow" : comm->made != NULL ? comm->made : "init";
+  memcpy(rc->secret, comm->secret, sizeof rc->secret);
+  rc->peers = comm->peers;
+  rc->bell = comm->tc.bell;
+  rc->peer_bells = comm->tc.peer_bells;
+  rc->waits_for = -1;
+  comm->ras = rc;
+  comm->er.ras = rc;
+  tutti_ras_register(rc);
+}
+
 ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUniqueId* id, int rank) {
   ncclResult_t res;
   tutti_log_init();
@@ -319,11 +347,15 @@ ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUnique
     goto fail;
   }
   tutti_topo_fill_self(&comm->peers[rank], rank, comm->cuda_dev);
+  if (!comm->internal) {
+    tutti_ras_peer_address(tutti_bootstrap_address(comm->boot, rank), comm->peers[rank].ras);
+  }
   NCCLCHECKGOTO(tutti_bootstrap_allgather(comm->boot, comm->peers, sizeof *comm->peers), res, fail);
   NCCLCHECKGOTO(connect_ranks(comm), res, fail);
   const int next = (rank + 1) % nranks;
   tutti_topo_log(comm->peers, nranks, rank,
                  next != rank && comm->tc.send[next] != NULL ? comm->tc.send[next]->via : NULL);
+  ras_start(comm);
   struct tutti_dev_setup ds;
   tutti_comm_dev_setup(comm, &ds);
   if (comm->internal) {

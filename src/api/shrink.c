@@ -128,6 +128,7 @@ NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int
   j->excluded = ex;
   j->seq = comm->shrinks++;
   ncclResult_t res = tutti_child_prepare(&j->child, newcomm, config);
+  j->child.made = "shrink";
   if (res != ncclSuccess) {
     free(ex);
     free(j);

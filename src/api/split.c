@@ -93,6 +93,7 @@ NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCom
   j->color = color;
   j->key = key;
   ncclResult_t res = tutti_child_prepare(&j->child, newcomm, config);
+  j->child.made = "split";
   if (res != ncclSuccess) {
     free(j);
     return tutti_group_fail(res);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "algo/algo.h"
+#include "ras/ras.h"
 #include "reduce/reduce.h"
 #include "transport/transport.h"
 #include "tune/plan.h"
@@ -20,6 +21,7 @@ struct tutti_exec_rank {
   struct tutti_conn** send; /* [nranks] */
   struct tutti_conn** recv; /* [nranks] */
   struct tutti_doorbell* bell;
+  struct tutti_ras_comm* ras;         /* the flight recorder and what RAS reads (NULL: none) */
   struct tutti_doorbell** peer_bells; /* [nranks], NULL where not shared */
   size_t piece_bytes;                 /* the same on every rank of the communicator */
   size_t queue_bytes;                 /* the smallest queue of any connection, likewise */
@@ -62,12 +64,13 @@ struct tutti_op {
   struct tutti_coll_args args;
   int sched_valid; /* sched was built from args (kept across reuse from the pool) */
   struct tutti_redop redop;
-  void* bufs[4];          /* indexed by enum tutti_buf */
-  uint64_t seq;           /* 1-based number of this operation on its communicator */
-  struct tutti_call call; /* what every rank must have called (seq 0: a send or receive) */
-  int agreed;             /* every visible peer was seen making the same call */
-  uint64_t board_gen;     /* board collectives: this operation's first generation (round 0) */
-  int device;             /* device buffers: the device executor runs it on `stream` */
+  void* bufs[4];                   /* indexed by enum tutti_buf */
+  uint64_t seq;                    /* 1-based number of this operation on its communicator */
+  struct tutti_call call;          /* what every rank must have called (seq 0: a send or receive) */
+  int agreed;                      /* every visible peer was seen making the same call */
+  struct tutti_ras_slot* ras_slot; /* its place in the flight recorder (NULL: none) */
+  uint64_t board_gen; /* board collectives: this operation's first generation (round 0) */
+  int device;         /* device buffers: the device executor runs it on `stream` */
   cudaStream_t stream;
   cudaEvent_t launch_event; /* ncclCollConfig_t.launchCompletionEvent: recorded at launch */
   const void* scalar_dev;   /* device: a PreMulSum scalar the kernel reads */

@@ -123,8 +123,19 @@ static ncclResult_t lane_progress(struct tutti_op* op, struct tutti_lane_state* 
 
 /* What this rank is in, in its doorbell, for peers that wait on it to say,
  * and its calls, for peers to compare (call/agree.c). */
-static void publish(struct tutti_op** ops, int nops, int active) {
+static void publish(struct tutti_op** ops, int nops, int active, int failed) {
+  const uint64_t now = tutti_ras_stamp_ns();
   for (int i = 0; i < nops; i++) {
+    struct tutti_op* op = ops[i];
+    if (active) {
+      /* A collective's root as agreed (-1: none); a send's or receive's peer. */
+      const int root = op->call.seq != 0 ? op->call.root : op->args.root;
+      op->ras_slot = tutti_ras_enter(op->er->ras, op->call.seq, (int)op->args.coll, op->args.count,
+                                     op->call.type, root, (int)op->sched.algo, now);
+    } else {
+      tutti_ras_exit(op->er->ras, op->ras_slot, failed, now);
+      op->ras_slot = NULL;
+    }
     struct tutti_doorbell* bell = ops[i]->er->bell;
     if (bell != NULL && active && ops[i]->call.seq != 0) {
       tutti_doorbell_put_call(bell, &ops[i]->call);
@@ -213,7 +224,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
   for (int i = 0; i < nops; i++) {
     NCCLCHECK(tutti_agree_sticky(ops[i]->er->bell));
   }
-  publish(ops, nops, 1);
+  publish(ops, nops, 1, 0);
   int prepared = 0; /* ops whose lane states are this call's */
   for (int i = 0; i < nops; i++) {
     NCCLCHECKGOTO(op_prepare(ops[i]), res, out);
@@ -262,6 +273,9 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
       break;
     }
     if (moved) {
+      for (int i = 0; i < nops && !moved_since_check; i++) {
+        tutti_ras_wait(ops[i]->er->ras, 0, -1, 0); /* moving again, for RAS */
+      }
       tutti_wait_reset(&w);
       moved_since_check = 1;
       gone_strikes = 0;
@@ -281,6 +295,13 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
       continue;
     }
     last_check = t;
+    for (int i = 0; i < nops; i++) {
+      if (ops[i]->er->ras != NULL) {
+        const uint64_t since = tutti_ras_now_ns() - (uint64_t)((t - last_move) * 1e9);
+        tutti_ras_wait(ops[i]->er->ras, since, tutti_stall_waits_for(ops[i]),
+                       tutti_stall_bytes_moved(ops[i]));
+      }
+    }
     if (tutti_dump_requests() != dumped) {
       dumped = tutti_dump_requests();
       for (int i = 0; i < nops; i++) {
@@ -319,6 +340,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
       if (tutti_stall_gone_peer(op)) {
         if (++gone_strikes >= 2) {
           res = ncclRemoteError;
+          tutti_ras_dump_error(er->ras);
           goto out;
         }
         break;
@@ -334,6 +356,7 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
                           "%s%s",
                           tutti_coll_name(op->args.coll), (unsigned long long)op->seq, er->rank,
                           er->timeout_s, what, peer);
+        tutti_ras_dump_error(er->ras);
         goto out;
       }
     }
@@ -349,7 +372,7 @@ out:
   for (int i = 0; i < prepared && res != ncclSuccess; i++) {
     tutti_step_withdraw(ops[i]);
   }
-  publish(ops, nops, 0);
+  publish(ops, nops, 0, res != ncclSuccess);
   tutti_wait_reset(&w);
   ops[0]->er->spin_passes = w.spin; /* what was learnt carries to the next call */
   return res;

@@ -47,6 +47,30 @@ int tutti_stall_moving(const struct tutti_op* op) {
   return !all_done(op);
 }
 
+int tutti_stall_waits_for(const struct tutti_op* op) {
+  for (int i = 0; i < op->sched.nlanes; i++) {
+    const int p = stuck_peer(op, stuck_step(op, i));
+    if (p >= 0) {
+      return p;
+    }
+  }
+  return all_done(op) ? missing_call(op) : -1;
+}
+
+uint64_t tutti_stall_bytes_moved(const struct tutti_op* op) {
+  const struct tutti_schedule* s = &op->sched;
+  uint64_t moved = 0;
+  for (int i = 0; i < s->nlanes; i++) {
+    const struct tutti_lane_state* l = &op->lanes[i];
+    const int upto = l->finished ? s->lanes[i].first_step + s->lanes[i].nsteps : l->step;
+    for (int k = s->lanes[i].first_step; k < upto; k++) {
+      moved += s->steps[k].bytes;
+    }
+    moved += l->finished ? 0 : l->done;
+  }
+  return moved;
+}
+
 /* Which peer a stuck lane waits for, for the error text. */
 void tutti_stall_describe(const struct tutti_op* op, char* buf, size_t len) {
   const struct tutti_schedule* s = &op->sched;

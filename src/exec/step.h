@@ -63,6 +63,10 @@ void tutti_stall_describe(const struct tutti_op* op, char* buf, size_t len);
 /* Whether some lane of op still has a step to move (else only peers' calls,
  * or the lanes' hand-over, are awaited). */
 int tutti_stall_moving(const struct tutti_op* op);
+/* The rank a stuck operation waits for first (-1: none known), for RAS. */
+int tutti_stall_waits_for(const struct tutti_op* op);
+/* The bytes op's steps have moved so far (every lane), for RAS. */
+uint64_t tutti_stall_bytes_moved(const struct tutti_op* op);
 void tutti_stall_describe_peer(const struct tutti_op* op, char* buf, size_t len);
 void tutti_stall_record(const struct tutti_op* op);
 int tutti_stall_gone_peer(struct tutti_op* op);

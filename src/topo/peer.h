@@ -13,6 +13,9 @@ struct tutti_peer_info {
   uint64_t host_hash; /* hostname + boot id + network namespace */
   char hostname[64];
   unsigned char gpu_uuid[16]; /* cuda_dev's UUID (all zero without one): the GPU itself */
+  /* Where its process's RAS listener takes peers' queries (ras/ras.h),
+   * packed as util/socket.h packs addresses (24 bytes; all zero: none). */
+  unsigned char ras[24];
 };
 
 #endif

@@ -38,7 +38,7 @@ found=$(sed -n 's/.*libtutti\.so\.0 => \([^ ]*\).*/\1/p' "$out")
   { cat "$out"; fail "tutti-ddp does not load $lib/libtutti.so.0"; }
 
 "$bin/tuttirun" --help >"$out" 2>&1 || fail "tuttirun --help"
-for prog in tutti-ddp tutti-check tutti-perf; do
+for prog in tutti-ddp tutti-check tutti-perf tutti-ras; do
   "$bin/$prog" --help >"$out" 2>&1 || { cat "$out"; fail "$prog --help"; }
 done
 if command -v python3 >/dev/null 2>&1; then

@@ -39,7 +39,7 @@ expect_libtutti0="$l/libtutti\.so\.0 $l/libtutti\.so\.0\.[0-9.]+ $l/libnccl-net-
 expect_libtutti_dev="/usr/include/nccl\.h $l/libtutti\.so $l/libtutti\.a $l/pkgconfig/tutti\.pc
   $l/cmake/tutti/tuttiConfig\.cmake $l/cmake/tutti/tuttiConfigVersion\.cmake
   $l/cmake/tutti/tuttiTargets\.cmake $l/cmake/tutti/tuttiTargets-[a-z]+\.cmake"
-expect_tutti_tools="/usr/bin/tuttirun /usr/bin/tutti-perf /usr/bin/tutti-plot /usr/bin/tutti-check /usr/bin/tutti-ddp"
+expect_tutti_tools="/usr/bin/tuttirun /usr/bin/tutti-perf /usr/bin/tutti-plot /usr/bin/tutti-check /usr/bin/tutti-ras /usr/bin/tutti-ddp"
 expect_libtutti_nccl2="$l/tutti/libnccl\.so\.2 $l/tutti/libnccl\.so\.2\.[0-9.]+"
 
 for p in $packages; do

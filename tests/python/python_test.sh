@@ -97,7 +97,8 @@ for i in z.infolist():
     print(f"  {oct(i.external_attr >> 16)[-3:]} {i.file_size:>9} {i.filename}")
 want = ["tutti/__init__.py", "tutti/_build.py", "tutti/torch/__init__.py", "tutti/torch/__main__.py",
         "tutti/lib/libtutti.so.0", "tutti/lib/libnccl.so.2", "tutti/include/nccl.h"] + \
-       [f"tutti/bin/{t}" for t in ("tuttirun", "tutti-perf", "tutti-check", "tutti-plot")]
+       [f"tutti/bin/{t}" for t in ("tuttirun", "tutti-perf", "tutti-check", "tutti-ras",
+                                   "tutti-plot")]
 missing = [w for w in want if w not in names]
 extra = [n for n in names if "/test" in n or n.endswith(".a") or n.endswith(".in")]
 execs = [n for n in want if "/bin/" in n]
