@@ -79,8 +79,8 @@ struct tutti_dev_comm {
   double timeout_s;
   int rma_direct;        /* tune's: puts into this host's peers' windows through peer memory */
   const char* net_trace; /* tune's: TUTTI_NET_TRACE's prefix, else NULL (net/trace.h) */
-  int net_poll;          /* tune's: TUTTI_NET_POLL (net/proxy.cu) */
-  int net_yield;         /* tune's: TUTTI_NET_YIELD (net/proxy.cu) */
+  int net_poll;          /* tune's: TUTTI_TUNE net.poll (net/proxy.cu) */
+  int net_yield;         /* tune's: TUTTI_TUNE net.yield (net/proxy.cu) */
   struct td_rma* rma;    /* one-sided operations (rma/rma.h), from the first window on */
 };
 

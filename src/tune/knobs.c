@@ -70,6 +70,13 @@ static const struct knob knobs[TUTTI_KNOB_COUNT] = {
      * (the table picks it below 64 KB) and a board all-gather's round. 0: no
      * board. */
     [TUTTI_KNOB_BOARD_SLOT] = {"board.slot", 1 * MB, 0, INT64_MAX},
+    /* The device proxy across hosts (device/net/proxy.cu): 1, while a kernel
+     * runs, receives are tested only on its channels (every one each 32
+     * passes); 0, on every channel every pass. */
+    [TUTTI_KNOB_NET_POLL] = {"net.poll", 1, 0, 1},
+    /* 1: the proxy yields its core between passes that moved nothing while
+     * kernels run; 0: it spins. */
+    [TUTTI_KNOB_NET_YIELD] = {"net.yield", 1, 0, 1},
 };
 
 const char* tutti_tune_knob_name(enum tutti_knob k) {

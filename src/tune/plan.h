@@ -96,8 +96,8 @@ struct tutti_dev_sizes {
   int cumem;             /* regions from cuMem (NCCL_CUMEM_ENABLE), else cudaMalloc */
   int rma_direct;        /* one-sided puts through peer memory on this host (TUTTI_RMA_DIRECT) */
   const char* net_trace; /* TUTTI_NET_TRACE: the proxy's timeline to PREFIX.<rank>, else NULL */
-  int net_poll;          /* TUTTI_NET_POLL: 1 tests receives on the running kernel's channels */
-  int net_yield;         /* TUTTI_NET_YIELD: 1 yields between idle passes while kernels run */
+  int net_poll;  /* TUTTI_TUNE net.poll: 1 tests receives on the running kernel's channels */
+  int net_yield; /* TUTTI_TUNE net.yield: 1 yields between idle passes while kernels run */
 };
 
 #endif

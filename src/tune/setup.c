@@ -26,12 +26,6 @@ static TUTTI_PARAM(rma_direct, "TUTTI_RMA_DIRECT", 1,
 static TUTTI_PARAM_STR(net_trace, "TUTTI_NET_TRACE", NULL, "a path prefix",
                        "device buffers across hosts: each rank writes the proxy's timeline of "
                        "every call to PREFIX.<rank> (bench/net_breakdown.py reads it)");
-static TUTTI_PARAM(net_poll, "TUTTI_NET_POLL", 1,
-                   "device buffers across hosts: 1 the proxy tests receives only on the running "
-                   "kernel's channels (all every 32 passes), 0 on every channel every pass");
-static TUTTI_PARAM(net_yield, "TUTTI_NET_YIELD", 1,
-                   "device buffers across hosts: 1 the proxy yields its core between passes that "
-                   "moved nothing while kernels run, 0 it spins");
 static TUTTI_PARAM_RANGE(comm_memory, "TUTTI_COMM_MEMORY", -1, -1, INT64_MAX,
                          "device: GPU memory of a communicator's region per rank where every "
                          "peer is on this host. -1: lean sizes (at most 32 channels, 2 MB "
@@ -76,8 +70,8 @@ void tutti_tune_device_setup(const struct tutti_dev_limits* lim, struct tutti_de
   s->cumem = tutti_param_cumem_enable() != 0;
   s->rma_direct = tutti_param_rma_direct() != 0;
   s->net_trace = tutti_param_net_trace();
-  s->net_poll = tutti_param_net_poll() != 0;
-  s->net_yield = tutti_param_net_yield() != 0;
+  s->net_poll = tutti_tune_knob(TUTTI_KNOB_NET_POLL) != 0;
+  s->net_yield = tutti_tune_knob(TUTTI_KNOB_NET_YIELD) != 0;
   const int64_t budget = tutti_param_comm_memory();
   s->layout = budget < 0 ? TUTTI_LAYOUT_LEAN : budget == 0 ? TUTTI_LAYOUT_WIDE : TUTTI_LAYOUT_FIT;
   s->comm_memory = budget > 0 ? (size_t)budget : 0;

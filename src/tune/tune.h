@@ -86,6 +86,8 @@ enum tutti_knob {
   TUTTI_KNOB_STREAM,       /* host: outputs from this size are written with streaming stores */
   TUTTI_KNOB_BOARD_STREAM, /* host: the board's gathers, likewise */
   TUTTI_KNOB_BOARD_SLOT,   /* host: data bytes of a rank's slot on the board */
+  TUTTI_KNOB_NET_POLL,     /* device proxy: receives tested on the running kernel's channels */
+  TUTTI_KNOB_NET_YIELD,    /* device proxy: yields between passes that moved nothing */
   TUTTI_KNOB_COUNT
 };
 /* Its value: TUTTI_TUNE's, else the default (override.c). */

@@ -82,8 +82,8 @@ struct td_net {
   int raised;
   char via[96];
   struct td_trace* trace; /* TUTTI_NET_TRACE (trace.h), else NULL */
-  int hint;  /* TUTTI_NET_POLL: receives tested only on the running kernel's channels */
-  int yield; /* TUTTI_NET_YIELD: gives the core up between passes that moved nothing */
+  int hint;  /* TUTTI_TUNE net.poll: receives tested only on the running kernel's channels */
+  int yield; /* TUTTI_TUNE net.yield: gives the core up between passes that moved nothing */
 };
 
 #endif

@@ -337,7 +337,7 @@ static void* proxy_main(void* arg) {
       struct timespec ts = {0, now - last > 1.0 ? 1000000L : 100000L};
       nanosleep(&ts, NULL);
     } else if (!moved && (nt->yield || !busy)) {
-      sched_yield(); /* TUTTI_NET_YIELD=0: spins while kernels run */
+      sched_yield(); /* TUTTI_TUNE=net.yield=0: spins while kernels run */
     }
   }
   return NULL;
