@@ -456,7 +456,7 @@ int main(int argc, char** argv) {
                        "streams-ce",  "streams-ll128", "streams-nop2p",
                        "streams-net", "streams-hosts", "mps",
                        "stall",       "mismatch",      "mismatch-hosts",
-                       "shapes"};
+                       "shapes",      "config"};
   int known = strcmp(mode, "all") == 0;
   for (size_t m = 0; m < sizeof all / sizeof all[0]; m++) {
     known |= strcmp(mode, all[m]) == 0;
