@@ -24,6 +24,7 @@ static TUTTI_PARAM_STR(ras_addr, "NCCL_RAS_ADDR", "localhost:28028", "host:port"
                        "serves clients, the others only their peers");
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t first = PTHREAD_MUTEX_INITIALIZER; /* peer_addr, and the start */
 static int client_fd = -1, peer_fd = -1;
 static union tutti_socket_addr peer_addr;
 static int started;
@@ -141,9 +142,33 @@ static void start(void) {
   pthread_attr_destroy(&attr);
 }
 
+/* A child of fork has none of its parent's threads: its own communicators
+ * start a listener of their own, on sockets of their own. */
+static void after_fork_child(void) {
+  static const pthread_once_t fresh = PTHREAD_ONCE_INIT;
+  if (peer_fd >= 0) {
+    close(peer_fd);
+  }
+  if (client_fd >= 0) {
+    close(client_fd);
+  }
+  peer_fd = client_fd = -1;
+  started = 0;
+  memset(&peer_addr, 0, sizeof peer_addr);
+  once = fresh;
+  pthread_mutex_init(&first, NULL);
+}
+
+static void register_fork(void) {
+  (void)pthread_atfork(NULL, NULL, after_fork_child);
+}
+
 void tutti_ras_peer_address(const char* near, unsigned char* out) {
+  static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+  pthread_once(&fork_once, register_fork);
   memset(out, 0, TUTTI_SOCKET_ADDR_WIRE);
-  static pthread_mutex_t first = PTHREAD_MUTEX_INITIALIZER;
+  /* Under the lock: the first caller's start fills peer_addr (its port)
+   * while later ones would read it. */
   pthread_mutex_lock(&first);
   if (peer_addr.sa.sa_family == 0) {
     if (near == NULL || *near == '\0' ||
@@ -152,9 +177,9 @@ void tutti_ras_peer_address(const char* near, unsigned char* out) {
     }
     tutti_socket_set_port(&peer_addr, 0);
   }
-  pthread_mutex_unlock(&first);
   pthread_once(&once, start);
   if (started) {
     tutti_socket_addr_pack(&peer_addr, out);
   }
+  pthread_mutex_unlock(&first);
 }
