@@ -363,6 +363,7 @@ extern "C" ncclResult_t tutti_dev_comm_create(const struct tutti_dev_setup* s,
   dc->dev = s->cuda_dev;
   dc->timeout_s = s->timeout_s;
   dc->rma_direct = s->sizes.rma_direct;
+  dc->rma_landing = s->sizes.rma_landing;
   dc->net_trace = s->sizes.net_trace;
   dc->net_poll = s->sizes.net_poll;
   dc->net_yield = s->sizes.net_yield;

@@ -78,6 +78,7 @@ struct tutti_dev_comm {
   uint16_t* turns;   /* [TD_MAX_CHANNELS][2 * nranks]: turns handed out while filling */
   double timeout_s;
   int rma_direct;        /* tune's: puts into this host's peers' windows through peer memory */
+  uint64_t rma_landing;  /* tune's: pinned bytes one-sided data may wait in (rma/land.h) */
   const char* net_trace; /* tune's: TUTTI_NET_TRACE's prefix, else NULL (net/trace.h) */
   int net_poll;          /* tune's: TUTTI_TUNE net.poll (net/proxy.cu) */
   int net_yield;         /* tune's: TUTTI_TUNE net.yield (net/proxy.cu) */

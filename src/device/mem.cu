@@ -68,12 +68,12 @@ static int mem_items(const struct tutti_dev_comm* dc, struct td_mem_item* out, i
   }
   const struct td_rma* r = dc->rma;
   if (r != NULL && k + 1 < max) {
-    /* One-sided operations: two arrays of counters in cudaMalloc's pages
-     * (kept: peers map them), and pinned staging and delivery buffers. */
+    /* One-sided operations: two allocations of counters in cudaMalloc's pages
+     * (kept: peers map them), pinned staging and the landing. */
     const uint64_t ctrs = (uint64_t)r->nctx * (uint64_t)r->nsig * (uint64_t)r->nranks * 8;
     out[k++] = {"one-sided signal counters (GPU)", 2 * round_up(ctrs, PAGE_2M), 0, 1};
     const uint64_t pinned = round_up(ctrs, PAGE_4K) + PAGE_4K +
-                            (uint64_t)(r->nstages + (r->bounce != NULL)) * TD_RMA_STAGE_BYTES;
+                            (uint64_t)r->nstages * TD_RMA_STAGE_BYTES + td_land_bytes(&r->land);
     out[k++] = {"one-sided staging and counters (pinned host)", pinned, 1, 1};
   }
   const struct td_net* nt = dc->netp;

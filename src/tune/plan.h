@@ -95,6 +95,7 @@ struct tutti_dev_sizes {
   int net_all;           /* with NCCL_SHM_DISABLE too: every peer through the network proxy */
   int cumem;             /* regions from cuMem (NCCL_CUMEM_ENABLE), else cudaMalloc */
   int rma_direct;        /* one-sided puts through peer memory on this host (TUTTI_RMA_DIRECT) */
+  uint64_t rma_landing;  /* pinned bytes one-sided data may wait in (TUTTI_TUNE rma.landing) */
   const char* net_trace; /* TUTTI_NET_TRACE: the proxy's timeline to PREFIX.<rank>, else NULL */
   int net_poll;  /* TUTTI_TUNE net.poll: 1 tests receives on the running kernel's channels */
   int net_yield; /* TUTTI_TUNE net.yield: 1 yields between idle passes while kernels run */

@@ -69,6 +69,7 @@ void tutti_tune_device_setup(const struct tutti_dev_limits* lim, struct tutti_de
   s->net_all = s->host_queues && tutti_param_shm_disable() != 0;
   s->cumem = tutti_param_cumem_enable() != 0;
   s->rma_direct = tutti_param_rma_direct() != 0;
+  s->rma_landing = (uint64_t)tutti_tune_knob(TUTTI_KNOB_RMA_LANDING);
   s->net_trace = tutti_param_net_trace();
   s->net_poll = tutti_tune_knob(TUTTI_KNOB_NET_POLL) != 0;
   s->net_yield = tutti_tune_knob(TUTTI_KNOB_NET_YIELD) != 0;

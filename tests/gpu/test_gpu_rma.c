@@ -7,12 +7,17 @@
  * of put + wait captured into a CUDA graph and replayed. After every
  * synchronize the communicator's asynchronous error is read, and a rank
  * stops at its first failure: the case that failed is the one reported.
- * Modes (none: all four, each in its own processes):
+ * Modes (none: all five, each in its own processes):
  *   host     one host: peer memory (direct puts)
  *   service  one host, TUTTI_RMA_DIRECT=0: every put through the service thread
  *   hosts    every process its own NCCL_HOSTID (peers across "hosts")
  *   stall    a wait for a signal nobody raises ends at TUTTI_TIMEOUT with an
  *            error naming the peer, the signal and the counts
+ *   loop     two processes as hosts, then on one host through the service
+ *            thread: a ring of put + wait issued many times without a
+ *            synchronize (as a benchmark does), every size class, checked;
+ *            gpu-test.sh runs it also with CUDA_DEVICE_MAX_CONNECTIONS=1 and
+ *            under MPS, where streams share the GPU's hardware queues
  * Without a CUDA device it prints "SKIPPED: ..." and exits 77; any other
  * CUDA start-up failure fails. Prints "N passed, N failed". */
 #include <cuda_runtime.h>
@@ -210,6 +215,62 @@ static void body(int rank, void* arg, long* P, long* F) {
   cudaFree(src);
 }
 
+/* Put + wait around the ring `iters` times per size without synchronizing,
+ * each iteration into its own part of the window from its own part of the
+ * source, an allreduce after each size; then every byte checked. */
+static void loop_body(int rank, void* arg, long* P, long* F) {
+  const int n = *(int*)arg;
+  ncclComm_t comm = NULL;
+  char host[32];
+  if (hosts) {
+    snprintf(host, sizeof host, "rma-loop-host-%d", rank);
+    setenv("NCCL_HOSTID", host, 1);
+  }
+  cudaStream_t s;
+  CHECK(cudaSetDevice(rank % ngpu) == cudaSuccess && cudaStreamCreate(&s) == cudaSuccess,
+        "a stream");
+  ncclUniqueId id;
+  CHECK(ncclGetUniqueId(&id) == ncclSuccess && ncclCommInitRank(&comm, n, id, rank) == ncclSuccess,
+        "init");
+  const size_t win_bytes = 12u << 20;
+  unsigned char *win_buf = NULL, *src = NULL;
+  int* one = NULL;
+  CHECK(cudaMalloc((void**)&win_buf, win_bytes) == cudaSuccess &&
+            cudaMalloc((void**)&src, win_bytes) == cudaSuccess &&
+            cudaMalloc((void**)&one, sizeof(int)) == cudaSuccess,
+        "buffers");
+  ncclWindow_t win = NULL;
+  CHECK(ncclCommWindowRegister(comm, win_buf, win_bytes, &win, NCCL_WIN_COLL_SYMMETRIC) ==
+            ncclSuccess,
+        "window registration");
+  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  const size_t sizes[] = {8, 4096, 65536 + 5, (1u << 20) + 13, 5u << 20};
+  for (int k = 0; k < (int)(sizeof sizes / sizeof sizes[0]); k++) {
+    const size_t b = sizes[k];
+    const int iters = (int)(win_bytes / b < 60 ? win_bytes / b : 60);
+    fill(src, (size_t)iters * b, rank, k);
+    cudaMemset(win_buf, 0, win_bytes);
+    CHECK(ncclAllReduce(one, one, 1, ncclInt32, ncclSum, comm, s) == ncclSuccess && settle(comm, s),
+          "an allreduce before %zu bytes", b);
+    ncclResult_t r = ncclSuccess;
+    for (int it = 0; it < iters && r == ncclSuccess; it++) {
+      const size_t off = (size_t)it * b;
+      ncclWaitSignalDesc_t d = {1, prev, 0, 0};
+      r = ncclPutSignal(src + off, b, ncclUint8, next, win, off, 0, 0, 0, comm, s);
+      r = r == ncclSuccess ? ncclWaitSignal(1, &d, comm, s) : r;
+    }
+    r = r == ncclSuccess ? ncclAllReduce(one, one, 1, ncclInt32, ncclSum, comm, s) : r;
+    CHECK(r == ncclSuccess && settle(comm, s), "%d puts + waits of %zu bytes", iters, b);
+    CHECK(check_bytes(win_buf, 0, (size_t)iters * b, prev, k), "%d x %zu bytes from rank %d", iters,
+          b, prev);
+  }
+  CHECK(ncclCommWindowDeregister(comm, win) == ncclSuccess, "deregister");
+  CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+  cudaFree(win_buf);
+  cudaFree(src);
+  cudaFree(one);
+}
+
 /* A wait for a signal nobody raises: ends at TUTTI_TIMEOUT (3 s here) on
  * the waiting rank with an error that names the peer, the signal and the
  * counts; the other rank only waits for it to finish. */
@@ -256,7 +317,15 @@ static void run_mode(const char* mode, long* passed, long* failed) {
   hosts = strcmp(mode, "hosts") == 0;
   setenv("TUTTI_RMA_DIRECT", strcmp(mode, "service") == 0 ? "0" : "1", 1);
   const long p0 = *passed, f0 = *failed;
-  if (strcmp(mode, "stall") == 0) {
+  if (strcmp(mode, "loop") == 0) {
+    /* As hosts (the service thread of each), then one host without direct puts. */
+    for (int h = 1; h >= 0; h--) {
+      hosts = h;
+      setenv("TUTTI_RMA_DIRECT", h ? "1" : "0", 1);
+      int n = 2;
+      procs_run(n, loop_body, &n, passed, failed);
+    }
+  } else if (strcmp(mode, "stall") == 0) {
     setenv("TUTTI_TIMEOUT", "3", 1);
     int n = 2;
     procs_run(n, stall_body, &n, passed, failed);
@@ -272,13 +341,13 @@ static void run_mode(const char* mode, long* passed, long* failed) {
 
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "all";
-  const char* modes[] = {"host", "service", "hosts", "stall"};
+  const char* modes[] = {"host", "service", "hosts", "stall", "loop"};
   int known = strcmp(mode, "all") == 0;
   for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
     known |= strcmp(mode, modes[m]) == 0;
   }
   if (!known) {
-    fprintf(stderr, "unknown mode %s (host, service, hosts, stall, all)\n", mode);
+    fprintf(stderr, "unknown mode %s (host, service, hosts, stall, loop, all)\n", mode);
     return 2;
   }
   ngpu = gpu_probe();

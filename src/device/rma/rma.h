@@ -11,8 +11,9 @@
  * - through the service communicator, to peers of other hosts and where
  *   nothing is mapped: device data is staged in pinned memory of the
  *   stream's own and handed to the host sender from a host function; the
- *   target's service thread copies what arrives into its device window from
- *   a pinned bounce buffer and raises the counter in mapped host memory.
+ *   target's service thread leaves what arrives in its landing (land.h),
+ *   which the target's wait kernels apply: data into the window, then the
+ *   signal's count in GPU memory.
  * A wait kernel on the waiting stream waits for the sum of both counters,
  * so a wait is ordered on its stream and can be captured in a graph. */
 #ifndef TUTTI_DEVICE_RMA_RMA_H
@@ -22,12 +23,15 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "device/rma/land.h"
 #include "rma/rma_dev.h"
 
 /* Device-memory data to other hosts is staged in pieces of this size. */
 #define TD_RMA_STAGE_BYTES (4u << 20)
 /* Descriptors one wait kernel takes (more: several kernels in a row). */
 #define TD_RMA_WAIT_DESCS 32
+/* Threads of the wait kernel's block: it copies landed data. */
+#define TD_RMA_WAIT_THREADS 512
 
 struct td_rma_call; /* a host function's argument (rma_put.cu) */
 
@@ -60,20 +64,19 @@ struct td_rma_stage {
 
 struct td_rma {
   int nranks, nctx, nsig;
-  /* [ctx][sig][origin]: signals raised through the service thread (pinned
-   * host memory, mapped; arrived_dev is the GPU's view), signals raised by
-   * direct puts (GPU memory, exported to this host's peers), and the part
-   * waits consumed (GPU memory, only wait kernels touch it, in the
-   * communicator's order). */
-  uint64_t* arrived;
-  uint64_t* arrived_dev;
+  /* [ctx][sig][origin]: signals raised by direct puts (GPU memory, exported
+   * to this host's peers); the part waits consumed, then signals applied
+   * from the landing (one GPU allocation: only this rank's kernels touch
+   * them, in the communicator's order). */
   uint64_t* sig_dev;
   uint64_t* consumed;
+  uint64_t* landed; /* consumed + nctx * nsig * nranks */
   cudaIpcMemHandle_t sig_handle;
   int sig_exported;
   uint64_t** peer_sig;  /* [nranks]: each peer's sig_dev as mapped here, or NULL */
   int* peer_sig_opened; /* [nranks]: peer_sig[p] came from cudaIpcOpenMemHandle */
   int direct;           /* TUTTI_RMA_DIRECT (tune's): 0 keeps every put on the service path */
+  uint64_t land_limit;  /* TUTTI_TUNE rma.landing (tune's): the landing's most pinned bytes */
   struct td_rma_stall* stall;
   struct td_rma_stall* stall_dev;
   /* Pinned staging, one per stream that put device data to a peer of the
@@ -81,11 +84,9 @@ struct td_rma {
    * beside the stream's own work). */
   struct td_rma_stage* stages;
   int nstages, cap_stages;
-  /* The service thread's copies into device windows: from `bounce` (pinned)
-   * on `copy`, finished when `copied` is. */
-  char* bounce;
-  cudaStream_t copy;
-  cudaEvent_t copied;
+  /* What the service thread received for this rank's device windows and
+   * signals, until a wait kernel applies it (land.h). */
+  struct td_land land;
   pthread_mutex_t lock;
   /* Host functions' arguments a captured graph may replay: freed at stop. */
   struct td_rma_call** kept;

@@ -27,12 +27,6 @@ static void rma_free(struct td_rma* r) {
   if (r == NULL) {
     return;
   }
-  if (r->copy != NULL) {
-    cudaStreamDestroy(r->copy);
-  }
-  if (r->copied != NULL) {
-    cudaEventDestroy(r->copied);
-  }
   for (int p = 0; r->peer_sig != NULL && p < r->nranks; p++) {
     if (r->peer_sig_opened[p]) {
       cudaIpcCloseMemHandle(r->peer_sig[p]);
@@ -44,9 +38,8 @@ static void rma_free(struct td_rma* r) {
     cudaFreeHost(r->stages[i].buf);
   }
   free(r->stages);
-  cudaFreeHost(r->arrived);
+  td_land_free(&r->land);
   cudaFreeHost(r->stall);
-  cudaFreeHost(r->bounce);
   cudaFree(r->sig_dev);
   cudaFree(r->consumed);
   for (int i = 0; i < r->nkept; i++) {
@@ -70,35 +63,36 @@ static cudaError_t mapped_alloc(void** host, void** dev, size_t bytes) {
 
 static cudaError_t rma_alloc(struct tutti_dev_comm* dc, struct td_rma* r, size_t bytes,
                              const char** what) {
-  *what = "cudaHostAlloc of the signal counters";
-  cudaError_t e = mapped_alloc((void**)&r->arrived, (void**)&r->arrived_dev, bytes);
-  if (e == cudaSuccess) {
-    *what = "cudaHostAlloc of the wait record";
-    e = mapped_alloc((void**)&r->stall, (void**)&r->stall_dev, sizeof *r->stall);
-  }
+  (void)dc;
+  *what = "cudaHostAlloc of the wait record";
+  cudaError_t e = mapped_alloc((void**)&r->stall, (void**)&r->stall_dev, sizeof *r->stall);
   if (e == cudaSuccess) {
     *what = "cudaMalloc of the signal counters";
     e = cudaMalloc((void**)&r->sig_dev, bytes);
   }
   if (e == cudaSuccess) {
-    *what = "cudaMalloc of the consumed signal counts";
-    e = cudaMalloc((void**)&r->consumed, bytes);
+    *what = "cudaMalloc of the consumed and landed signal counts";
+    e = cudaMalloc((void**)&r->consumed, 2 * bytes);
+    r->landed = e == cudaSuccess ? r->consumed + bytes / sizeof *r->consumed : NULL;
   }
+  cudaStream_t zero = NULL;
   if (e == cudaSuccess) {
+    /* On a stream of its own: a device-wide wait could wait for other
+     * communicators' kernels. */
     *what = "cudaStreamCreate";
-    e = cudaStreamCreateWithFlags(&r->copy, cudaStreamNonBlocking);
+    e = cudaStreamCreateWithFlags(&zero, cudaStreamNonBlocking);
   }
   if (e == cudaSuccess) {
-    *what = "cudaEventCreate";
-    e = cudaEventCreateWithFlags(&r->copied, cudaEventDisableTiming);
-  }
-  if (e == cudaSuccess) {
-    /* On the communicator's own stream: a device-wide wait could wait for
-     * other communicators' kernels. */
     *what = "zeroing the signal counters";
-    e = cudaMemsetAsync(r->consumed, 0, bytes, r->copy);
-    e = e == cudaSuccess ? cudaMemsetAsync(r->sig_dev, 0, bytes, r->copy) : e;
-    e = e == cudaSuccess ? cudaStreamSynchronize(r->copy) : e;
+    e = cudaMemsetAsync(r->consumed, 0, 2 * bytes, zero);
+    e = e == cudaSuccess ? cudaMemsetAsync(r->sig_dev, 0, bytes, zero) : e;
+    e = e == cudaSuccess ? cudaStreamSynchronize(zero) : e;
+  }
+  if (zero != NULL) {
+    cudaStreamDestroy(zero);
+  }
+  if (e == cudaSuccess && td_land_init(&r->land, r->land_limit, what) != ncclSuccess) {
+    return cudaErrorMemoryAllocation; /* *what names the step */
   }
   /* The counters direct puts raise, for this host's other processes. */
   if (e == cudaSuccess && r->direct && !dc->host_mode) {
@@ -123,6 +117,7 @@ extern "C" ncclResult_t tutti_dev_rma_start(struct tutti_dev_comm* dc, int nrank
   r->nctx = num_ctx;
   r->nsig = nsignals;
   r->direct = dc->rma_direct;
+  r->land_limit = dc->rma_landing;
   r->peer_sig = (uint64_t**)calloc((size_t)nranks, sizeof *r->peer_sig);
   r->peer_sig_opened = (int*)calloc((size_t)nranks, sizeof *r->peer_sig_opened);
   if (r->peer_sig == NULL || r->peer_sig_opened == NULL) {
@@ -318,6 +313,16 @@ extern "C" void tutti_dev_rma_win_deregister(struct tutti_dev_comm* dc,
   if (w == NULL) {
     return;
   }
+  if (dc->rma != NULL && w->buff != NULL) {
+    const int n = td_land_drop(&dc->rma->land, w->buff, w->buff + w->size);
+    if (n > 0) {
+      WARN(
+          "rank %d: %d puts into a device window not yet waited for were dropped as it was "
+          "deregistered: deregister a window only once the signals of every put into it were "
+          "waited for",
+          dc->rank, n);
+    }
+  }
   struct td_dev_guard g;
   td_dev_enter(&g, dc->dev);
   for (int p = 0; w->opened != NULL && p < w->nranks; p++) {
@@ -332,33 +337,6 @@ extern "C" void tutti_dev_rma_win_deregister(struct tutti_dev_comm* dc,
   free(w);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Waits for the copy stream's last copy, bounded; an abort ends the wait. */
-static ncclResult_t copy_wait(struct tutti_dev_comm* dc, struct td_rma* r, int origin) {
-  cudaError_t e = cudaEventRecord(r->copied, r->copy);
-  const double t0 = now_s();
-  for (int i = 0; e == cudaSuccess && cudaEventQuery(r->copied) == cudaErrorNotReady; i++) {
-    if (__atomic_load_n(&dc->host_flags[TD_FLAG_ABORT], __ATOMIC_ACQUIRE) ||
-        now_s() - t0 > dc->timeout_s) {
-      return tutti_error(ncclSystemError,
-                         "rank %d: copying a put from rank %d into its device window did not "
-                         "finish within %.0f s (TUTTI_TIMEOUT), or the communicator was aborted",
-                         dc->rank, origin, dc->timeout_s);
-    }
-    if (i > 64) {
-      struct timespec ts = {0, 2000};
-      nanosleep(&ts, NULL);
-    }
-  }
-  e = e == cudaSuccess ? cudaEventQuery(r->copied) : e;
-  return e == cudaSuccess ? ncclSuccess : rma_fail(e, "copying a put into a device window");
-}
-
 extern "C" ncclResult_t tutti_dev_rma_deliver(struct tutti_dev_comm* dc,
                                               struct tutti_rma_dev_win* w, int origin,
                                               uint64_t offset, const void* src, size_t bytes) {
@@ -369,25 +347,15 @@ extern "C" ncclResult_t tutti_dev_rma_deliver(struct tutti_dev_comm* dc,
                        "rank's device window",
                        dc->rank, origin, bytes, (unsigned long long)offset);
   }
-  struct td_dev_guard g;
-  td_dev_enter(&g, dc->dev);
+  /* Left for this rank's next wait kernel to copy (land.h says why no copy
+   * is issued here), in pieces the landing's chunks hold. */
   ncclResult_t res = ncclSuccess;
-  if (r->bounce == NULL) {
-    cudaError_t e = cudaHostAlloc((void**)&r->bounce, TD_RMA_STAGE_BYTES, cudaHostAllocPortable);
-    res = e == cudaSuccess ? ncclSuccess : rma_fail(e, "cudaHostAlloc of the delivery buffer");
-    r->bounce = e == cudaSuccess ? r->bounce : NULL;
-  }
-  /* From pinned memory the copy engine moves it on its own: no staging by
-   * the driver, no wait for anything but the copy. */
   for (size_t done = 0; res == ncclSuccess && done < bytes;) {
-    const size_t n = bytes - done < TD_RMA_STAGE_BYTES ? bytes - done : TD_RMA_STAGE_BYTES;
-    memcpy(r->bounce, (const char*)src + done, n);
-    cudaError_t e =
-        cudaMemcpyAsync(w->buff + offset + done, r->bounce, n, cudaMemcpyHostToDevice, r->copy);
-    res = e == cudaSuccess ? copy_wait(dc, r, origin) : rma_fail(e, "cudaMemcpyAsync of a put");
+    const size_t n = bytes - done < TD_LAND_CHUNK / 2 ? bytes - done : TD_LAND_CHUNK / 2;
+    res = td_land_put(dc, &r->land, origin, TD_LAND_DATA, 0, w->buff + offset + done,
+                      (const char*)src + done, n);
     done += n;
   }
-  td_dev_leave(&g);
   return res;
 }
 
@@ -398,9 +366,10 @@ extern "C" ncclResult_t tutti_dev_rma_signal(struct tutti_dev_comm* dc, int orig
     return tutti_error(ncclInternalError, "rank %d: a signal arrived before one-sided state",
                        dc->rank);
   }
-  /* Release: a wait kernel that sees the count sees the data before it. */
-  __atomic_fetch_add(&r->arrived[td_rma_index(r, ctx, sig, origin)], 1, __ATOMIC_RELEASE);
-  return ncclSuccess;
+  /* After the data of its put in the landing: the wait kernel that counts
+   * it has applied that data. */
+  return td_land_put(dc, &r->land, origin, TD_LAND_SIGNAL,
+                     (uint32_t)td_rma_index(r, ctx, sig, origin), NULL, NULL, 0);
 }
 
 extern "C" void tutti_dev_rma_fail(struct tutti_dev_comm* dc, int origin, const char* why) {

@@ -11,6 +11,7 @@
 
 #include "device/dev_comm.h"
 #include "device/kernels/sync.cuh"
+#include "device/rma/land.cuh"
 #include "device/rma/rma.h"
 
 extern "C" {
@@ -214,9 +215,11 @@ extern "C" ncclResult_t tutti_dev_rma_put(struct tutti_dev_comm* dc,
 
 struct td_rma_wait_args {
   td_devcomm* comm;
-  const uint64_t* arrived; /* mapped host memory: the service thread's raises */
-  const uint64_t* sig;     /* GPU memory: direct puts' raises */
+  const uint64_t* sig; /* GPU memory: direct puts' raises */
   uint64_t* consumed;
+  uint64_t* landed; /* GPU memory: signals applied from the landing */
+  td_land_ctl* land_ctl;
+  td_land_cursor* land_cur;
   struct td_rma_stall* stall; /* mapped host memory */
   int nranks, nsig;
   int n;
@@ -224,37 +227,90 @@ struct td_rma_wait_args {
   uint32_t count[TD_RMA_WAIT_DESCS];
 };
 
-/* One thread waits for each descriptor in turn (two may name the same
- * signal), then consumes it. A wait that outlasts TUTTI_TIMEOUT leaves
- * what it waited for in the stall record and stops the communicator
- * (td_wait_ok); an abort (a failed delivery included) ends it. */
-__global__ void td_rma_wait_kernel(td_rma_wait_args a) {
-  td_kernel_started(a.comm);
-  for (int i = 0; i < a.n; i++) {
-    const uint32_t k = a.index[i];
-    const uint64_t want = a.consumed[k] + a.count[i];
-    td_spin sp = {0, 0};
-    uint64_t seen;
-    while ((seen = td_ld_acquire(a.arrived + k) + td_ld_acquire(a.sig + k)) < want) {
-      if (!td_spin_ok<TD_SPIN_COUNTER>(a.comm, &sp)) {
-        if (sp.start != 0 && td_now_ns() - sp.start > a.comm->timeout_ns &&
-            atomicCAS((int*)&a.stall->set, 0, 1) == 0) {
-          a.stall->origin = (int)(k % (uint32_t)a.nranks);
-          a.stall->sig = (int)(k / (uint32_t)a.nranks % (uint32_t)a.nsig);
-          a.stall->ctx = (int)(k / (uint32_t)a.nranks / (uint32_t)a.nsig);
-          a.stall->arrived = seen - (want - a.count[i]);
-          a.stall->needed = a.count[i];
-          __threadfence_system();
-          a.stall->set = 2;
+enum { TD_WAIT_IDLE, TD_WAIT_APPLY, TD_WAIT_DONE, TD_WAIT_STOP };
+
+/* Thread 0: leaves what the wait waited for in the stall record (the
+ * error that follows reads it). */
+__device__ static void wait_stalled(const td_rma_wait_args& a, int i, uint64_t seen) {
+  const uint32_t k = a.index[i];
+  if (atomicCAS((int*)&a.stall->set, 0, 1) == 0) {
+    a.stall->origin = (int)(k % (uint32_t)a.nranks);
+    a.stall->sig = (int)(k / (uint32_t)a.nranks % (uint32_t)a.nsig);
+    a.stall->ctx = (int)(k / (uint32_t)a.nranks / (uint32_t)a.nsig);
+    a.stall->arrived = seen - a.consumed[k];
+    a.stall->needed = a.count[i];
+    __threadfence_system();
+    a.stall->set = 2;
+  }
+}
+
+/* Thread 0 waits for each descriptor in turn (two may name the same
+ * signal) and consumes it; meanwhile the block applies what landed, in
+ * order, since the signals it waits for may be behind other records. A
+ * wait that outlasts TUTTI_TIMEOUT leaves what it waited for in the stall
+ * record and stops the communicator (td_wait_ok); an abort (a failed
+ * delivery included) ends it. */
+__global__ void __launch_bounds__(TD_RMA_WAIT_THREADS) td_rma_wait_kernel(td_rma_wait_args a) {
+  __shared__ int state;
+  __shared__ td_land_next rec;
+  __shared__ td_land_cursor cur;
+  const int t0 = threadIdx.x == 0;
+  if (t0) {
+    td_kernel_started(a.comm);
+    cur = *a.land_cur;
+  }
+  int i = 0;
+  td_spin sp = {0, 0};
+  for (;;) {
+    if (t0) {
+      state = TD_WAIT_IDLE;
+      uint64_t seen = 0;
+      while (i < a.n) {
+        const uint32_t k = a.index[i];
+        const uint64_t want = a.consumed[k] + a.count[i];
+        seen = a.landed[k] + td_ld_acquire(a.sig + k);
+        if (seen < want) {
+          break;
         }
-        td_kernel_finished(a.comm);
-        return;
+        a.consumed[k] = want;
+        i++;
+      }
+      if (i == a.n) {
+        state = TD_WAIT_DONE;
+      } else {
+        const int got = td_land_peek(a.land_ctl, &cur, &rec);
+        sp.start = got ? 0 : sp.start; /* progress: the timeout counts from here */
+        if (!td_spin_ok<TD_SPIN_COUNTER>(a.comm, &sp)) {
+          if (sp.start != 0 && td_now_ns() - sp.start > a.comm->timeout_ns) {
+            wait_stalled(a, i, seen);
+          }
+          state = TD_WAIT_STOP;
+        } else if (got) {
+          state = TD_WAIT_APPLY;
+        }
       }
     }
-    a.consumed[k] = want;
+    __syncthreads();
+    const int s = state;
+    if (s == TD_WAIT_DONE || s == TD_WAIT_STOP) {
+      break;
+    }
+    if (s == TD_WAIT_APPLY) {
+      if (rec.kind == TD_LAND_DATA) {
+        td_land_copy(&rec);
+      }
+      __syncthreads();
+      if (t0) {
+        td_land_done(a.land_ctl, &cur, &rec, a.landed);
+      }
+    }
+    __syncthreads();
   }
-  __threadfence_system();
-  td_kernel_finished(a.comm);
+  if (t0) {
+    *a.land_cur = cur;
+    __threadfence_system();
+    td_kernel_finished(a.comm);
+  }
 }
 
 extern "C" ncclResult_t tutti_dev_rma_wait(struct tutti_dev_comm* dc,
@@ -267,9 +323,11 @@ extern "C" ncclResult_t tutti_dev_rma_wait(struct tutti_dev_comm* dc,
       td_rma_wait_args a;
       memset(&a, 0, sizeof a);
       a.comm = dc->d_comm;
-      a.arrived = r->arrived_dev;
       a.sig = r->sig_dev;
       a.consumed = r->consumed;
+      a.landed = r->landed;
+      a.land_ctl = r->land.ctl_dev;
+      a.land_cur = r->land.cursor;
       a.stall = r->stall_dev;
       a.nranks = r->nranks;
       a.nsig = r->nsig;
@@ -279,7 +337,7 @@ extern "C" ncclResult_t tutti_dev_rma_wait(struct tutti_dev_comm* dc,
         a.index[i] = (uint32_t)td_rma_index(r, d->ctx, d->sigIdx, d->peer);
         a.count[i] = (uint32_t)d->opCnt;
       }
-      td_rma_wait_kernel<<<1, 1, 0, stream>>>(a);
+      td_rma_wait_kernel<<<1, TD_RMA_WAIT_THREADS, 0, stream>>>(a);
       cudaError_t e = cudaGetLastError();
       if (e != cudaSuccess) {
         return put_fail(e, "launching the one-sided wait kernel");
