@@ -19,8 +19,11 @@ cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
+. bench/lib.sh
+bench_init "$out"
 if [ -z "${BIN:-}" ]; then
-  BUILD_DIR=build-gpu CMAKE_ARGS="-DTUTTI_CUDA=ON ${CMAKE_ARGS:-}" bash scripts/build.sh >/dev/null || exit 1
+  BUILD_DIR=build-gpu CMAKE_ARGS="-DTUTTI_CUDA=ON ${CMAKE_ARGS:-}" bash scripts/build.sh >/dev/null ||
+    { echo "comm_mem: FAILED: the build failed" && exit 1; }
   BIN=$out/bin
   mkdir -p "$BIN"
   cp build-gpu/tools/tutti-perf/tutti-perf build-gpu/tests/test_gpu_comm_mem "$BIN/"
@@ -31,10 +34,8 @@ nccl=${NCCL:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.ncc
 IFS='|' read -r -a settings <<<"${SETTINGS:-default|TUTTI_COMM_MEMORY=0}"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 
-export CUDA_MPS_PIPE_DIRECTORY=$out/mps CUDA_MPS_LOG_DIRECTORY=$out/mps
-mkdir -p "$out/mps"
-nvidia-cuda-mps-control -d
-trap 'echo quit | nvidia-cuda-mps-control' EXIT
+mps_start "$out"
+trap mps_stop EXIT
 
 vars_of() { [ "$1" = default ] && echo "" || echo "$1"; }
 
@@ -44,26 +45,30 @@ mem() {
     echo "== tutti, $s"
     env $(vars_of "$s") timeout 300 "$BIN/test_gpu_comm_mem" "$BIN/libnccl.so.2" procs 2 "${K:-4}" 2>&1 |
       tee "$out/mem_$i.log" | grep -vE "^$"
+    bench_status "mem tutti $s" "${PIPESTATUS[0]}"
     i=$((i + 1))
   done
   if [ -n "$nccl" ]; then
     echo "== NVIDIA NCCL ($nccl), each rank its own host"
     timeout 300 "$BIN/test_gpu_comm_mem" "$nccl" hosts 2 "${K:-4}" 2>&1 | tee "$out/mem_nccl.log"
+    bench_status "mem NCCL" "${PIPESTATUS[0]}"
   fi
 }
 
 # pair SETTING_INDEX COLL ROUND: one tutti-perf run of two ranks on GPU 0.
 pair() {
   local i=$1 coll=$2 round=$3 port=$((20000 + RANDOM % 20000))
-  local vars
+  local vars pids=()
   vars=$(vars_of "${settings[$i]}")
   for r in 0 1; do
     env RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:$port $vars \
       timeout "${PERF_LIMIT:-120}" "$BIN/tutti-perf" "$coll" -T 30 -b "${MIN:-8}" -e "${MAX:-256M}" \
       -f 4 -n "${ITERS:-20}" -w 5 -c 0 --lib "$BIN/libtutti.so.0" --device gpu \
       --json "$out/perf_${coll}_${i}_${round}_$r.json" >"$out/perf_${coll}_${i}_${round}_$r.log" 2>&1 &
+    pids+=($!)
   done
-  wait
+  bench_wait "perf $coll setting $i round $round" "$out/perf_${coll}_${i}_${round}_0.log" \
+    "$out/perf_${coll}_${i}_${round}_1.log" -- "${pids[@]}"
 }
 
 perf() {
@@ -103,5 +108,9 @@ PY
 
 for i in "${!settings[@]}"; do echo "setting $i: ${settings[$i]}"; done
 for phase in "$@"; do
-  "$phase"
+  case $phase in
+    mem | perf) "$phase" ;;
+    *) echo "unknown phase $phase" >&2 && exit 2 ;;
+  esac
 done
+bench_finish comm_mem

@@ -15,6 +15,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 BIN=$(cd "$BIN" && pwd)
 logs=$(mktemp -d)
 phases=${*:-check ordered net det}
+. bench/lib.sh
+bench_init "$logs"
 {
   date -u +%Y-%m-%dT%H:%M:%SZ
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -26,19 +28,25 @@ for ph in $phases; do
     check)
       MODES=${MODES:-"net netkill hosts streams-net streams-hosts mismatch-hosts mps"} LIMIT=${LIMIT:-90} \
         BIN=$BIN OUT=$logs/suite bash bench/gpu_streams.sh suite >"$OUT/suite.txt" 2>&1
+      bench_status "check (gpu_streams.sh suite; $OUT/suite.txt)" $?
       NCCL_NET_PLUGIN=$BIN/libnccl-net-tutti.so MODES=${PLUGIN_MODES:-"net netkill hosts"} LIMIT=${LIMIT:-90} \
         BIN=$BIN OUT=$logs/suite_plugin bash bench/gpu_streams.sh suite >"$OUT/suite_plugin.txt" 2>&1
+      bench_status "check through the plugin ($OUT/suite_plugin.txt)" $?
       ;;
     ordered)
       for p in net hosts; do
         TUTTI_TIMEOUT=60 timeout 200 "$BIN/test_gpu_ordered" "$p" 2>&1 | tail -n 3
+        bench_status "ordered $p" "${PIPESTATUS[0]}"
       done >"$OUT/ordered.txt"
       ;;
     net | det)
       REPS=${REPS:-1} BIN=$BIN OUT=$logs/$ph bash bench/gpu_streams.sh "$ph" >"$OUT/$ph.txt" 2>&1
+      bench_status "$ph ($OUT/$ph.txt)" $?
       ;;
-    *) echo "unknown phase $ph" >&2 ;;
+    *) bench_fail "unknown phase $ph" ;;
   esac
   echo "$ph: $((SECONDS - t0)) s" | tee -a "$OUT/machine.txt"
 done
 tar -czf "$OUT/logs.tgz" -C "$logs" . 2>/dev/null
+bench_finish gpu_net_session | tee -a "$OUT/machine.txt"
+exit "${PIPESTATUS[0]}"

@@ -16,6 +16,8 @@ cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
+. bench/lib.sh
+bench_init "$out"
 BIN=${BIN:-build-gpu}
 perf=$BIN/tutti-perf
 [ -x "$perf" ] || perf=$BIN/tools/tutti-perf/tutti-perf
@@ -23,44 +25,35 @@ lib=$BIN/libtutti.so.0
 nccl=${NCCL:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib", "libnccl.so.2"))' 2>/dev/null)}
 COLLS=${COLLS:-allreduce allgather reducescatter broadcast}
 
-mps_start() {
-  export CUDA_MPS_PIPE_DIRECTORY=$out/mps CUDA_MPS_LOG_DIRECTORY=$out/mps
-  mkdir -p "$out/mps"
-  nvidia-cuda-mps-control -d
-}
-mps_stop() {
-  echo quit | nvidia-cuda-mps-control
-  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-}
-
 # pair LABEL LIB COLL MIN MAX ITERS EXTRA...: two ranks as two hosts; rank 0's rows.
 pair() {
-  local label=$1 l=$2 coll=$3 min=$4 max=$5 iters=$6 port=$((20000 + RANDOM % 20000))
+  local label=$1 l=$2 coll=$3 min=$4 max=$5 iters=$6 port=$((20000 + RANDOM % 20000)) pids=()
   shift 6
   for r in 0 1; do
     env RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:$port \
       NCCL_HOSTID=small-host-$r TUTTI_HOSTID=small-host-$r ${PERF_ENV:-} \
       timeout "${PERF_LIMIT:-120}" "$perf" "$coll" -T 30 -b "$min" -e "$max" -f 2 -n "$iters" -w 20 \
       -c 1 --lib "$l" --label "$label" --device gpu "$@" >"$out/${label}_${coll}_$r.log" 2>&1 &
+    pids+=($!)
   done
-  wait
+  bench_wait "$label $coll" "$out/${label}_${coll}_0.log" "$out/${label}_${coll}_1.log" -- "${pids[@]}"
   grep -vE "^#|^$" "$out/${label}_${coll}_0.log" | awk -v l="$label" -v c="$coll" '{print l, c, $0}'
 }
 
 breakdown() {
-  mps_start
+  mps_start "$out"
   for c in $COLLS; do
     rm -f "$out/trace_$c".*
     PERF_ENV="${PERF_ENV:-} TUTTI_NET_TRACE=$out/trace_$c" pair trace "$lib" "$c" 8 8 "${ITERS:-2000}" -z 1
     echo "== $c, 8 B, blocking calls"
-    python3 bench/net_breakdown.py "$out/trace_$c"
+    python3 bench/net_breakdown.py "$out/trace_$c" || bench_fail "breakdown $c: no trace to read"
     rm -f "$out/trace_$c".*
   done | tee "$out/breakdown.txt"
   mps_stop
 }
 
 sweep() {
-  mps_start
+  mps_start "$out"
   for rep in $(seq "${REPS:-3}"); do
     for c in $COLLS; do
       pair tutti "$lib" "$c" "${MIN:-8}" "${MAX:-1M}" "${ITERS:-200}"
@@ -110,3 +103,4 @@ for phase in "$@"; do
     *) echo "unknown phase $phase" >&2 && exit 2 ;;
   esac
 done
+bench_finish gpu_small

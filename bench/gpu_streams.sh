@@ -28,8 +28,11 @@ cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
+. bench/lib.sh
+bench_init "$out"
 if [ -z "${BIN:-}" ]; then
-  BUILD_DIR=build-gpu CMAKE_ARGS="-DTUTTI_CUDA=ON ${CMAKE_ARGS:-}" bash scripts/build.sh >/dev/null || exit 1
+  BUILD_DIR=build-gpu CMAKE_ARGS="-DTUTTI_CUDA=ON ${CMAKE_ARGS:-}" bash scripts/build.sh >/dev/null ||
+    { echo "gpu_streams: FAILED: the build failed" && exit 1; }
   BIN=$out/bin
   mkdir -p "$BIN"
   cp build-gpu/tests/test_gpu build-gpu/tools/tutti-perf/tutti-perf "$BIN/"
@@ -38,17 +41,6 @@ if [ -z "${BIN:-}" ]; then
 fi
 nccl=${NCCL:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib", "libnccl.so.2"))' 2>/dev/null)}
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
-fail=0
-
-mps_start() {
-  export CUDA_MPS_PIPE_DIRECTORY=$out/mps CUDA_MPS_LOG_DIRECTORY=$out/mps
-  mkdir -p "$out/mps"
-  nvidia-cuda-mps-control -d
-}
-mps_stop() {
-  echo quit | nvidia-cuda-mps-control
-  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-}
 
 suite() {
   local modes=${MODES:-"streams streams-hosts streams-net streams-ring streams-ce streams-nop2p streams-ll128 memkinds hosts mps frames samegpu procs graph concurrent p2p net netkill"}
@@ -58,26 +50,28 @@ suite() {
       "$BIN/test_gpu" "$m" "${NRANKS:-2}" >"$out/suite_$m.log" 2>&1
     local rc=$?
     echo "$m: rc $rc, $((SECONDS - t0)) s: $(grep -E "^mode|SKIPPED" "$out/suite_$m.log" | tr '\n' ' ')"
-    [ $rc = 0 ] || { fail=1; grep -v "^case" "$out/suite_$m.log" | head -n 8; }
+    bench_status "suite $m" $rc
+    [ $rc = 0 ] || grep -v "^case" "$out/suite_$m.log" | head -n 8
   done
 }
 
 # perf_pair LABEL LIB HOSTS: tutti-perf $COLL (allreduce), two processes on
 # GPU 0, with $PERF_ENV (NAME=VALUE ...) in their environment.
 perf_pair() {
-  local label=$1 lib=$2 hosts=$3 port=$((20000 + RANDOM % 20000))
+  local label=$1 lib=$2 hosts=$3 port=$((20000 + RANDOM % 20000)) pids=()
   for r in 0 1; do
     env RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:$port ${PERF_ENV:-} \
       ${hosts:+NCCL_HOSTID=perf-host-$r TUTTI_HOSTID=perf-host-$r} timeout "${PERF_LIMIT:-90}" "$BIN/tutti-perf" "${COLL:-allreduce}" -T 30 -b "${MIN:-8}" -e "${MAX:-64M}" \
       -f 4 -n "${ITERS:-50}" -w 10 -c 1 --lib "$lib" --label "$label" --device gpu \
       >"$out/perf_${label}_$r.log" 2>&1 &
+    pids+=($!)
   done
-  wait
+  bench_wait "$label (${COLL:-allreduce})" "$out/perf_${label}_0.log" "$out/perf_${label}_1.log" -- "${pids[@]}"
   grep -vE "^#|^$" "$out/perf_${label}_0.log" | awk -v l="$label" '{print l, $0}'
 }
 
 perf() {
-  mps_start
+  mps_start "$out"
   for rep in 1 2 3; do
     perf_pair new "$BIN/libtutti.so.0" ""
     [ -n "${OLD:-}" ] && perf_pair old "$OLD" ""
@@ -90,7 +84,7 @@ perf() {
 
 # One-sided against two-sided, 8 B-256 MB (MIN, MAX), REPS alternations.
 putsignal() {
-  mps_start
+  mps_start "$out"
   for rep in $(seq "${REPS:-2}"); do
     COLL=sendrecv MAX=${MAX:-256M} perf_pair sendrecv "$BIN/libtutti.so.0" ""
     COLL=putsignal MAX=${MAX:-256M} perf_pair putsignal "$BIN/libtutti.so.0" ""
@@ -106,7 +100,7 @@ putsignal() {
 # Deterministic reductions against the default mode, alternating, as one
 # host (the device paths) and as two hosts (the proxy's schedules).
 det() {
-  mps_start
+  mps_start "$out"
   for rep in $(seq "${REPS:-3}"); do
     for c in allreduce reducescatter; do
       COLL=$c perf_pair "$c-default" "$BIN/libtutti.so.0" ""
@@ -120,7 +114,7 @@ det() {
 
 # Across "hosts": each library and transport in turn, every collective, REPS times.
 net() {
-  mps_start
+  mps_start "$out"
   local plugin=${PLUGIN:-$BIN/libnccl-net-tutti.so}
   for rep in $(seq "${REPS:-3}"); do
     for c in ${COLLS:-allreduce allgather reducescatter broadcast}; do
@@ -147,8 +141,9 @@ net() {
 # perf_threads LABEL LIB: tutti-perf allreduce, one process, two threads on GPU 0.
 perf_threads() {
   "$BIN/tutti-perf" allreduce -t 2 -g 1 -p 1 --share-gpus -b "${MIN:-8}" -e "${MAX:-64M}" -f 4 -n "${ITERS:-50}" \
-    -w 10 -c 1 --lib "$2" --label "$1" --device gpu 2>&1 | grep -vE "^#|^$" |
-    awk -v l="$1" '{print l, $0}'
+    -w 10 -c 1 --lib "$2" --label "$1" --device gpu >"$out/threads_$1.log" 2>&1
+  bench_status "threads $1" $? "$out/threads_$1.log"
+  grep -vE "^#|^$" "$out/threads_$1.log" | awk -v l="$1" '{print l, $0}'
 }
 
 threads() {
@@ -161,7 +156,10 @@ threads() {
 for phase in "$@"; do
   case $phase in
     suite) suite ;;
-    torch) LIB=$BIN/libtutti.so.0 OUT=$out/torch bash scripts/torch-fsdp.sh || fail=1 ;;
+    torch)
+      LIB=$BIN/libtutti.so.0 OUT=$out/torch bash scripts/torch-fsdp.sh
+      bench_status torch $?
+      ;;
     perf) perf ;;
     det) det ;;
     putsignal) putsignal ;;
@@ -170,5 +168,5 @@ for phase in "$@"; do
     *) echo "unknown phase $phase" && exit 2 ;;
   esac
 done
-echo "gpu_streams: $([ $fail = 0 ] && echo PASSED || echo FAILED) (logs in $out)"
-exit $fail
+echo "logs in $out"
+bench_finish gpu_streams

@@ -28,6 +28,8 @@ colls=${*:-allreduce allgather reducescatter broadcast reduce}
   echo "nccl: $nccl"
 } | tee "$out/machine.txt"
 flags="-b $MIN -e $MAX -f 2 -n $ITERS -w $WARM -c 1"
+. bench/lib.sh
+bench_init "$out"
 for coll in $colls; do
   for mode in ${MODES:-g procs}; do
     for lib in tutti nccl; do
@@ -35,11 +37,14 @@ for coll in $colls; do
       [ $lib = nccl ] && l=$nccl
       tag=${lib}_${coll}_${mode}
       if [ $mode = g ]; then
-        "$perf" $coll -g "$NGPU" $flags --lib "$l" --label $lib --json "$out/$tag.json" >"$out/$tag.txt" 2>&1 || echo "FAILED: $tag"
+        rc=0
+        "$perf" $coll -g "$NGPU" $flags --lib "$l" --label $lib --json "$out/$tag.json" >"$out/$tag.txt" 2>&1 || rc=$?
       else
+        rc=0
         "$run" -n "$NGPU" --no_prefix "$perf" $coll $flags --lib "$l" --label $lib \
-          --json "$out/$tag.json" >"$out/$tag.txt" 2>&1 || echo "FAILED: $tag"
+          --json "$out/$tag.json" >"$out/$tag.txt" 2>&1 || rc=$?
       fi
+      bench_status "$tag" $rc "$out/$tag.txt"
     done
     echo "== $coll, $NGPU GPUs, $([ $mode = g ] && echo "one process" || echo "one process per GPU")"
     python3 bench/compare.py "$out/tutti_${coll}_${mode}.json" "$out/nccl_${coll}_${mode}.json" \
@@ -47,3 +52,4 @@ for coll in $colls; do
   done
 done
 tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"
+bench_finish run_gpu

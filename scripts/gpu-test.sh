@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # The GPU suite on a host with NVIDIA GPUs: builds tutti with its device
-# executor into build-gpu/ and runs tests/gpu/test_gpu in every mode
-# (processes, ranks sharing a GPU, one process for all GPUs, graph capture,
-# concurrent communicators, send/recv, large counts, device data through
-# the network proxy), then suspend and resume measured with cudaMemGetInfo
-# (test_gpu_suspend: bench/suspend_mem.c --check), memory per communicator
-# within its bound (test_gpu_comm_mem: bench/comm_mem.c --check), one-sided operations on
-# device buffers (test_gpu_rma, one host and ranks as hosts), ncclCommGrow
-# on device buffers (test_gpu_grow), then a short version
-# under compute-sanitizer (memcheck and racecheck) when it is installed.
-# Usage: scripts/gpu-test.sh [MODE] [NRANKS]   (MODE: all, full, procs, shared, ..., suspend, comm_mem, rma, grow;
-# all: the core mode with the whole matrix, the path modes with a lean one, no soak;
-# full: every mode with the whole matrix, the soaks too)
-# On a host without a GPU the suite reports itself skipped (exit 77).
+# executor into build-gpu/ (the local GPUs' architecture, only the programs
+# the suite runs; a build already there is brought up to date) and runs
+# tests/gpu/test_gpu in every mode (processes, ranks sharing a GPU, one
+# process for all GPUs, graph capture, concurrent communicators, send/recv,
+# large counts, device data through the network proxy), then suspend and
+# resume measured with cudaMemGetInfo (test_gpu_suspend: bench/suspend_mem.c
+# --check), memory per communicator within its bound (test_gpu_comm_mem:
+# bench/comm_mem.c --check), one-sided operations on device buffers
+# (test_gpu_rma: one host, ranks as hosts, and its loop with the GPU's
+# hardware queues shared: CUDA_DEVICE_MAX_CONNECTIONS=1 and under MPS),
+# ncclCommGrow on device buffers (test_gpu_grow), then a short version under
+# compute-sanitizer (memcheck and racecheck) when it is installed.
+# Usage: scripts/gpu-test.sh [MODE] [NRANKS]
+#   all    (default) the core mode with the whole matrix, every other mode
+#          with a lean one, the 4-rank modes, suspend, comm_mem, rma, grow,
+#          compute-sanitizer; no soak
+#   quick  the core matrix and one pass through every other mode, the
+#          one-sided loop, comm_mem's bound: a few minutes
+#   full   every mode with the whole matrix, the soaks too
+#   procs, shared, ..., suspend, comm_mem, rma, grow: that part alone
+# Each stage prints its time, and the end the total. On a host without a GPU
+# the suite reports itself skipped (exit 77).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0
@@ -20,65 +29,101 @@ if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
   echo "SKIPPED: no NVIDIA GPU here (nvidia-smi lists none)"
   exit 77
 fi
+mode=${1:-all}
+nranks=${2:-}
+t0=$SECONDS
+stage_t=$SECONDS
+# "== <what> done in N s (at T s)" after each stage.
+stage() {
+  echo "== $1 done in $((SECONDS - stage_t)) s (at $((SECONDS - t0)) s)"
+  stage_t=$SECONDS
+}
 # TUTTI_GPU_PREBUILT=1: build-gpu/ already holds the test programs and libraries.
 if [ "${TUTTI_GPU_PREBUILT:-0}" != 1 ]; then
-  BUILD_DIR=build-gpu CMAKE_ARGS="-DTUTTI_CUDA=ON ${CMAKE_ARGS:-}" bash scripts/build.sh >/dev/null
+  TARGETS="test_gpu test_gpu_suspend test_gpu_comm_mem test_gpu_rma test_gpu_grow tutti_as_nccl" \
+    BUILD_DIR=build-gpu CMAKE_ARGS="-DTUTTI_CUDA=ON -DTUTTI_CUDA_ARCHS=local ${CMAKE_ARGS:-}" \
+    bash scripts/build.sh >/dev/null
 fi
-echo "== built in $SECONDS s"
-bin=build-gpu/tests/test_gpu
-[ -x "$bin" ] || bin=$(find build-gpu -name test_gpu -type f | head -n 1)
+stage build
+find_bin() {
+  local b=build-gpu/tests/$1
+  [ -x "$b" ] || b=$(find build-gpu -name "$1" -type f | head -n 1)
+  echo "$b"
+}
+bin=$(find_bin test_gpu)
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
 set +e
 rc=0
 whole=0
-case "${1:-all}" in all | full) whole=1 ;; esac
-sbin=build-gpu/tests/test_gpu_suspend
-[ -x "$sbin" ] || sbin=$(find build-gpu -name test_gpu_suspend -type f | head -n 1)
-case "${1:-all}" in suspend | rma | grow | comm_mem) ;; *)
-  TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$bin" "${1:-all}" ${2:-}
-  rc=$?
+case "$mode" in all | full) whole=1 ;; esac
+quick=0
+[ "$mode" = quick ] && quick=1
+to=${TUTTI_TIMEOUT:-60}
+# Runs a program and notes a failure.
+run() {
+  "$@"
+  local r=$?
+  [ $r -eq 0 ] || { echo "== FAILED ($r): $*"; rc=1; }
+}
+
+case "$mode" in suspend | rma | grow | comm_mem) ;; *)
+  TUTTI_TIMEOUT=$to "$bin" "$mode" $nranks
+  r=$?
   # A GPU is listed: a skip here is a failure to start CUDA.
-  [ $rc -ne 77 ] || rc=1
+  [ $r -eq 0 ] || { echo "== FAILED ($r): test_gpu $mode"; rc=1; }
+  stage "test_gpu $mode"
   ;;
 esac
-echo "== test_gpu done at $SECONDS s"
-if [ $whole = 1 ] && [ -z "${2:-}" ]; then
+if [ $whole = 1 ] && [ -z "$nranks" ]; then
   # More ranks than GPUs: 4 ranks on the mapped kernel (up to its size limit)
   # and the schedules' kernel, then every pair through the proxy.
   for m in procs ring ce net ll128 streams streams-net; do
-    TUTTI_GPU_MATRIX=lean TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$bin" $m 4 || rc=1
+    TUTTI_GPU_MATRIX=lean TUTTI_TIMEOUT=$to run "$bin" $m 4
   done
+  stage "4-rank modes"
 fi
-echo "== 4-rank modes done at $SECONDS s"
-if [ $whole = 1 ] || [ "${1:-all}" = suspend ]; then
+if [ $whole = 1 ] || [ "$mode" = suspend ]; then
   # Suspend and resume measured with cudaMemGetInfo (bench/suspend_mem.c --check).
-  TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$sbin" build-gpu/libnccl.so.2 all ${2:-2} --check
-  src=$?
-  [ $src -eq 0 ] || rc=1
+  TUTTI_TIMEOUT=$to run "$(find_bin test_gpu_suspend)" build-gpu/libnccl.so.2 all ${nranks:-2} --check
+  stage suspend
 fi
-# One-sided operations on device buffers, and growing on them.
-if [ $whole = 1 ] || [ "${1:-all}" = comm_mem ]; then
+if [ $whole = 1 ] || [ $quick = 1 ] || [ "$mode" = comm_mem ]; then
   # GPU memory per communicator within its layout's bound (bench/comm_mem.c --check):
   # lean, the default, and fitted to 28 MiB.
-  mbin=$(find build-gpu -name test_gpu_comm_mem -type f | head -n 1)
-  TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$mbin" build-gpu/libnccl.so.2 procs 2 4 --check 96 96 || rc=1
-  TUTTI_COMM_MEMORY=29360128 TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$mbin" build-gpu/libnccl.so.2 procs 2 4 \
-    --check 32 32 || rc=1
+  mbin=$(find_bin test_gpu_comm_mem)
+  TUTTI_TIMEOUT=$to run "$mbin" build-gpu/libnccl.so.2 procs 2 4 --check 96 96
+  [ $quick = 1 ] || TUTTI_COMM_MEMORY=29360128 TUTTI_TIMEOUT=$to run "$mbin" build-gpu/libnccl.so.2 \
+    procs 2 4 --check 32 32
+  stage comm_mem
 fi
-echo "== comm_mem done at $SECONDS s"
-for t in rma grow; do
-  if [ $whole = 1 ] || [ "${1:-all}" = $t ]; then
-    tbin=$(find build-gpu -name test_gpu_$t -type f | head -n 1)
-    for m in all; do
-      TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} "$tbin" $m
-      trc=$?
-      [ $trc -eq 0 ] || rc=1
-    done
+if [ $whole = 1 ] || [ $quick = 1 ] || [ "$mode" = rma ]; then
+  rbin=$(find_bin test_gpu_rma)
+  [ $quick = 1 ] || TUTTI_TIMEOUT=$to run "$rbin" all
+  # The ring of puts and waits issued without a synchronize, where streams
+  # share the GPU's hardware queues: a delivery that waited behind the
+  # application's own work would stall here every time.
+  TUTTI_TIMEOUT=20 CUDA_DEVICE_MAX_CONNECTIONS=1 run "$rbin" loop
+  if command -v nvidia-cuda-mps-control >/dev/null; then
+    mps=$(mktemp -d)
+    if CUDA_MPS_PIPE_DIRECTORY=$mps CUDA_MPS_LOG_DIRECTORY=$mps nvidia-cuda-mps-control -d; then
+      CUDA_MPS_PIPE_DIRECTORY=$mps TUTTI_TIMEOUT=20 run "$rbin" loop
+      echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps nvidia-cuda-mps-control
+    else
+      echo "== FAILED: could not start MPS for the one-sided loop"
+      rc=1
+    fi
+  else
+    echo "== one-sided loop under MPS skipped: no nvidia-cuda-mps-control"
   fi
-done
-echo "== suspend, rma and grow done at $SECONDS s"
+  stage rma
+fi
+if [ $whole = 1 ] || [ "$mode" = grow ]; then
+  TUTTI_TIMEOUT=$to run "$(find_bin test_gpu_grow)" all
+  stage grow
+fi
 set -e
-if [ $rc -eq 0 ] && [ "${TUTTI_SANITIZE_GPU:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+if [ $rc -eq 0 ] && [ $whole = 1 ] && [ "${TUTTI_SANITIZE_GPU:-1}" = 1 ] &&
+  command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     echo "== compute-sanitizer --tool $tool (p2p and concurrent modes)"
     for m in p2p concurrent; do
@@ -86,6 +131,7 @@ if [ $rc -eq 0 ] && [ "${TUTTI_SANITIZE_GPU:-1}" = 1 ] && command -v compute-san
         "$bin" $m 2 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|SKIPPED" || rc=1
     done
   done
+  stage compute-sanitizer
 fi
-echo "== gpu-test.sh: $([ $rc = 0 ] && echo passed || echo FAILED) in $SECONDS s"
+echo "== gpu-test.sh $mode: $([ $rc = 0 ] && echo passed || echo FAILED) in $((SECONDS - t0)) s"
 exit $rc

@@ -19,7 +19,16 @@ static const size_t counts[] = {0, 1, 7, 1031, 20011, 300007};
  * the large counts at one size; anything else: the whole matrix. */
 static int lean(void) {
   const char* m = getenv("TUTTI_GPU_MATRIX");
-  return m != NULL && strcmp(m, "lean") == 0;
+  return m != NULL && (strcmp(m, "lean") == 0 || strcmp(m, "pass") == 0);
+}
+
+/* TUTTI_GPU_MATRIX=pass (the quick run's path modes): one pass through the
+ * path, every collective twice (an odd count and one past a queue), each at
+ * a datatype and an operation of its own, so that the passes of all
+ * collectives together touch every datatype. */
+static int pass_only(void) {
+  const char* m = getenv("TUTTI_GPU_MATRIX");
+  return m != NULL && strcmp(m, "pass") == 0;
 }
 
 int cuda_ok(cudaError_t e, const char* what) {
@@ -145,13 +154,22 @@ void run_matrix(struct grank* gs, int nl, int n, int graph) {
       if (graph && !graph_type(t)) {
         continue;
       }
+      if (pass_only() && t != (coll * 5 + 3) % ncclNumTypes && !(graph && graph_type(t))) {
+        continue;
+      }
       int nops = gcase_reduces(coll) ? (graph ? ncclAvg + 1 : ncclNumOps + 1) : 1;
       for (int op = 0; op < nops; op++) {
         if (graph && op != ncclSum && op != ncclAvg) {
           continue;
         }
+        if (pass_only() && op != (coll + t) % nops) {
+          continue;
+        }
         for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
           if (lean() && counts[ci] != 1 && counts[ci] != 1031 && counts[ci] != 300007) {
+            continue;
+          }
+          if (pass_only() && counts[ci] == 1) {
             continue;
           }
           for (int ip = 0; ip < 2; ip++) {
@@ -174,7 +192,7 @@ void run_big(struct grank* gs, int nl, int n) {
   const size_t cnt[] = {64u << 20, (48u << 20) + 3};
   const ncclDataType_t types[] = {ncclFloat32, ncclBfloat16, ncclInt8};
   for (size_t i = 0; i < (lean() ? 1u : 2u); i++) {
-    for (size_t t = 0; t < (lean() ? 2u : 3u); t++) {
+    for (size_t t = 0; t < (pass_only() ? 1u : lean() ? 2u : 3u); t++) {
       for (int coll = 0; coll < G_NCOLL && failed == 0; coll++) {
         if (coll == G_ALLTOALL || coll == G_GATHER || coll == G_SCATTER ||
             coll == G_REDUCESCATTER || coll == G_ALLGATHER) {

@@ -62,7 +62,10 @@
  *               128 MB per rank, the streams cases, then the same with each
  *               rank its own host (NCCL_HOSTID); skipped, loudly, without
  *               nvidia-cuda-mps-control
- * Usage: test_gpu MODE|all [nranks]. Without a CUDA device it prints
+ * Usage: test_gpu MODE|all|quick|full [nranks]. all: the core mode (procs)
+ * with the whole matrix, the other modes with a lean one, no soak; quick:
+ * procs with the whole matrix, every other mode but the soak one pass
+ * (TUTTI_GPU_MATRIX=pass); full: every mode with the whole matrix. Without a CUDA device it prints
  * "SKIPPED: ..." and exits 77. Ends with "N passed, N failed". */
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -432,7 +435,9 @@ int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "all";
   /* "full": every mode with the whole matrix, the soaks included. */
   const int full = strcmp(mode, "full") == 0;
-  mode = full ? "all" : mode;
+  /* "quick": the core matrix, then one pass through every other mode. */
+  const int quick = strcmp(mode, "quick") == 0;
+  mode = full || quick ? "all" : mode;
   const char* matrix = getenv("TUTTI_GPU_MATRIX"); /* the caller's choice wins */
   if (strcmp(mode, "stall") == 0) {
     setenv("TUTTI_TIMEOUT", "4", 1); /* before anything reads it */
@@ -481,7 +486,7 @@ int main(int argc, char** argv) {
     }
     setenv("TUTTI_GPU_MATRIX",
            matrix != NULL                              ? matrix
-           : whole_run && strcmp(all[m], "procs") != 0 ? "lean"
+           : whole_run && strcmp(all[m], "procs") != 0 ? (quick ? "pass" : "lean")
                                                        : "full",
            1);
     long p0 = passed, f0 = failed;
