@@ -19,6 +19,9 @@
 int tutti_crypto_load(char* why, size_t len);
 
 int tutti_crypto_random(unsigned char* out, size_t len);
+/* Clears n bytes at p in a way the optimiser may not drop (explicit_bzero):
+ * for keys, what they are derived from, and plaintext scratch. */
+void tutti_crypto_wipe(void* p, size_t n);
 /* HKDF-SHA256 (RFC 5869); 0 on success. */
 int tutti_crypto_hkdf(const unsigned char* key, size_t key_len, const unsigned char* salt,
                       size_t salt_len, const char* info, unsigned char* out, size_t out_len);
@@ -32,6 +35,7 @@ struct tutti_crypto_dir {
 };
 
 int tutti_crypto_dir_init(struct tutti_crypto_dir* d, const unsigned char* key_iv, int encrypt);
+/* Frees the cipher (OpenSSL clears its key schedule) and wipes the IV. */
 void tutti_crypto_dir_free(struct tutti_crypto_dir* d);
 /* Encrypts the gathered plaintext (`len` bytes from iov) into out and the
  * tag into tag, authenticating aad; 0 on success. Advances the counter. */

@@ -36,7 +36,7 @@ ncclResult_t tutti_seal_set_key(const char* psk) {
   char* copy = psk != NULL ? strdup(psk) : NULL;
   pthread_mutex_lock(&key_lock);
   if (key != NULL) {
-    memset(key, 0, strlen(key));
+    tutti_crypto_wipe(key, strlen(key));
     free(key);
   }
   __atomic_store_n(&key, copy, __ATOMIC_RELEASE);
@@ -63,13 +63,20 @@ static void destroy(struct seal* s) {
   tutti_crypto_dir_free(&s->tx);
   tutti_crypto_dir_free(&s->rx);
   if (s->psk != NULL) {
-    memset(s->psk, 0, strlen(s->psk));
+    tutti_crypto_wipe(s->psk, strlen(s->psk));
     free(s->psk);
   }
-  free(s->out);
-  free(s->in);
-  free(s->plain);
+  free(s->out); /* ciphertext only */
+  if (s->in != NULL) {
+    tutti_crypto_wipe(s->in, TUTTI_SEAL_RECORD + OVERHEAD); /* plaintext may be opened there */
+    free(s->in);
+  }
+  if (s->plain != NULL) {
+    tutti_crypto_wipe(s->plain, TUTTI_SEAL_RECORD);
+    free(s->plain);
+  }
   pthread_mutex_destroy(&s->lock);
+  tutti_crypto_wipe(s, sizeof *s); /* nonces, IVs */
   free(s);
 }
 

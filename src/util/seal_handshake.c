@@ -57,7 +57,8 @@ static int derive_dir(struct seal* s, struct tutti_crypto_dir* d, int both, cons
   int rc = tutti_crypto_hkdf((unsigned char*)s->psk, strlen(s->psk), salt, both ? 2 * NONCE : NONCE,
                              label, key_iv, sizeof key_iv) != 0 ||
            tutti_crypto_dir_init(d, key_iv, encrypt) != 0;
-  memset(key_iv, 0, sizeof key_iv);
+  tutti_crypto_wipe(key_iv, sizeof key_iv);
+  tutti_crypto_wipe(salt, sizeof salt);
   return rc ? -1 : 0;
 }
 
@@ -85,7 +86,7 @@ static int derive(struct seal* s) {
   int rc = s->initiator
                ? derive_dir(s, &s->rx, 1, R2I, 0)
                : derive_dir(s, &s->rx, 0, I2R, 0) || derive_dir(s, &s->tx, 1, R2I, 1) || confirm(s);
-  memset(s->psk, 0, strlen(s->psk));
+  tutti_crypto_wipe(s->psk, strlen(s->psk));
   return rc ? -1 : 0;
 }
 
