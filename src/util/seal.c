@@ -8,6 +8,7 @@
 #include "util/seal.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,21 +125,18 @@ void tutti_seal_attach(int fd, int initiator) {
   pthread_mutexattr_destroy(&ma);
   s->initiator = initiator;
   s->psk = psk;
-  memcpy(s->hs_out, MAGIC, MAGIC_LEN);
   if (tutti_crypto_random(s->nonce[initiator ? 0 : 1], NONCE) != 0) {
     s->err = EIO;
     snprintf(s->why, sizeof s->why, "OpenSSL's RAND_bytes failed: no nonce for the handshake");
-  }
-  memcpy(s->hs_out + MAGIC_LEN, s->nonce[initiator ? 0 : 1], NONCE);
-  s->hs_out_len = HELLO;
-  if (s->err == 0 && tutti_seal_derive_first(s) != 0) {
+  } else if (tutti_seal_hello(s) != 0) {
     s->err = EIO;
-    snprintf(s->why, sizeof s->why, "OpenSSL failed to derive the connection's keys");
+    snprintf(s->why, sizeof s->why, "OpenSSL failed to make the handshake's hello");
   }
   __atomic_store_n(&tutti_seal_active, 1, __ATOMIC_RELEASE);
   put(fd, s);
   /* The hello leaves at once (an empty socket takes it), so the other end
-   * can derive its keys and send before this process next touches fd. */
+   * can derive its keys and confirm them before this process next touches
+   * fd. No key exists yet: both wait for the peer's nonce. */
   (void)tutti_seal_ready(s, fd, KEYED);
 }
 
@@ -346,4 +344,12 @@ ssize_t tutti_seal_recvv_slow(int fd, const struct iovec* iov, int iovcnt) {
 int tutti_seal_pending_slow(int fd) {
   struct seal* s = get(fd);
   return s != NULL && s->plain_off < s->plain_len;
+}
+
+short tutti_seal_events_slow(int fd, short events) {
+  struct seal* s = get(fd);
+  if (s != NULL && (events & POLLOUT) && tutti_seal_waits_peer(s)) {
+    events = (short)((events & ~POLLOUT) | POLLIN);
+  }
+  return events;
 }
