@@ -43,8 +43,11 @@ int tutti_crypto_seal(struct tutti_crypto_dir* d, const unsigned char* aad, size
                       const struct iovec* iov, int iovcnt, size_t len, unsigned char* out,
                       unsigned char* tag);
 /* Decrypts len bytes of in into out (may be equal) and checks the tag; 0
- * when authentic, -1 otherwise (out then holds nothing to use). Advances
- * the counter either way: a record that failed ends the connection. */
+ * when authentic, -1 otherwise. GCM writes the plaintext before the tag is
+ * checked, so after a -1 out holds unauthenticated bytes: out must be a
+ * buffer nobody reads before this returns 0 (util/seal.c opens records in
+ * its own scratch). Advances the counter either way: a record that failed
+ * ends the connection. */
 int tutti_crypto_open(struct tutti_crypto_dir* d, const unsigned char* aad, size_t aad_len,
                       const unsigned char* in, size_t len, const unsigned char* tag,
                       unsigned char* out);

@@ -4,7 +4,9 @@
  * authenticated as associated data and each direction's nonce its own
  * record counter, so an altered, dropped, replayed or reordered record
  * fails authentication. Keys come from HKDF over the pre-shared key and
- * both ends' random nonces: every connection has its own. */
+ * both ends' random nonces: every connection has its own. A record is
+ * opened in this file's own buffer and copied out only once its tag
+ * authenticated: a forged record's bytes never reach the caller. */
 #include "util/seal.h"
 
 #include <errno.h>
@@ -69,12 +71,8 @@ static void destroy(struct seal* s) {
   }
   free(s->out); /* ciphertext only */
   if (s->in != NULL) {
-    tutti_crypto_wipe(s->in, TUTTI_SEAL_RECORD + OVERHEAD); /* plaintext may be opened there */
+    tutti_crypto_wipe(s->in, TUTTI_SEAL_RECORD + OVERHEAD); /* plaintext was opened there */
     free(s->in);
-  }
-  if (s->plain != NULL) {
-    tutti_crypto_wipe(s->plain, TUTTI_SEAL_RECORD);
-    free(s->plain);
   }
   pthread_mutex_destroy(&s->lock);
   tutti_crypto_wipe(s, sizeof *s); /* nonces, IVs */
@@ -243,7 +241,10 @@ ssize_t tutti_seal_sendmsg_slow(int fd, const struct iovec* iov, int iovcnt) {
   return (ssize_t)done;
 }
 
-ssize_t tutti_seal_recv_slow(int fd, void* buf, size_t len) {
+/* One record's bytes at most into buf. With `slot`, a whole record that
+ * fits is opened straight into buf (tutti_seal_recv_slot); otherwise it is
+ * opened in place in s->in and copied out only once authenticated. */
+static ssize_t recv_record(int fd, void* buf, size_t len, int slot) {
   struct seal* s = get(fd);
   if (s == NULL) {
     return recv(fd, buf, len, MSG_DONTWAIT);
@@ -255,7 +256,7 @@ ssize_t tutti_seal_recv_slow(int fd, void* buf, size_t len) {
   }
   if (s->plain_off < s->plain_len) {
     size_t n = s->plain_len - s->plain_off < len ? s->plain_len - s->plain_off : len;
-    memcpy(buf, s->plain + s->plain_off, n);
+    memcpy(buf, s->in + 4 + s->plain_off, n);
     s->plain_off += n;
     return (ssize_t)n;
   }
@@ -295,15 +296,10 @@ ssize_t tutti_seal_recv_slow(int fd, void* buf, size_t len) {
     s->in_got += (size_t)n;
   }
   s->in_got = 0;
-  unsigned char* dst = buf;
-  if (len < rec) {
-    if (s->plain == NULL && (s->plain = malloc(TUTTI_SEAL_RECORD)) == NULL) {
-      errno = ENOMEM;
-      return -1;
-    }
-    dst = s->plain;
-  }
-  if (tutti_crypto_open(&s->rx, s->in, 4, s->in + 4, rec, s->in + 4 + rec, dst) != 0) {
+  unsigned char* body = s->in + 4;
+  unsigned char* dst = slot && len >= rec ? buf : body;
+  if (tutti_crypto_open(&s->rx, s->in, 4, body, rec, body + rec, dst) != 0) {
+    tutti_crypto_wipe(dst, rec); /* GCM wrote before it checked */
     errno = tutti_seal_fail(
         s, fd, EBADMSG,
         "record %llu does not authenticate: it was altered, replayed or reordered on the "
@@ -314,10 +310,19 @@ ssize_t tutti_seal_recv_slow(int fd, void* buf, size_t len) {
   if (dst == buf) {
     return (ssize_t)rec;
   }
-  memcpy(buf, s->plain, len);
-  s->plain_off = len;
+  const size_t n = len < rec ? len : rec;
+  memcpy(buf, body, n);
+  s->plain_off = n;
   s->plain_len = rec;
-  return (ssize_t)len;
+  return (ssize_t)n;
+}
+
+ssize_t tutti_seal_recv_slow(int fd, void* buf, size_t len) {
+  return recv_record(fd, buf, len, 0);
+}
+
+ssize_t tutti_seal_recv_slot_slow(int fd, void* slot, size_t len) {
+  return recv_record(fd, slot, len, 1);
 }
 
 ssize_t tutti_seal_recvv_slow(int fd, const struct iovec* iov, int iovcnt) {

@@ -35,7 +35,10 @@ struct seal {
   unsigned char hs_out[HELLO + CONFIRM], hs_in[HELLO + CONFIRM];
   size_t hs_out_len, hs_out_off, hs_in_got;
   struct tutti_crypto_dir tx, rx;
-  unsigned char *out, *in, *plain;
+  unsigned char* out; /* a sealed record on its way out */
+  /* One record in: its ciphertext, then the plaintext it opens to (in
+   * place), which the caller gets only once the tag authenticated. */
+  unsigned char* in;
   size_t out_len, out_off, out_plain, in_got, plain_off, plain_len;
 };
 
