@@ -63,12 +63,13 @@ static int pending_read(const struct tutti_bootstrap* b, struct pending* p) {
   return 1;
 }
 
-/* Our hello to rank+1, as far as it goes now: 0, or an errno value. */
+/* Our hello to rank+1 and how much of it is out. */
 struct hello_out {
   const unsigned char* msg;
   size_t len, sent;
 };
 
+/* Sends what the socket takes now: 0, or an errno value. */
 static int hello_push(int fd, struct hello_out* o) {
   while (o->sent < o->len) {
     ssize_t n = tutti_seal_send(fd, o->msg + o->sent, o->len - o->sent);
