@@ -63,15 +63,46 @@ static int pending_read(const struct tutti_bootstrap* b, struct pending* p) {
   return 1;
 }
 
+/* Our hello to rank+1 and how much of it is out. */
+struct hello_out {
+  const unsigned char* msg;
+  size_t len, sent;
+};
+
+/* Sends what the socket takes now: 0, or an errno value. */
+static int hello_push(int fd, struct hello_out* o) {
+  while (o->sent < o->len) {
+    ssize_t n = tutti_seal_send(fd, o->msg + o->sent, o->len - o->sent);
+    if (n > 0) {
+      o->sent += (size_t)n;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return 0;
+    } else if (n == 0 || errno != EINTR) {
+      return n == 0 ? EPIPE : errno;
+    }
+  }
+  return 0;
+}
+
 /* Waits for rank-1 on the listener, serving every connection from one poll()
  * so that strangers (garbage, a wrong secret, silence) are dropped without
- * delaying the genuine predecessor. */
-static ncclResult_t accept_prev(struct tutti_bootstrap* b, double deadline) {
+ * delaying the genuine predecessor. Meanwhile our hello goes to rank+1:
+ * encrypted, it waits for that rank's handshake, which comes once rank+1
+ * accepts here in its own loop, so every rank of the ring must do both at
+ * once. */
+static ncclResult_t accept_prev(struct tutti_bootstrap* b, double deadline, struct hello_out* o) {
   struct pending pend[RING_PENDING];
-  struct pollfd pfd[RING_PENDING + 1];
+  struct pollfd pfd[RING_PENDING + 2];
   int np = 0;
   ncclResult_t res = ncclSuccess;
   for (;;) {
+    const int err = hello_push(b->next_fd, o);
+    if (err != 0) {
+      res = tutti_error(ncclRemoteError,
+                        "bootstrap ring setup: rank %d could not send its hello to %s: %s", b->rank,
+                        b->next_desc, tutti_seal_strerror(b->next_fd, err));
+      break;
+    }
     double now = tutti_socket_now();
     if (aborted(b)) {
       res = tutti_error(ncclRemoteError,
@@ -97,8 +128,13 @@ static ncclResult_t accept_prev(struct tutti_bootstrap* b, double deadline) {
     for (int i = 0; i < np; i++) {
       pfd[1 + i] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
     }
+    const int out = o->sent < o->len;
+    if (out) {
+      pfd[1 + np] =
+          (struct pollfd){.fd = b->next_fd, .events = tutti_seal_events(b->next_fd, POLLOUT)};
+    }
     double left_ms = (deadline - now) * 1e3;
-    if (poll(pfd, (nfds_t)(np + 1), left_ms > 100 ? 100 : (int)left_ms + 1) <= 0) {
+    if (poll(pfd, (nfds_t)(np + 1 + out), left_ms > 100 ? 100 : (int)left_ms + 1) <= 0) {
       continue;
     }
     /* Backwards: dropping i moves the last entry, already looked at, into i. */
@@ -156,8 +192,11 @@ ncclResult_t tutti_bootstrap_ring_connect(struct tutti_bootstrap* b, double dead
     tutti_socket_put32(msg + TUTTI_BS_PREAMBLE + 4, TUTTI_BS_RING_LEN);
     tutti_socket_put32(msg + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER, (uint32_t)b->rank);
     tutti_socket_put32(msg + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + 4, (uint32_t)b->nranks);
-    NCCLCHECK(tutti_socket_send_all(b->next_fd, msg, sizeof msg, &io));
-    NCCLCHECK(accept_prev(b, deadline));
+    struct hello_out o = {msg, sizeof msg, 0};
+    NCCLCHECK(accept_prev(b, deadline, &o));
+    if (o.sent < o.len) { /* rank+1 waits for it in its own loop, accepting */
+      NCCLCHECK(tutti_socket_send_all(b->next_fd, msg + o.sent, o.len - o.sent, &io));
+    }
   }
   /* The ring is all this rank needs: later connections are refused outright. */
   close(b->listen_fd);

@@ -14,6 +14,7 @@
 #include "bootstrap/root_state.h"
 #include "util/check.h"
 #include "util/param.h"
+#include "util/seal.h"
 
 static void accept_some(struct root* r, double now) {
   for (int k = 0; k < ROOT_ACCEPT_BURST; k++) {
@@ -34,7 +35,7 @@ static void accept_some(struct root* r, double now) {
       tutti_bs_root_conn_drop(r, old);
     }
     if (tutti_bs_root_conn_add(r, fd, &peer, now) != 0) {
-      close(fd);
+      tutti_seal_close(fd);
     }
   }
 }

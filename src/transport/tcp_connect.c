@@ -25,8 +25,9 @@ struct tutti_tcp_pending {
   int fd;
   int out;
   int peer, idx; /* outgoing only */
-  size_t got;
+  size_t got, sent;
   unsigned char buf[HELLO_LEN];
+  unsigned char hello[HELLO_LEN]; /* outgoing: ours, sent from the event loop */
   double deadline;
 };
 
@@ -107,7 +108,8 @@ ncclResult_t tutti_tcp_check_table(const struct tutti_tcp_setup* su) {
   return ncclSuccess;
 }
 
-static void add_pending(struct tutti_tcp_setup* su, int fd, int out, int peer, int idx) {
+static void add_pending(struct tutti_tcp_setup* su, int fd, int out, int peer, int idx,
+                        const unsigned char* hello) {
   if (su->npend == su->cap) {
     /* Full of connections that have not presented themselves: drop the oldest stranger. */
     for (int i = 0; i < su->npend; i++) {
@@ -129,6 +131,32 @@ static void add_pending(struct tutti_tcp_setup* su, int fd, int out, int peer, i
   p->peer = peer;
   p->idx = idx;
   p->deadline = tutti_socket_now() + HELLO_S;
+  if (out) {
+    memcpy(p->hello, hello, HELLO_LEN);
+  }
+}
+
+/* Sends what the socket takes now of our hello on outgoing connection i.
+ * Encrypted, it waits for the peer's handshake, which comes only once the
+ * peer accepts in its own loop: hence sent here, beside the accepts. */
+static ncclResult_t push_hello(struct tutti_tcp_setup* su, int i) {
+  struct tutti_tcp_pending* p = &su->pend[i];
+  while (p->out && p->sent < HELLO_LEN) {
+    ssize_t n = tutti_seal_send(p->fd, p->hello + p->sent, HELLO_LEN - p->sent);
+    if (n > 0) {
+      p->sent += (size_t)n;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      break;
+    } else if (n == 0 || errno != EINTR) {
+      char who[160];
+      peer_name(su, p->peer, who, sizeof who);
+      return tutti_error(ncclRemoteError,
+                         "rank %d: sending the hello of TCP connection %d to %s failed: %s",
+                         su->tc->rank, p->idx, who,
+                         n == 0 ? "the connection closed" : tutti_seal_strerror(p->fd, errno));
+    }
+  }
+  return ncclSuccess;
 }
 
 /* Why an incoming hello is not one this rank expects, or NULL. */
@@ -286,8 +314,8 @@ ncclResult_t tutti_tcp_connect_all(struct tutti_tcp_setup* su, int lfd) {
       res = tutti_socket_connect(&addr, &io,
                                  "does NCCL_SOCKET_IFNAME pick an interface the hosts share?", &fd);
       if (res == ncclSuccess) {
-        add_pending(su, fd, 1, r, s);
-        res = tutti_socket_send_all(fd, hello, HELLO_LEN, &io);
+        add_pending(su, fd, 1, r, s, hello);
+        res = push_hello(su, su->npend - 1);
       }
     }
   }
@@ -300,11 +328,16 @@ ncclResult_t tutti_tcp_connect_all(struct tutti_tcp_setup* su, int lfd) {
     int n = 0;
     pfd[n++] = (struct pollfd){.fd = lfd, .events = POLLIN};
     for (int i = 0; i < su->npend; i++) {
-      pfd[n++] = (struct pollfd){.fd = su->pend[i].fd, .events = POLLIN};
+      const struct tutti_tcp_pending* p = &su->pend[i];
+      const short out = p->out && p->sent < HELLO_LEN ? tutti_seal_events(p->fd, POLLOUT) : 0;
+      pfd[n++] = (struct pollfd){.fd = p->fd, .events = (short)(POLLIN | out)};
     }
     (void)poll(pfd, (nfds_t)n, 100);
     for (int i = su->npend - 1; i >= 0 && res == ncclSuccess; i--) {
-      res = service(su, i);
+      res = push_hello(su, i);
+      if (res == ncclSuccess) {
+        res = service(su, i);
+      }
     }
     for (int i = su->npend - 1; i >= 0; i--) {
       if (!su->pend[i].out && tutti_socket_now() > su->pend[i].deadline) {
@@ -316,7 +349,7 @@ ncclResult_t tutti_tcp_connect_all(struct tutti_tcp_setup* su, int lfd) {
     }
     int fd;
     while (lfd >= 0 && (fd = tutti_socket_try_accept(lfd, NULL)) >= 0) {
-      add_pending(su, fd, 0, -1, -1);
+      add_pending(su, fd, 0, -1, -1, NULL);
     }
   }
   for (int i = 0; i < su->npend; i++) {

@@ -176,7 +176,11 @@ static int sock_recv(struct tutti_tcp_proxy* px, struct tutti_tcp_peer* p, struc
       dst = tutti_proxy_slot(&p->base, p->base.rq, k->rnext) + off;
     }
   }
-  ssize_t got = tutti_seal_recv(k->fd, dst, want);
+  /* A slot is published only once its last byte authenticated, so a
+   * record may be opened straight into it; anything else takes the record
+   * layer's copy. */
+  const int slot = data && !leaving;
+  ssize_t got = slot ? tutti_seal_recv_slot(k->fd, dst, want) : tutti_seal_recv(k->fd, dst, want);
   if (got <= 0) {
     if (got == 0) {
       sock_fail(p, k, 0, leaving);

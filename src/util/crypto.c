@@ -99,6 +99,12 @@ int tutti_crypto_random(unsigned char* out, size_t len) {
   return ossl.rand_bytes(out, (int)len) == 1 ? 0 : -1;
 }
 
+void tutti_crypto_wipe(void* p, size_t n) {
+  if (p != NULL && n > 0) {
+    explicit_bzero(p, n); /* a memset before free or return is a dead store */
+  }
+}
+
 int tutti_crypto_hkdf(const unsigned char* key, size_t key_len, const unsigned char* salt,
                       size_t salt_len, const char* info, unsigned char* out, size_t out_len) {
   void* c = ossl.pkey_ctx_new_id(NID_HKDF, NULL);
@@ -131,6 +137,8 @@ void tutti_crypto_dir_free(struct tutti_crypto_dir* d) {
     ossl.ctx_free(d->ctx);
     d->ctx = NULL;
   }
+  tutti_crypto_wipe(d->iv, sizeof d->iv);
+  d->seq = 0;
 }
 
 /* The next record's nonce: base IV xor the counter (as TLS 1.3 does). */
@@ -141,7 +149,9 @@ static int next_nonce(struct tutti_crypto_dir* d) {
     nonce[TUTTI_CRYPTO_IV - 1 - i] ^= (unsigned char)(d->seq >> (8 * i));
   }
   d->seq++;
-  return ossl.cipher_init(d->ctx, NULL, NULL, NULL, nonce, -1) == 1 ? 0 : -1;
+  const int rc = ossl.cipher_init(d->ctx, NULL, NULL, NULL, nonce, -1) == 1 ? 0 : -1;
+  tutti_crypto_wipe(nonce, sizeof nonce); /* made from the derived IV */
+  return rc;
 }
 
 int tutti_crypto_seal(struct tutti_crypto_dir* d, const unsigned char* aad, size_t aad_len,

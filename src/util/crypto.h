@@ -19,6 +19,9 @@
 int tutti_crypto_load(char* why, size_t len);
 
 int tutti_crypto_random(unsigned char* out, size_t len);
+/* Clears n bytes at p in a way the optimiser may not drop (explicit_bzero):
+ * for keys, what they are derived from, and plaintext scratch. */
+void tutti_crypto_wipe(void* p, size_t n);
 /* HKDF-SHA256 (RFC 5869); 0 on success. */
 int tutti_crypto_hkdf(const unsigned char* key, size_t key_len, const unsigned char* salt,
                       size_t salt_len, const char* info, unsigned char* out, size_t out_len);
@@ -32,6 +35,7 @@ struct tutti_crypto_dir {
 };
 
 int tutti_crypto_dir_init(struct tutti_crypto_dir* d, const unsigned char* key_iv, int encrypt);
+/* Frees the cipher (OpenSSL clears its key schedule) and wipes the IV. */
 void tutti_crypto_dir_free(struct tutti_crypto_dir* d);
 /* Encrypts the gathered plaintext (`len` bytes from iov) into out and the
  * tag into tag, authenticating aad; 0 on success. Advances the counter. */
@@ -39,8 +43,11 @@ int tutti_crypto_seal(struct tutti_crypto_dir* d, const unsigned char* aad, size
                       const struct iovec* iov, int iovcnt, size_t len, unsigned char* out,
                       unsigned char* tag);
 /* Decrypts len bytes of in into out (may be equal) and checks the tag; 0
- * when authentic, -1 otherwise (out then holds nothing to use). Advances
- * the counter either way: a record that failed ends the connection. */
+ * when authentic, -1 otherwise. GCM writes the plaintext before the tag is
+ * checked, so after a -1 out holds unauthenticated bytes: out must be a
+ * buffer nobody reads before this returns 0 (util/seal.c opens records in
+ * its own scratch). Advances the counter either way: a record that failed
+ * ends the connection. */
 int tutti_crypto_open(struct tutti_crypto_dir* d, const unsigned char* aad, size_t aad_len,
                       const unsigned char* in, size_t len, const unsigned char* tag,
                       unsigned char* out);

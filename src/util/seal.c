@@ -4,10 +4,13 @@
  * authenticated as associated data and each direction's nonce its own
  * record counter, so an altered, dropped, replayed or reordered record
  * fails authentication. Keys come from HKDF over the pre-shared key and
- * both ends' random nonces: every connection has its own. */
+ * both ends' random nonces: every connection has its own. A record is
+ * opened in this file's own buffer and copied out only once its tag
+ * authenticated: a forged record's bytes never reach the caller. */
 #include "util/seal.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +39,7 @@ ncclResult_t tutti_seal_set_key(const char* psk) {
   char* copy = psk != NULL ? strdup(psk) : NULL;
   pthread_mutex_lock(&key_lock);
   if (key != NULL) {
-    memset(key, 0, strlen(key));
+    tutti_crypto_wipe(key, strlen(key));
     free(key);
   }
   __atomic_store_n(&key, copy, __ATOMIC_RELEASE);
@@ -63,13 +66,16 @@ static void destroy(struct seal* s) {
   tutti_crypto_dir_free(&s->tx);
   tutti_crypto_dir_free(&s->rx);
   if (s->psk != NULL) {
-    memset(s->psk, 0, strlen(s->psk));
+    tutti_crypto_wipe(s->psk, strlen(s->psk));
     free(s->psk);
   }
-  free(s->out);
-  free(s->in);
-  free(s->plain);
+  free(s->out); /* ciphertext only */
+  if (s->in != NULL) {
+    tutti_crypto_wipe(s->in, TUTTI_SEAL_RECORD + OVERHEAD); /* plaintext was opened there */
+    free(s->in);
+  }
   pthread_mutex_destroy(&s->lock);
+  tutti_crypto_wipe(s, sizeof *s); /* nonces, IVs */
   free(s);
 }
 
@@ -117,21 +123,18 @@ void tutti_seal_attach(int fd, int initiator) {
   pthread_mutexattr_destroy(&ma);
   s->initiator = initiator;
   s->psk = psk;
-  memcpy(s->hs_out, MAGIC, MAGIC_LEN);
   if (tutti_crypto_random(s->nonce[initiator ? 0 : 1], NONCE) != 0) {
     s->err = EIO;
     snprintf(s->why, sizeof s->why, "OpenSSL's RAND_bytes failed: no nonce for the handshake");
-  }
-  memcpy(s->hs_out + MAGIC_LEN, s->nonce[initiator ? 0 : 1], NONCE);
-  s->hs_out_len = HELLO;
-  if (s->err == 0 && tutti_seal_derive_first(s) != 0) {
+  } else if (tutti_seal_hello(s) != 0) {
     s->err = EIO;
-    snprintf(s->why, sizeof s->why, "OpenSSL failed to derive the connection's keys");
+    snprintf(s->why, sizeof s->why, "OpenSSL failed to make the handshake's hello");
   }
   __atomic_store_n(&tutti_seal_active, 1, __ATOMIC_RELEASE);
   put(fd, s);
   /* The hello leaves at once (an empty socket takes it), so the other end
-   * can derive its keys and send before this process next touches fd. */
+   * can derive its keys and confirm them before this process next touches
+   * fd. No key exists yet: both wait for the peer's nonce. */
   (void)tutti_seal_ready(s, fd, KEYED);
 }
 
@@ -238,7 +241,10 @@ ssize_t tutti_seal_sendmsg_slow(int fd, const struct iovec* iov, int iovcnt) {
   return (ssize_t)done;
 }
 
-ssize_t tutti_seal_recv_slow(int fd, void* buf, size_t len) {
+/* One record's bytes at most into buf. With `slot`, a whole record that
+ * fits is opened straight into buf (tutti_seal_recv_slot); otherwise it is
+ * opened in place in s->in and copied out only once authenticated. */
+static ssize_t recv_record(int fd, void* buf, size_t len, int slot) {
   struct seal* s = get(fd);
   if (s == NULL) {
     return recv(fd, buf, len, MSG_DONTWAIT);
@@ -250,7 +256,7 @@ ssize_t tutti_seal_recv_slow(int fd, void* buf, size_t len) {
   }
   if (s->plain_off < s->plain_len) {
     size_t n = s->plain_len - s->plain_off < len ? s->plain_len - s->plain_off : len;
-    memcpy(buf, s->plain + s->plain_off, n);
+    memcpy(buf, s->in + 4 + s->plain_off, n);
     s->plain_off += n;
     return (ssize_t)n;
   }
@@ -290,15 +296,10 @@ ssize_t tutti_seal_recv_slow(int fd, void* buf, size_t len) {
     s->in_got += (size_t)n;
   }
   s->in_got = 0;
-  unsigned char* dst = buf;
-  if (len < rec) {
-    if (s->plain == NULL && (s->plain = malloc(TUTTI_SEAL_RECORD)) == NULL) {
-      errno = ENOMEM;
-      return -1;
-    }
-    dst = s->plain;
-  }
-  if (tutti_crypto_open(&s->rx, s->in, 4, s->in + 4, rec, s->in + 4 + rec, dst) != 0) {
+  unsigned char* body = s->in + 4;
+  unsigned char* dst = slot && len >= rec ? buf : body;
+  if (tutti_crypto_open(&s->rx, s->in, 4, body, rec, body + rec, dst) != 0) {
+    tutti_crypto_wipe(dst, rec); /* GCM wrote before it checked */
     errno = tutti_seal_fail(
         s, fd, EBADMSG,
         "record %llu does not authenticate: it was altered, replayed or reordered on the "
@@ -309,10 +310,19 @@ ssize_t tutti_seal_recv_slow(int fd, void* buf, size_t len) {
   if (dst == buf) {
     return (ssize_t)rec;
   }
-  memcpy(buf, s->plain, len);
-  s->plain_off = len;
+  const size_t n = len < rec ? len : rec;
+  memcpy(buf, body, n);
+  s->plain_off = n;
   s->plain_len = rec;
-  return (ssize_t)len;
+  return (ssize_t)n;
+}
+
+ssize_t tutti_seal_recv_slow(int fd, void* buf, size_t len) {
+  return recv_record(fd, buf, len, 0);
+}
+
+ssize_t tutti_seal_recv_slot_slow(int fd, void* slot, size_t len) {
+  return recv_record(fd, slot, len, 1);
 }
 
 ssize_t tutti_seal_recvv_slow(int fd, const struct iovec* iov, int iovcnt) {
@@ -339,4 +349,12 @@ ssize_t tutti_seal_recvv_slow(int fd, const struct iovec* iov, int iovcnt) {
 int tutti_seal_pending_slow(int fd) {
   struct seal* s = get(fd);
   return s != NULL && s->plain_off < s->plain_len;
+}
+
+short tutti_seal_events_slow(int fd, short events) {
+  struct seal* s = get(fd);
+  if (s != NULL && (events & POLLOUT) && tutti_seal_waits_peer(s)) {
+    events = (short)((events & ~POLLOUT) | POLLIN);
+  }
+  return events;
 }

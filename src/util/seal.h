@@ -33,7 +33,10 @@ int tutti_seal_enabled(void);
 void tutti_seal_attach(int fd, int initiator);
 /* Drops a connection's state (before or after close). */
 void tutti_seal_detach(int fd);
-/* Closes a connection and drops its state: nothing of it may be in use. */
+/* Closes a connection and drops its state (buffers wiped, keys freed):
+ * nothing of it may be in use. Every socket util/socket.c connected or
+ * accepted is closed through this: a plain close() leaves its state (key
+ * material, buffers) until the fd number is reused. */
 void tutti_seal_close(int fd);
 /* Drives fd's handshake without waiting: 0 done (or fd not encrypted),
  * EAGAIN not yet, or an errno value (tutti_seal_strerror says why). */
@@ -47,12 +50,19 @@ const char* tutti_seal_why(int fd);
 
 ssize_t tutti_seal_sendmsg_slow(int fd, const struct iovec* iov, int iovcnt);
 ssize_t tutti_seal_recv_slow(int fd, void* buf, size_t len);
+ssize_t tutti_seal_recv_slot_slow(int fd, void* slot, size_t len);
 int tutti_seal_pending_slow(int fd);
+short tutti_seal_events_slow(int fd, short events);
 
 /* Non-blocking send / sendmsg / recv (MSG_DONTWAIT, MSG_NOSIGNAL). On an
  * encrypted connection a send takes at most one record and reports its
  * bytes once all of it is on the wire (EAGAIN until then: the caller
- * retries with the same bytes, as it would after a short send). */
+ * retries with the same bytes, as it would after a short send). The first
+ * send waits (EAGAIN) for the peer's hello, so the peer's process must
+ * accept and be driven meanwhile: a caller must not wait for that send to
+ * finish before it accepts the connection its own sender waits on. A
+ * receive gives only authenticated bytes: a record that fails leaves buf
+ * as it was. */
 static inline ssize_t tutti_seal_sendmsg(int fd, const struct iovec* iov, int iovcnt) {
   if (__builtin_expect(!__atomic_load_n(&tutti_seal_active, __ATOMIC_RELAXED), 1)) {
     struct msghdr m = {0};
@@ -78,8 +88,6 @@ static inline ssize_t tutti_seal_recv(int fd, void* buf, size_t len) {
   return tutti_seal_recv_slow(fd, buf, len);
 }
 
-/* Non-zero when a received record still holds bytes the caller has not
- * taken: poll() would not wake for them, so a poll loop must not sleep. */
 /* recvmsg over iov: one record's bytes at most, as a recv may give. */
 ssize_t tutti_seal_recvv_slow(int fd, const struct iovec* iov, int iovcnt);
 static inline ssize_t tutti_seal_recvv(int fd, const struct iovec* iov, int iovcnt) {
@@ -92,6 +100,30 @@ static inline ssize_t tutti_seal_recvv(int fd, const struct iovec* iov, int iovc
   return tutti_seal_recvv_slow(fd, iov, iovcnt);
 }
 
+/* tutti_seal_recv for the TCP transport's receive slots only, to save a
+ * copy: a whole record that fits is opened straight into slot. GCM writes
+ * the plaintext before it checks the tag, so a record that fails leaves
+ * those bytes of slot wiped (never the forged plaintext, but not as they
+ * were): only for memory nobody reads before this call has returned its
+ * bytes, as a slot that is published once its last byte came. */
+static inline ssize_t tutti_seal_recv_slot(int fd, void* slot, size_t len) {
+  if (__builtin_expect(!__atomic_load_n(&tutti_seal_active, __ATOMIC_RELAXED), 1)) {
+    return recv(fd, slot, len, MSG_DONTWAIT);
+  }
+  return tutti_seal_recv_slot_slow(fd, slot, len);
+}
+
+/* The poll() events that wait for `events` on fd: a send that waits for
+ * the peer's hello waits for POLLIN, not POLLOUT (which an idle socket
+ * always has: a poll loop would spin). */
+static inline short tutti_seal_events(int fd, short events) {
+  return __builtin_expect(!__atomic_load_n(&tutti_seal_active, __ATOMIC_RELAXED), 1)
+             ? events
+             : tutti_seal_events_slow(fd, events);
+}
+
+/* Non-zero when a received record still holds bytes the caller has not
+ * taken: poll() would not wake for them, so a poll loop must not sleep. */
 static inline int tutti_seal_has_pending(int fd) {
   return __builtin_expect(!__atomic_load_n(&tutti_seal_active, __ATOMIC_RELAXED), 1)
              ? 0

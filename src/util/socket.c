@@ -495,7 +495,8 @@ ncclResult_t tutti_socket_exchange(int sfd, const void* sbuf, size_t slen,
     struct pollfd p[2];
     int np = 0;
     if (so < slen) {
-      p[np++] = (struct pollfd){.fd = sfd, .events = POLLOUT};
+      /* Encrypted, a first send waits for the peer's hello (POLLIN). */
+      p[np++] = (struct pollfd){.fd = sfd, .events = tutti_seal_events(sfd, POLLOUT)};
     }
     if (ro < rlen) {
       p[np++] = (struct pollfd){.fd = rfd, .events = POLLIN};

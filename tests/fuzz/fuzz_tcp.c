@@ -82,7 +82,8 @@ static void link_add(struct world* w, int out, int peer, int idx) {
   }
   int fds[2];
   fuzz_pair(fds);
-  add_pending(&w->su, fds[0], out, peer, idx);
+  static const unsigned char hello[HELLO_LEN]; /* never sent: the script plays the wire */
+  add_pending(&w->su, fds[0], out, peer, idx, hello);
   w->links[w->nlinks++] = (struct link){fds[0], fds[1], out, peer, idx};
   sync_links(w);
 }

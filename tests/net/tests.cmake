@@ -142,6 +142,14 @@ target_link_libraries(net_bw PRIVATE tutti_static)
 add_test(NAME net.bw_smoke COMMAND net_bw -b 1K -e 1M -f 32 -m 1)
 set_tests_properties(net.bw_smoke PROPERTIES TIMEOUT 120 ENVIRONMENT "NCCL_SOCKET_IFNAME=lo")
 
+# The record layer of ncclSetEncryption alone: bench/seal_bw.c (a short
+# run keeps it working).
+add_executable(seal_bw ${CMAKE_SOURCE_DIR}/bench/seal_bw.c)
+target_include_directories(seal_bw PRIVATE ${CMAKE_SOURCE_DIR}/src)
+target_link_libraries(seal_bw PRIVATE tutti_static)
+add_test(NAME net.seal_bw_smoke COMMAND seal_bw 1 4)
+set_tests_properties(net.seal_bw_smoke PROPERTIES TIMEOUT 120)
+
 # libnccl-net-tutti.so through dlopen and NCCL's tables, and what it exports.
 find_program(TUTTI_NM nm)
 add_executable(test_net_plugin ${CMAKE_CURRENT_LIST_DIR}/test_net_plugin.c

@@ -11,102 +11,21 @@
 
 #include "harness.h"
 #include "nccl.h"
+#include "seal_link.h"
 #include "util/seal.h"
 
 #define KEY "0123456789abcdef0123456789abcdef-unit-key"
 #define KEY2 "0123456789abcdef0123456789abcdef-unit-KEY"
 
-/* a <-> x  (relay)  y <-> b */
-struct link {
-  int a, x, y, b;
-};
-
-static void open_link(struct link* l, const char* key_a, const char* key_b) {
-  int p[2], q[2];
-  CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, p) == 0, "socketpair");
-  CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, q) == 0, "socketpair");
-  l->a = p[0];
-  l->x = p[1];
-  l->y = q[0];
-  l->b = q[1];
-  CHECK_NCCL(tutti_seal_set_key(key_a));
-  if (key_a != NULL) {
-    tutti_seal_attach(l->a, 1);
-  }
-  CHECK_NCCL(tutti_seal_set_key(key_b));
-  if (key_b != NULL) {
-    tutti_seal_attach(l->b, 0);
-  }
-  CHECK_NCCL(tutti_seal_set_key(NULL));
-}
-
-static void close_link(struct link* l) {
-  tutti_seal_detach(l->a);
-  tutti_seal_detach(l->b);
-  close(l->a);
-  close(l->x);
-  close(l->y);
-  close(l->b);
-}
-
-/* Moves what waits at `from` to `to`; flips byte `flip` of it (-1: none). */
 static size_t relay(int from, int to, long flip, unsigned char* keep, size_t* kept) {
-  unsigned char buf[1 << 16];
-  ssize_t n = recv(from, buf, sizeof buf, MSG_DONTWAIT | MSG_PEEK);
-  if (n <= 0) {
-    return 0;
-  }
-  if (flip >= 0 && flip < n) {
-    buf[flip] ^= 0x20;
-  }
-  ssize_t m = send(to, buf, (size_t)n, MSG_DONTWAIT); /* what fits; the rest waits */
-  if (m <= 0) {
-    return 0;
-  }
+  struct tape t = {0};
+  size_t m = relay_rec(from, to, flip, keep != NULL ? &t : NULL);
   if (keep != NULL) {
-    memcpy(keep + *kept, buf, (size_t)m);
-    *kept += (size_t)m;
+    memcpy(keep + *kept, t.bytes, t.len);
+    *kept += t.len;
+    free(t.bytes);
   }
-  CHECK(recv(from, buf, (size_t)m, MSG_DONTWAIT) == m, "relay consume");
-  return (size_t)m;
-}
-
-static void relay_all(struct link* l) {
-  while (relay(l->x, l->y, -1, NULL, NULL) + relay(l->y, l->x, -1, NULL, NULL) > 0) {
-  }
-}
-
-/* Drives both ends' handshakes until both are done or one failed. */
-static void shake(struct link* l, int* ra, int* rb) {
-  for (int i = 0; i < 100; i++) {
-    *ra = tutti_seal_handshake(l->a);
-    *rb = tutti_seal_handshake(l->b);
-    relay_all(l);
-    if ((*ra != EAGAIN && *rb != EAGAIN) || (*ra != 0 && *ra != EAGAIN) ||
-        (*rb != 0 && *rb != EAGAIN)) {
-      *ra = tutti_seal_handshake(l->a);
-      *rb = tutti_seal_handshake(l->b);
-      return;
-    }
-  }
-}
-
-/* Sends all of buf from fd, relaying as it goes. */
-static void send_all(struct link* l, int fd, const void* buf, size_t len) {
-  size_t off = 0;
-  while (off < len) {
-    ssize_t n = tutti_seal_send(fd, (const char*)buf + off, len - off);
-    if (n > 0) {
-      off += (size_t)n;
-    } else {
-      CHECK(n < 0 && errno == EAGAIN, "send: %s", strerror(errno));
-      if (n >= 0 || errno != EAGAIN) {
-        return;
-      }
-    }
-    relay_all(l);
-  }
-  relay_all(l);
+  return m;
 }
 
 static void round_trip(void) {

@@ -29,7 +29,7 @@ struct tutti_socknet_connecting {
 static void drop(struct tutti_socknet_connecting* st) {
   for (int i = 0; i <= st->nsocks; i++) {
     if (st->fd[i] >= 0) {
-      close(st->fd[i]);
+      tutti_seal_close(st->fd[i]);
     }
   }
   free(st);
