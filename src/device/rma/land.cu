@@ -1,73 +1,48 @@
-/* The landing's producer side (land.h): chunks of mapped pinned memory,
- * records appended by the service thread, chunks reused once the reader
- * (a kernel, land.cuh) has moved past them. No CUDA work is issued here
- * after setup: allocating a chunk is not stream work. */
-#include <stdio.h>
-#include <stdlib.h>
+/* The landing's memory (land.h): mapped pinned chunks, the control words
+ * and the reader's cursor. The producer's logic is land.c's. */
 #include <string.h>
-#include <time.h>
 
-#include "device/dev_comm.h"
 #include "device/rma/land.h"
 
 extern "C" {
 #include "util/check.h"
-#include "util/log.h"
 }
 
-static uint64_t round_rec(uint64_t n) {
-  return (n + TD_LAND_REC - 1) / TD_LAND_REC * TD_LAND_REC;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static ncclResult_t land_fail(cudaError_t e, const char* what) {
+static int land_fail(cudaError_t e, const char* what) {
   (void)cudaGetLastError();
-  return tutti_error(ncclUnhandledCudaError, "%s failed: %s (%s)", what, cudaGetErrorString(e),
-                     cudaGetErrorName(e));
+  tutti_error(ncclUnhandledCudaError, "%s failed: %s (%s)", what, cudaGetErrorString(e),
+              cudaGetErrorName(e));
+  return -1;
 }
 
-/* A new chunk of at least `size` bytes: its index, or -1 with the error set. */
-static int chunk_new(struct td_land* l, uint64_t size) {
-  if (l->nchunks == l->cap_chunks) {
-    const int cap = l->cap_chunks ? 2 * l->cap_chunks : 8;
-    struct td_land_chunk* c = (struct td_land_chunk*)realloc(l->chunks, (size_t)cap * sizeof *c);
-    if (c == NULL) {
-      tutti_error(ncclSystemError, "out of host memory for the one-sided landing");
-      return -1;
-    }
-    l->chunks = c;
-    l->cap_chunks = cap;
-  }
-  struct td_land_chunk* c = &l->chunks[l->nchunks];
-  memset(c, 0, sizeof *c);
-  /* Not stream work: it cannot wait behind kernels. */
-  cudaError_t e =
-      cudaHostAlloc((void**)&c->host, size, cudaHostAllocMapped | cudaHostAllocPortable);
+/* Not stream work: it cannot wait behind kernels. */
+static int chunk_alloc(uint64_t bytes, char** host, char** dev) {
+  *host = NULL;
+  cudaError_t e = cudaHostAlloc((void**)host, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
   if (e == cudaSuccess) {
-    e = cudaHostGetDevicePointer((void**)&c->dev, c->host, 0);
+    e = cudaHostGetDevicePointer((void**)dev, *host, 0);
   }
   if (e != cudaSuccess) {
-    if (c->host != NULL) {
-      cudaFreeHost(c->host);
+    if (*host != NULL) {
+      cudaFreeHost(*host);
     }
-    land_fail(e, "cudaHostAlloc of a one-sided landing chunk");
-    return -1;
+    return land_fail(e, "cudaHostAlloc of a one-sided landing chunk");
   }
-  c->size = size;
-  l->held += size;
-  INFO(TUTTI_ALLOC, "one-sided landing: chunk %d of %llu bytes (pinned host; %llu in all)",
-       l->nchunks, (unsigned long long)size, (unsigned long long)l->held);
-  return l->nchunks++;
+  return 0;
 }
 
-ncclResult_t td_land_init(struct td_land* l, uint64_t limit, const char** what) {
+static void chunk_release(char* host) {
+  cudaFreeHost(host);
+}
+
+extern "C" ncclResult_t td_land_init(struct td_land* l, uint64_t limit, const int* abort_flag,
+                                     double timeout_s, int rank, const char** what) {
   memset(l, 0, sizeof *l);
-  pthread_mutex_init(&l->lock, NULL);
+  l->alloc = chunk_alloc;
+  l->release = chunk_release;
+  l->abort_flag = abort_flag;
+  l->timeout_s = timeout_s;
+  l->rank = rank;
   l->limit = limit;
   *what = "cudaHostAlloc of the one-sided landing's control words";
   cudaError_t e =
@@ -81,172 +56,30 @@ ncclResult_t td_land_init(struct td_land* l, uint64_t limit, const char** what) 
     e = cudaMalloc((void**)&l->cursor, sizeof *l->cursor);
   }
   if (e != cudaSuccess) {
-    return land_fail(e, *what);
+    land_fail(e, *what);
+    return ncclUnhandledCudaError;
   }
-  if (chunk_new(l, TD_LAND_CHUNK) != 0) {
-    return ncclSystemError;
-  }
-  l->chunks[0].in_use = 1;
+  *what = "the one-sided landing's first chunk";
+  NCCLCHECK(td_land_start(l));
   struct td_land_cursor c0 = {0, (uint64_t)(uintptr_t)l->chunks[0].dev};
   *what = "writing the one-sided landing's cursor";
   e = cudaMemcpy(l->cursor, &c0, sizeof c0, cudaMemcpyHostToDevice);
-  return e == cudaSuccess ? ncclSuccess : land_fail(e, *what);
+  if (e != cudaSuccess) {
+    land_fail(e, *what);
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
 }
 
-void td_land_free(struct td_land* l) {
-  for (int i = 0; i < l->nchunks; i++) {
-    cudaFreeHost(l->chunks[i].host);
+extern "C" void td_land_free(struct td_land* l) {
+  if (l->chunks != NULL) {
+    td_land_stop(l);
   }
-  free(l->chunks);
   if (l->ctl != NULL) {
     cudaFreeHost(l->ctl);
   }
   if (l->cursor != NULL) {
     cudaFree(l->cursor);
   }
-  pthread_mutex_destroy(&l->lock);
   memset(l, 0, sizeof *l);
-}
-
-/* Marks chunks the reader has left as free again. */
-static void reclaim(struct td_land* l) {
-  const uint64_t head = __atomic_load_n(&l->ctl->head, __ATOMIC_ACQUIRE);
-  for (int i = 0; i < l->nchunks; i++) {
-    struct td_land_chunk* c = &l->chunks[i];
-    if (c->in_use && i != l->cur && head >= c->base + c->size) {
-      c->in_use = 0;
-    }
-  }
-}
-
-/* A free chunk for a record of `need` bytes (a new one within the limit):
- * its index, -1 when none is free now, -2 on an error. */
-static int chunk_take(struct td_land* l, uint64_t need) {
-  reclaim(l);
-  for (int i = 0; i < l->nchunks; i++) {
-    if (!l->chunks[i].in_use && l->chunks[i].size >= need + TD_LAND_REC) {
-      return i;
-    }
-  }
-  uint64_t size =
-      need + TD_LAND_REC > TD_LAND_CHUNK ? round_rec(need + TD_LAND_REC) : TD_LAND_CHUNK;
-  /* The first chunks come whatever the limit: one record must always fit. */
-  if (l->held + size > l->limit && l->nchunks >= 2) {
-    return -1;
-  }
-  const int i = chunk_new(l, size);
-  return i < 0 ? -2 : i;
-}
-
-/* Room for `need` bytes at the tail, moving to another chunk (a JUMP
- * record) when the current one cannot hold them and one more header:
- * 1 when there is room, 0 when the reader must free a chunk first, -1 on an error. */
-static int make_room(struct td_land* l, uint64_t need) {
-  struct td_land_chunk* c = &l->chunks[l->cur];
-  if (l->tail - c->base + need + TD_LAND_REC <= c->size) {
-    return 1;
-  }
-  const int n = chunk_take(l, need);
-  if (n < 0) {
-    return n == -1 ? 0 : -1;
-  }
-  c = &l->chunks[l->cur];
-  struct td_land_chunk* nc = &l->chunks[n];
-  nc->base = c->base + c->size;
-  nc->in_use = 1;
-  struct td_land_rec* j = (struct td_land_rec*)(c->host + (l->tail - c->base));
-  memset(j, 0, sizeof *j);
-  j->kind = TD_LAND_JUMP;
-  j->size = c->base + c->size - l->tail;
-  j->next = (uint64_t)(uintptr_t)nc->dev;
-  j->next_pos = nc->base;
-  l->cur = n;
-  l->tail = nc->base;
-  return 1;
-}
-
-ncclResult_t td_land_put(struct tutti_dev_comm* dc, struct td_land* l, int origin, uint32_t kind,
-                         uint32_t index, char* dst, const void* src, size_t bytes) {
-  const uint32_t lead = kind == TD_LAND_DATA ? (uint32_t)((uintptr_t)dst % 16) : 0;
-  const uint64_t need = round_rec(TD_LAND_REC + lead + (kind == TD_LAND_DATA ? bytes : 0));
-  pthread_mutex_lock(&l->lock);
-  const double t0 = now_s();
-  int room;
-  for (int i = 0; (room = make_room(l, need)) == 0; i++) {
-    if (__atomic_load_n(&dc->host_flags[TD_FLAG_ABORT], __ATOMIC_ACQUIRE)) {
-      pthread_mutex_unlock(&l->lock);
-      return tutti_error(ncclRemoteError,
-                         "rank %d: a put from rank %d could not land: the communicator's device "
-                         "work was stopped",
-                         dc->rank, origin);
-    }
-    if (now_s() - t0 > dc->timeout_s) {
-      pthread_mutex_unlock(&l->lock);
-      return tutti_error(ncclRemoteError,
-                         "rank %d holds %llu bytes of one-sided data (TUTTI_TUNE rma.landing) that no "
-                         "ncclWaitSignal of this rank took within %.0f s (TUTTI_TIMEOUT); a put "
-                         "from rank %d waits for room: wait for the signals of what peers put "
-                         "here, or raise TUTTI_TUNE rma.landing",
-                         dc->rank, (unsigned long long)l->held, dc->timeout_s, origin);
-    }
-    struct timespec ts = {0, i < 100 ? 20000L : 200000L};
-    nanosleep(&ts, NULL);
-  }
-  if (room < 0) {
-    pthread_mutex_unlock(&l->lock);
-    return ncclSystemError; /* chunk_new said why */
-  }
-  struct td_land_chunk* c = &l->chunks[l->cur];
-  char* at = c->host + (l->tail - c->base);
-  struct td_land_rec* rec = (struct td_land_rec*)at;
-  memset(rec, 0, sizeof *rec);
-  rec->kind = kind;
-  rec->index = index;
-  rec->size = need;
-  rec->lead = lead;
-  rec->origin = (uint32_t)origin;
-  if (kind == TD_LAND_DATA) {
-    rec->bytes = bytes;
-    rec->dst = (uint64_t)(uintptr_t)dst;
-    memcpy(at + TD_LAND_REC + lead, src, bytes);
-  }
-  l->tail += need;
-  l->records++;
-  /* Release: the reader that sees the tail sees the record before it. */
-  __atomic_store_n(&l->ctl->tail, l->tail, __ATOMIC_RELEASE);
-  pthread_mutex_unlock(&l->lock);
-  return ncclSuccess;
-}
-
-int td_land_drop(struct td_land* l, const char* lo, const char* hi) {
-  pthread_mutex_lock(&l->lock);
-  int dropped = 0;
-  uint64_t pos = __atomic_load_n(&l->ctl->head, __ATOMIC_ACQUIRE);
-  while (pos < l->tail) {
-    struct td_land_chunk* c = NULL;
-    for (int i = 0; i < l->nchunks && c == NULL; i++) {
-      struct td_land_chunk* k = &l->chunks[i];
-      c = k->in_use && pos >= k->base && pos < k->base + k->size ? k : NULL;
-    }
-    if (c == NULL) {
-      break; /* the reader moved on meanwhile */
-    }
-    volatile struct td_land_rec* rec = (volatile struct td_land_rec*)(c->host + (pos - c->base));
-    if (rec->kind == TD_LAND_JUMP) {
-      pos = rec->next_pos;
-      continue;
-    }
-    const char* dst = (const char*)(uintptr_t)rec->dst;
-    if (rec->kind == TD_LAND_DATA && dst < hi && dst + rec->bytes > lo) {
-      rec->kind = TD_LAND_SKIP; /* a reader already past the header copies on: see land.h */
-      dropped++;
-    }
-    pos += rec->size;
-  }
-  pthread_mutex_unlock(&l->lock);
-  return dropped;
-}
-
-uint64_t td_land_bytes(const struct td_land* l) {
-  return l->held + sizeof *l->ctl;
 }

@@ -23,6 +23,10 @@
 
 #include "nccl.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Records are multiples of this, and every chunk keeps room for one at its end. */
 #define TD_LAND_REC 64
 /* A chunk's usual size; a larger record gets a chunk of its own size. */
@@ -73,7 +77,17 @@ struct td_land_chunk {
   int in_use;
 };
 
+/* Pinned memory the GPU maps, for chunks: the device layer's (land.cu), or a
+ * test's. 0 on success (*dev: the GPU's view); else the error is set. */
+typedef int (*td_land_alloc_fn)(uint64_t bytes, char** host, char** dev);
+typedef void (*td_land_release_fn)(char* host);
+
 struct td_land {
+  td_land_alloc_fn alloc;
+  td_land_release_fn release;
+  const int* abort_flag; /* non-zero: the communicator's device work stopped */
+  double timeout_s;
+  int rank;
   struct td_land_ctl* ctl; /* host view */
   struct td_land_ctl* ctl_dev;
   struct td_land_cursor* cursor; /* GPU memory */
@@ -87,21 +101,30 @@ struct td_land {
   pthread_mutex_t lock;
 };
 
-struct tutti_dev_comm;
-
 /* Makes the landing: its control words, the reader's cursor, a first chunk
  * (land.cu). Call with the communicator's GPU current. */
-ncclResult_t td_land_init(struct td_land* l, uint64_t limit, const char** what);
+ncclResult_t td_land_init(struct td_land* l, uint64_t limit, const int* abort_flag,
+                          double timeout_s, int rank, const char** what);
 void td_land_free(struct td_land* l);
+
+/* The producer's side (land.c: no CUDA call but through `alloc`). */
+/* Sets up the chunk list with a first chunk (after ctl and cursor exist). */
+ncclResult_t td_land_start(struct td_land* l);
+/* Releases every chunk. */
+void td_land_stop(struct td_land* l);
 /* Appends a record for `origin` (kind DATA with `src`'s `bytes` for `dst`,
- * or SIGNAL for counter `index`); waits, bounded by TUTTI_TIMEOUT and the
+ * or SIGNAL for counter `index`); waits, bounded by the timeout and the
  * abort flag, while the landing is full. */
-ncclResult_t td_land_put(struct tutti_dev_comm* dc, struct td_land* l, int origin, uint32_t kind,
-                         uint32_t index, char* dst, const void* src, size_t bytes);
+ncclResult_t td_land_put(struct td_land* l, int origin, uint32_t kind, uint32_t index, char* dst,
+                         const void* src, size_t bytes);
 /* Drops every record not yet applied whose data goes into [lo, hi): their
  * window is being deregistered. Returns how many. */
 int td_land_drop(struct td_land* l, const char* lo, const char* hi);
 /* Bytes of pinned host memory the landing holds. */
 uint64_t td_land_bytes(const struct td_land* l);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

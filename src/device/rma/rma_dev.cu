@@ -91,7 +91,8 @@ static cudaError_t rma_alloc(struct tutti_dev_comm* dc, struct td_rma* r, size_t
   if (zero != NULL) {
     cudaStreamDestroy(zero);
   }
-  if (e == cudaSuccess && td_land_init(&r->land, r->land_limit, what) != ncclSuccess) {
+  if (e == cudaSuccess && td_land_init(&r->land, r->land_limit, &dc->host_flags[TD_FLAG_ABORT],
+                                        dc->timeout_s, dc->rank, what) != ncclSuccess) {
     return cudaErrorMemoryAllocation; /* *what names the step */
   }
   /* The counters direct puts raise, for this host's other processes. */
@@ -352,7 +353,7 @@ extern "C" ncclResult_t tutti_dev_rma_deliver(struct tutti_dev_comm* dc,
   ncclResult_t res = ncclSuccess;
   for (size_t done = 0; res == ncclSuccess && done < bytes;) {
     const size_t n = bytes - done < TD_LAND_CHUNK / 2 ? bytes - done : TD_LAND_CHUNK / 2;
-    res = td_land_put(dc, &r->land, origin, TD_LAND_DATA, 0, w->buff + offset + done,
+    res = td_land_put(&r->land, origin, TD_LAND_DATA, 0, w->buff + offset + done,
                       (const char*)src + done, n);
     done += n;
   }
@@ -368,7 +369,7 @@ extern "C" ncclResult_t tutti_dev_rma_signal(struct tutti_dev_comm* dc, int orig
   }
   /* After the data of its put in the landing: the wait kernel that counts
    * it has applied that data. */
-  return td_land_put(dc, &r->land, origin, TD_LAND_SIGNAL,
+  return td_land_put(&r->land, origin, TD_LAND_SIGNAL,
                      (uint32_t)td_rma_index(r, ctx, sig, origin), NULL, NULL, 0);
 }
 
