@@ -7,11 +7,29 @@
 
 #include "rma/rma.h"
 
+/* A put (or a piece, or a signal) a CUDA host function handed over, waiting
+ * for the service thread to send it (outbox.c). */
+struct tutti_rma_msg {
+  struct tutti_rma_msg* next;
+  uint64_t seq; /* its operation number toward the peer */
+  uint64_t offset;
+  size_t bytes;
+  size_t done; /* bytes sent so far */
+  uint32_t win_id;
+  int sig, ctx;
+  int with_signal;
+  int is_signal; /* a signal alone (no data) */
+  char data[];
+};
+
 /* This rank's sending side toward one peer: producers (user threads, CUDA
- * host functions) take turns, since a queue has one producer. */
+ * host functions, the service thread) take turns, since a queue has one
+ * producer. */
 struct tutti_rma_out {
   pthread_mutex_t lock;
-  uint64_t seq; /* operations sent to this peer so far */
+  uint64_t seq;                     /* operations sent to this peer so far */
+  struct tutti_rma_msg *head, *end; /* the outbox, oldest first */
+  double since;                     /* when the oldest message last moved */
 };
 
 /* The service thread's view of one origin. */
@@ -114,6 +132,20 @@ int tutti_rma_fail(struct tutti_rma* r, ncclResult_t res, const char* why);
 int tutti_rma_receive(struct tutti_rma* r);
 /* Blocks until every desc's signal arrived, then consumes them (signal.c). */
 ncclResult_t tutti_rma_wait_host(struct tutti_rma* r, const ncclWaitSignalDesc_t* descs, int n);
+
+/* The outbox (outbox.c): what host functions posted goes out, a few slots
+ * per peer in turn; 1 when anything moved. The service thread's. */
+int tutti_rma_pump_out(struct tutti_rma* r);
+/* Fails every peer's outbox whose peer is gone or took nothing for
+ * TUTTI_TIMEOUT (the service thread's slow checks); on an abort, drops them. */
+void tutti_rma_out_check(struct tutti_rma* r, double now);
+/* Waits (bounded by TUTTI_TIMEOUT) until every outbox is empty, then frees
+ * what is left (destroy). */
+void tutti_rma_out_drain(struct tutti_rma* r);
+/* Fills a record header and payload into `slot` for `piece` bytes of `src`
+ * at `done` of an operation (send.c). */
+void tutti_rma_write_record(void* slot, int is_signal, int last, int sig, int ctx, uint32_t win_id,
+                            uint64_t offset, const void* src, size_t piece, uint64_t seq);
 
 /* Windows (window.c): the registered window numbered `id`, or NULL; call
  * with win_lock held. Frees every window (destroy). */

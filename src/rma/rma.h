@@ -99,8 +99,14 @@ ncclResult_t tutti_rma_run(struct tutti_rma* r, const struct tutti_rma_call* c);
  * caller's stream is waited for first), rather than enqueueing on it. */
 int tutti_rma_on_host(const struct tutti_rma* r, const struct tutti_rma_call* c);
 
-/* The host sender (send.c): see tutti_rma_send_fn in rma_dev.h. */
+/* The host sender (send.c): writes the records itself, waiting for slots;
+ * for puts of host buffers from the calling thread. */
 ncclResult_t tutti_rma_send_put(struct tutti_rma* r, int peer, uint32_t win_id, uint64_t offset,
+                                const void* src, size_t bytes, int sig, int ctx, int with_signal);
+/* The same for CUDA host functions (outbox.c): copies the data into the
+ * peer's outbox and returns at once; the service thread sends it. See
+ * tutti_rma_send_fn in rma_dev.h. */
+ncclResult_t tutti_rma_post_put(struct tutti_rma* r, int peer, uint32_t win_id, uint64_t offset,
                                 const void* src, size_t bytes, int sig, int ctx, int with_signal);
 
 #endif

@@ -35,11 +35,14 @@ struct tutti_rma_peer_win {
   unsigned char dev[TUTTI_RMA_DEV_EXPORT]; /* tutti_dev_rma_win_export's, for device buffers */
 };
 
-/* The host sender (src/rma/send.c, tutti_rma_send_put): writes a put's (or a
- * signal's: src NULL, bytes 0) records into the service communicator's queue
- * to `peer`. Callable from any thread (CUDA host functions included), makes
- * no CUDA call, returns once every record is queued, bounded by
- * TUTTI_TIMEOUT. with_signal 0: the data only (the signal follows later). */
+/* The host sender for host functions (src/rma/outbox.c, tutti_rma_post_put):
+ * hands a put's (or a signal's: src NULL, bytes 0) data to the service
+ * thread, which sends it to `peer`. Callable from any thread (CUDA host
+ * functions included), makes no CUDA call and never waits for the peer: it
+ * copies the data and returns. A host function must not wait for anything
+ * that may need a CUDA call (CUDA holds a lock of its own while one runs,
+ * which every allocation of pinned memory in the process waits for).
+ * with_signal 0: the data only (the signal follows later). */
 typedef ncclResult_t (*tutti_rma_send_fn)(struct tutti_rma* rma, int peer, uint32_t win_id,
                                           uint64_t offset, const void* src, size_t bytes, int sig,
                                           int ctx, int with_signal);

@@ -1,9 +1,10 @@
 /* The service thread: one per rank with windows. It owns the receiving end
  * of every connection of the service communicator (shared, under a lock,
  * with user threads waiting for a signal or a slot), applies each record (data into
- * the window, then the signal) and frees its slot, and sleeps on the rank's
- * doorbell there when nothing arrives. Since it never sends, a put waits
- * only for it, never for the target's user thread. */
+ * the window, then the signal) and frees its slot, sends what CUDA host
+ * functions posted (outbox.c), and sleeps on the rank's doorbell there when
+ * nothing moves. Since it never waits for a peer, a put waits only for the
+ * target's service thread, never for its user thread. */
 #define _GNU_SOURCE 1
 #include <limits.h>
 #include <stdarg.h>
@@ -222,12 +223,18 @@ static void* service_main(void* arg) {
       &r->s.bell->ring, &r->s.bell->sleeping, r->spin, r->spin_max, r->yield, 0, 0, 0};
   double last_check = 0;
   while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
-    if (tutti_rma_pass(r, &nap, 1)) {
+    /* What host functions posted goes out (outbox.c), then what came in. */
+    const int sent = tutti_rma_pump_out(r);
+    if (sent) {
+      tutti_rma_nap_reset(&nap);
+    }
+    if (tutti_rma_pass(r, &nap, 1) || sent) {
       continue;
     }
     const double t = tutti_socket_now();
     if (t - last_check >= 0.05) {
       last_check = t;
+      tutti_rma_out_check(r, t);
       /* Drained right before, in one hold of the lock: an origin seen gone
        * has nothing left in its queue. */
       pthread_mutex_lock(&r->rx_lock);
@@ -313,6 +320,8 @@ void tutti_rma_destroy(struct tutti_rma* r) {
     return;
   }
   if (r->thread_live) {
+    /* Puts host functions handed over reach their peers first (bounded). */
+    tutti_rma_out_drain(r);
     __atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
     __atomic_add_fetch(&r->s.bell->ring, 1, __ATOMIC_SEQ_CST);
     syscall(SYS_futex, &r->s.bell->ring, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
@@ -324,6 +333,11 @@ void tutti_rma_destroy(struct tutti_rma* r) {
     tutti_dev_rma_stop(r->s.dev);
   }
   for (int p = 0; r->out != NULL && p < r->s.nranks; p++) {
+    while (r->out[p].head != NULL) { /* no thread: nothing can send them */
+      struct tutti_rma_msg* m = r->out[p].head;
+      r->out[p].head = m->next;
+      free(m);
+    }
     pthread_mutex_destroy(&r->out[p].lock);
   }
   pthread_mutex_destroy(&r->win_lock);
