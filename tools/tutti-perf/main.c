@@ -148,6 +148,14 @@ int main(int argc, char** argv) {
   the_world = &w;
 
   char why[1024];
+  /* The library's own bound on every wait comes before -T gives up, so that
+   * a stalled call ends with tutti's sentence naming whom it waited for
+   * (other libraries ignore the variable). */
+  if (o.timeout_s > 0 && getenv("TUTTI_TIMEOUT") == NULL) {
+    char limit[16];
+    snprintf(limit, sizeof limit, "%d", o.timeout_s > 3 ? o.timeout_s * 2 / 3 : 1);
+    setenv("TUTTI_TIMEOUT", limit, 0);
+  }
   if (perf_lib_load(o.lib, why, sizeof why) != 0) {
     perf_die("cannot load the NCCL-API library: %s", why);
   }
