@@ -100,23 +100,23 @@ static void q_unexport(void* ctx, void* handle) {
 }
 
 static int q_import(void* ctx, int peer, const struct tutti_reg_alloc* a, const void* blob,
-                    size_t blob_len, void** mapped) {
+                    size_t blob_len, void** mapped, void** token) {
   (void)ctx;
   (void)blob;
   (void)blob_len;
   pthread_mutex_lock(&F.mu);
   /* A fake local address that names the peer and the buffer id. */
   *mapped = (void*)(uintptr_t)(((uint64_t)(peer + 1) << 40) | (a->id.buffer_id << 12));
+  *token = *mapped;
   F.imports++;
   pthread_mutex_unlock(&F.mu);
   return 0;
 }
 
-static void q_unmap(void* ctx, int peer, void* mapped, size_t size) {
+static void q_unmap(void* ctx, int peer, void* token) {
   (void)ctx;
   (void)peer;
-  (void)mapped;
-  (void)size;
+  (void)token;
   pthread_mutex_lock(&F.mu);
   F.unmaps++;
   pthread_mutex_unlock(&F.mu);

@@ -31,6 +31,7 @@ struct tutti_reg_entry {
 struct reg_import {
   struct tutti_reg_alloc alloc;
   void* mapped;
+  void* token;
   int refs;
   uint64_t used;
 };
@@ -348,7 +349,7 @@ void tutti_regcache_graph_hold(struct tutti_regcache* rc, struct tutti_reg_entry
 /* ---- peer side ---- */
 
 static void import_unmap(struct tutti_regcache* rc, int peer, struct peer_imports* pi, int i) {
-  rc->drv.unmap(rc->drv.ctx, peer, pi->v[i].mapped, pi->v[i].alloc.id.size);
+  rc->drv.unmap(rc->drv.ctx, peer, pi->v[i].token);
   pi->v[i] = pi->v[--pi->n];
 }
 
@@ -401,8 +402,8 @@ ncclResult_t tutti_regcache_import(struct tutti_regcache* rc, int peer,
       pi->v = nv;
       pi->cap = cap;
     }
-    void* m = NULL;
-    if (rc->drv.import_alloc(rc->drv.ctx, peer, a, blob, blob_len, &m) != 0) {
+    void *m = NULL, *token = NULL;
+    if (rc->drv.import_alloc(rc->drv.ctx, peer, a, blob, blob_len, &m, &token) != 0) {
       pthread_mutex_unlock(&rc->mu);
       return tutti_error(ncclUnhandledCudaError,
                          "registration cache: could not map rank %d's buffer at %#lx (%zu "
@@ -410,7 +411,7 @@ ncclResult_t tutti_regcache_import(struct tutti_regcache* rc, int peer,
                          peer, (unsigned long)a->id.base, a->id.size);
     }
     i = pi->n++;
-    pi->v[i] = (struct reg_import){*a, m, 0, 0};
+    pi->v[i] = (struct reg_import){*a, m, token, 0, 0};
     rc->st.misses++;
   } else {
     rc->st.hits++;

@@ -70,10 +70,11 @@ struct tutti_regcache_driver {
   int (*export_alloc)(void* ctx, const struct tutti_reg_alloc* a, void** handle);
   void (*unexport)(void* ctx, void* handle);
   /* Maps peer `peer`'s allocation `a` from what the peer sent (`blob`):
-   * *mapped is where this rank reaches it; undone by unmap. */
+   * *mapped is where this rank reaches a->id.base, *token what unmap
+   * takes back. */
   int (*import_alloc)(void* ctx, int peer, const struct tutti_reg_alloc* a, const void* blob,
-                      size_t blob_len, void** mapped);
-  void (*unmap)(void* ctx, int peer, void* mapped, size_t size);
+                      size_t blob_len, void** mapped, void** token);
+  void (*unmap)(void* ctx, int peer, void* token);
 };
 
 struct tutti_regcache;
