@@ -206,7 +206,9 @@ void tutti_reg_call(struct ncclComm* comm, const char* fn, uint64_t seq, const v
                     size_t send_bytes, const void* recv, size_t recv_bytes) {
   struct tutti_reg_comm* r = reg_of(comm);
   if (r == NULL) {
-    if (tutti_log_wants(TUTTI_LOG_INFO, TUTTI_COLL | TUTTI_REG)) {
+    /* The level first: an inline compare, no call, when INFO is off. */
+    if (TUTTI_LOG_ENABLED(TUTTI_LOG_INFO) &&
+        tutti_log_wants(TUTTI_LOG_INFO, TUTTI_COLL | TUTTI_REG)) {
       INFO(TUTTI_COLL | TUTTI_REG, "%s #%llu: staged: %s", fn, (unsigned long long)seq,
            tutti_tune_local_register()
                ? "no registration cache on this communicator (see its init lines)"
@@ -217,7 +219,8 @@ void tutti_reg_call(struct ncclComm* comm, const char* fn, uint64_t seq, const v
   struct tutti_reg_view s, d;
   look(r, send, send_bytes, &s);
   look(r, recv, recv_bytes, &d);
-  if (!tutti_log_wants(TUTTI_LOG_INFO, TUTTI_COLL | TUTTI_REG)) {
+  if (!TUTTI_LOG_ENABLED(TUTTI_LOG_INFO) ||
+      !tutti_log_wants(TUTTI_LOG_INFO, TUTTI_COLL | TUTTI_REG)) {
     return;
   }
   const int ok = (s.reason == TUTTI_REG_IN_PLACE || s.reason == TUTTI_REG_EMPTY) &&
