@@ -291,6 +291,11 @@ typedef enum {
   ncclStatGpuMemTotal = 3      /* all GPU memory the communicator holds */
 } ncclCommMemStat_t;
 ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
+/* tutti's own stat, not NVIDIA's (the enum above is unchanged): bytes of the
+ * peers' GPU memory this rank maps through the registration cache
+ * (NCCL_LOCAL_REGISTER=1). The peers allocated it: ncclStatGpuMemTotal
+ * does not count it. */
+#define TUTTI_STAT_GPU_MEM_PEER_MAPPED ((ncclCommMemStat_t)0x100)
 
 /* Windows: memory every rank registers so that peers may write into it. */
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,

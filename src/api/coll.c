@@ -12,6 +12,7 @@
 #include "api/comm.h"
 #include "api/group.h"
 #include "api/redop.h"
+#include "api/register.h"
 #include "call/agree.h"
 #include "reduce/reduce.h"
 #include "tune/tune.h"
@@ -280,6 +281,10 @@ static ncclResult_t enqueue(struct ncclComm* comm, struct tutti_coll_call* c, cu
   op->bufs[TUTTI_BUF_RECV] = c->recvbuff;
   op->bufs[TUTTI_BUF_SCRATCH] = c->device ? NULL : op->scratch;
   op->seq = ++comm->er.op_count;
+  if (c->device) {
+    tutti_reg_call(comm, c->fn, op->seq, c->sendbuff, send_blocks(c, comm->nranks) * c->count * es,
+                   c->recvbuff, recv_blocks(c, comm->nranks) * c->count * es);
+  }
   call_record(comm, c, &op->call);
   op->call.tag = cfg != NULL ? cfg->tag : 0;
   op->board_gen = 0; /* given when the operation runs (api/group.c) */

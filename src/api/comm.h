@@ -54,6 +54,9 @@ struct ncclComm {
   struct tutti_exec_rank er;
   struct tutti_dev_comm* dev; /* device buffers; NULL when they cannot run, and why: */
   char dev_why[256];
+  /* The registration cache (api/register.c), NULL unless NCCL_LOCAL_REGISTER=1
+   * and device buffers run; read with __atomic (ncclMemAlloc on any thread). */
+  struct tutti_reg_comm* reg;
   size_t dev_mem_bytes; /* the GPU's memory (0 unknown): no device buffer is larger */
 
   /* One-sided operations (api/window.c): made at the first window
@@ -82,6 +85,9 @@ struct ncclComm {
 void tutti_comm_register(struct ncclComm* comm);
 void tutti_comm_unregister(struct ncclComm* comm);
 int tutti_comm_is_live(const struct ncclComm* comm);
+/* Calls fn on every live communicator, the registry locked: a communicator
+ * being freed waits for it (fn must not create or free communicators). */
+void tutti_comm_for_each(void (*fn)(struct ncclComm* comm, void* arg), void* arg);
 /* The registered window `win` of a live communicator (and that one in
  * *comm), or NULL: never dereferences an unknown pointer. */
 struct tutti_win;

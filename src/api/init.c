@@ -8,6 +8,7 @@
 
 #include "api/api.h"
 #include "api/comm.h"
+#include "api/register.h"
 #include "bootstrap/bootstrap.h"
 #include "ras/ras.h"
 #include "tune/tune.h"
@@ -86,6 +87,7 @@ void tutti_comm_free(struct ncclComm* comm) {
     comm->rma_svc = NULL;
   }
   tutti_exec_rank_free_pool(&comm->er);
+  tutti_reg_close(comm); /* its driver maps through the device communicator's GPU */
   tutti_dev_comm_destroy(comm->dev);
   comm->dev = NULL;
   tutti_transport_teardown(&comm->tc, transports, NTRANSPORTS);
@@ -365,6 +367,7 @@ ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUnique
                   fail);
   }
   comm->dev_mem_bytes = comm->dev != NULL ? tutti_cuda_device_mem(comm->cuda_dev) : 0;
+  tutti_reg_open(comm);
   if (comm->dev == NULL && comm->cuda_dev >= 0 && !comm->internal) {
     INFO(TUTTI_INIT, "device buffers unavailable on this communicator: %s", comm->dev_why);
   }

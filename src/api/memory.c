@@ -5,6 +5,7 @@
 
 #include "api/api.h"
 #include "api/comm.h"
+#include "api/register.h"
 #include "util/check.h"
 #include "util/cuda.h"
 
@@ -15,6 +16,7 @@ struct registration {
   struct ncclComm* comm;
   void* buff;
   size_t size;
+  struct tutti_reg_entry* entry; /* the registration cache's, or NULL: staged */
 };
 
 NCCL_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
@@ -28,7 +30,9 @@ NCCL_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   /* As NCCL: memory of the calling thread's current GPU. A thread without a
    * CUDA context gets host memory, page aligned, for host collectives. */
   if (tutti_cuda_current_device() >= 0 && tutti_dev_compiled()) {
-    return tutti_dev_mem_alloc(ptr, size);
+    NCCLCHECK(tutti_dev_mem_alloc(ptr, size));
+    tutti_reg_mem_alloc(*ptr, size); /* NCCL_LOCAL_REGISTER=1: cached ahead */
+    return ncclSuccess;
   }
   if (posix_memalign(ptr, 4096, size) != 0) {
     *ptr = NULL;
@@ -39,6 +43,7 @@ NCCL_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
 
 NCCL_API ncclResult_t ncclMemFree(void* ptr) {
   if (ptr != NULL && tutti_cuda_is_device_ptr(ptr)) {
+    tutti_reg_mem_free(ptr); /* no communicator keeps its export past the free */
     return tutti_dev_mem_free(ptr);
   }
   free(ptr);
@@ -46,7 +51,9 @@ NCCL_API ncclResult_t ncclMemFree(void* ptr) {
 }
 
 /* Registration is an optimization hint: host collectives need none, so a
- * handle only records the range (and is checked on deregistration). */
+ * handle records the range (and is checked on deregistration); with
+ * NCCL_LOCAL_REGISTER=1 it also holds the allocation in the registration
+ * cache (api/register.c). */
 NCCL_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size,
                                        void** handle) {
   NCCLCHECK(tutti_comm_check_active(comm, "ncclCommRegister"));
@@ -57,7 +64,12 @@ NCCL_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t
   if (r == NULL) {
     return tutti_error(ncclSystemError, "ncclCommRegister: out of host memory");
   }
-  *r = (struct registration){REG_MAGIC, comm, buff, size};
+  *r = (struct registration){REG_MAGIC, comm, buff, size, NULL};
+  ncclResult_t res = tutti_reg_register(comm, buff, size, &r->entry);
+  if (res != ncclSuccess) {
+    free(r);
+    return res;
+  }
   *handle = r;
   return ncclSuccess;
 }
@@ -71,6 +83,7 @@ NCCL_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
                        "this communicator",
                        handle);
   }
+  tutti_reg_deregister(comm, r->entry);
   r->magic = 0;
   free(r);
   return ncclSuccess;

@@ -52,6 +52,14 @@ int tutti_comm_is_live(const struct ncclComm* comm) {
   return found;
 }
 
+void tutti_comm_for_each(void (*fn)(struct ncclComm* comm, void* arg), void* arg) {
+  pthread_mutex_lock(&reg_lock);
+  for (size_t i = 0; i < nlive; i++) {
+    fn((struct ncclComm*)live[i], arg);
+  }
+  pthread_mutex_unlock(&reg_lock);
+}
+
 struct tutti_win* tutti_comm_find_window(const void* win, struct ncclComm** comm) {
   struct tutti_win* w = NULL;
   pthread_mutex_lock(&reg_lock);

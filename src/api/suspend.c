@@ -8,6 +8,7 @@
 #include "api/api.h"
 #include "api/comm.h"
 #include "api/group.h"
+#include "api/register.h"
 #include "bootstrap/bootstrap.h"
 #include "util/check.h"
 #include "util/param.h"
@@ -43,6 +44,9 @@ static ncclResult_t change(struct ncclComm* comm, int resume) {
   if (comm->dev != NULL) {
     struct tutti_dev_setup ds;
     tutti_comm_dev_setup(comm, &ds);
+    if (!resume) {
+      tutti_reg_suspend(comm); /* mappings are given back too; entries come back at use */
+    }
     res = resume ? tutti_dev_comm_resume(comm->dev, &ds) : tutti_dev_comm_suspend(comm->dev, &ds);
   } else {
     /* Nothing to give back, but collective all the same, as NCCL's. */
@@ -143,6 +147,10 @@ NCCL_API ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, 
                        "ncclCommMemStats: NCCL_DISABLE_MEM_MANAGER is set, which turns memory "
                        "statistics off: unset it");
   }
+  if ((int)stat == (int)TUTTI_STAT_GPU_MEM_PEER_MAPPED) {
+    *value = tutti_reg_peer_mapped(comm);
+    return ncclSuccess;
+  }
   /* Local: what this rank's communicator holds (counted when suspended). */
   struct tutti_dev_mem m;
   tutti_dev_comm_mem(comm->dev, &m);
@@ -162,7 +170,8 @@ NCCL_API ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, 
     default:
       return tutti_error(ncclInvalidArgument,
                          "ncclCommMemStats: stat %d is not one of ncclStatGpuMemSuspend, "
-                         "ncclStatGpuMemSuspended, ncclStatGpuMemPersist, ncclStatGpuMemTotal",
+                         "ncclStatGpuMemSuspended, ncclStatGpuMemPersist, ncclStatGpuMemTotal, "
+                         "TUTTI_STAT_GPU_MEM_PEER_MAPPED",
                          (int)stat);
   }
 }

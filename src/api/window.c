@@ -9,6 +9,7 @@
 #include "api/api.h"
 #include "api/comm.h"
 #include "api/group.h"
+#include "api/register.h"
 #include "bootstrap/bootstrap.h"
 #include "util/check.h"
 
@@ -97,6 +98,9 @@ static ncclResult_t win_register_run(void* arg) {
   if (res == ncclSuccess) {
     res = tutti_rma_win_register(comm->rma, j->buff, j->size, j->flags, &w);
   }
+  if (res == ncclSuccess && w != NULL) {
+    tutti_reg_window(comm, w, j->buff, j->size);
+  }
   *j->out = (ncclWindow_t)(void*)w;
   free(j);
   return res;
@@ -149,6 +153,7 @@ NCCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win
                        "communicator (deregistered already, or another communicator's)",
                        (void*)win);
   }
+  tutti_reg_window_release(comm, w);
   return tutti_rma_win_deregister(comm->rma, w);
 }
 

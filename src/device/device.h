@@ -139,6 +139,12 @@ ncclResult_t tutti_dev_launch(struct tutti_dev_comm* dc, const struct tutti_dev_
 #define TUTTI_DEV_NKERNELS 6
 int tutti_dev_kernel_frames(const char** names, size_t* bytes, int max);
 
+/* The CUDA driver behind a registration cache (device/peer/regcache.h)
+ * for `dc`'s GPU, in *drv: 1, or 0 where there is none (no device
+ * executor in this build, no device communicator). */
+struct tutti_regcache_driver;
+int tutti_dev_regcache_driver(struct tutti_dev_comm* dc, struct tutti_regcache_driver* drv);
+
 /* ncclMemAlloc / ncclMemFree on the current GPU. */
 ncclResult_t tutti_dev_mem_alloc(void** ptr, size_t size);
 ncclResult_t tutti_dev_mem_free(void* ptr);

@@ -31,6 +31,11 @@ static TUTTI_PARAM_RANGE(comm_memory, "TUTTI_COMM_MEMORY", -1, -1, INT64_MAX,
                          "peer is on this host. -1: lean sizes (at most 32 channels, 2 MB "
                          "queues, no copy-engine inboxes); 0: the sizes of NCCL_MAX_NCHANNELS, "
                          "NCCL_BUFFSIZE and TUTTI_TUNE as they are; N: fitted to N bytes");
+static TUTTI_PARAM_RANGE(local_register, "NCCL_LOCAL_REGISTER", 0, 0, 1,
+                         "device buffers: 1 keeps the allocations of registered and used buffers "
+                         "in the registration cache, exported for this host's peers (in-place "
+                         "peer access once the device path is verified on a GPU); 0: every "
+                         "buffer staged through the queues");
 static TUTTI_PARAM(spin_passes, "TUTTI_SPIN", -1,
                    "idle passes a waiting rank spins before yielding (-1: 8, or 0 when ranks "
                    "outnumber cores)");
@@ -84,6 +89,10 @@ void tutti_tune_device_setup(const struct tutti_dev_limits* lim, struct tutti_de
   for (int i = 0; i < o->nrules; i++) {
     s->ce_set |= o->rules[i].algo == TUTTI_ALGO_CE;
   }
+}
+
+int tutti_tune_local_register(void) {
+  return tutti_param_local_register() != 0;
 }
 
 void tutti_tune_wait(int local_ranks, struct tutti_wait_sizes* w) {

@@ -44,6 +44,10 @@ void tutti_tune_launch(const struct tutti_tune_call* calls, int n,
  * inboxes (TUTTI_TUNE), where queues live (NCCL_P2P_DISABLE) and how
  * regions are made (NCCL_CUMEM_ENABLE), within what the executor holds. */
 void tutti_tune_device_setup(const struct tutti_dev_limits* lim, struct tutti_dev_sizes* s);
+/* NCCL_LOCAL_REGISTER: 1 when device buffers go through the registration
+ * cache (device/peer/regcache.h), 0 (the default) when every buffer is
+ * staged as before. */
+int tutti_tune_local_register(void);
 
 /* setup.c: how long a waiting rank spins and yields before it sleeps, with
  * `local_ranks` ranks on this host's cores (TUTTI_SPIN, TUTTI_YIELD). */
