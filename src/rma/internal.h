@@ -136,14 +136,15 @@ ncclResult_t tutti_rma_wait_host(struct tutti_rma* r, const ncclWaitSignalDesc_t
 /* The outbox (outbox.c): what host functions posted goes out, a few slots
  * per peer in turn; 1 when anything moved. The service thread's. */
 int tutti_rma_pump_out(struct tutti_rma* r);
-/* Fails every peer's outbox whose peer is gone or took nothing for
- * TUTTI_TIMEOUT (the service thread's slow checks); on an abort, drops them. */
-void tutti_rma_out_check(struct tutti_rma* r, double now);
+/* Drops the first outbox whose peer is gone or took nothing for
+ * TUTTI_TIMEOUT, saying why in `why` (1), for the service thread to fail
+ * the rank's puts with; on an abort, drops every outbox. */
+int tutti_rma_out_check(struct tutti_rma* r, double now, char* why, size_t len);
 /* Waits (bounded by TUTTI_TIMEOUT) until every outbox is empty, then frees
  * what is left (destroy). */
 void tutti_rma_out_drain(struct tutti_rma* r);
 /* Fills a record header and payload into `slot` for `piece` bytes of `src`
- * at `done` of an operation (send.c). */
+ * (outbox.c). */
 void tutti_rma_write_record(void* slot, int is_signal, int last, int sig, int ctx, uint32_t win_id,
                             uint64_t offset, const void* src, size_t piece, uint64_t seq);
 

@@ -18,6 +18,25 @@
 #include "util/log.h"
 #include "util/socket.h"
 
+/* One record into a slot: header, then the piece of payload. */
+void tutti_rma_write_record(void* slot, int is_signal, int last, int sig, int ctx, uint32_t win_id,
+                            uint64_t offset, const void* src, size_t piece, uint64_t seq) {
+  struct tutti_rma_rec* rec = slot;
+  memset(rec, 0, sizeof *rec);
+  rec->magic = TUTTI_RMA_MAGIC;
+  rec->kind = is_signal ? TUTTI_RMA_REC_SIGNAL : TUTTI_RMA_REC_PUT;
+  rec->last = (uint8_t)last;
+  rec->sig = (uint16_t)sig;
+  rec->ctx = (uint16_t)ctx;
+  rec->win_id = win_id;
+  rec->offset = offset;
+  rec->bytes = piece;
+  rec->op_seq = seq;
+  if (piece > 0) {
+    memcpy((char*)slot + TUTTI_RMA_REC_BYTES, src, piece);
+  }
+}
+
 /* Slots sent to one peer before looking at the next. */
 #define OUT_SLOTS_PER_TURN 4
 
@@ -113,9 +132,10 @@ static void out_free(struct tutti_rma_out* o) {
   o->end = NULL;
 }
 
-void tutti_rma_out_check(struct tutti_rma* r, double now) {
+int tutti_rma_out_check(struct tutti_rma* r, double now, char* why, size_t len) {
   const int aborted = __atomic_load_n(r->s.abort_flag, __ATOMIC_ACQUIRE) != 0;
-  for (int p = 0; p < r->s.nranks; p++) {
+  int failed = 0;
+  for (int p = 0; p < r->s.nranks && !failed; p++) {
     struct tutti_rma_out* o = &r->out[p];
     if (p == r->s.rank || __atomic_load_n(&o->head, __ATOMIC_ACQUIRE) == NULL) {
       continue;
@@ -123,30 +143,28 @@ void tutti_rma_out_check(struct tutti_rma* r, double now) {
     pthread_mutex_lock(&o->lock);
     const struct tutti_rma_msg* m = o->head;
     const char* gone = r->s.peer_bells[p] != NULL ? tutti_doorbell_gone(r->s.peer_bells[p]) : NULL;
-    char why[512] = "";
     char who[192];
     if (m != NULL && !aborted && (gone != NULL || now - o->since > r->s.timeout_s)) {
       tutti_rma_name_peer(r, p, who, sizeof who);
       if (gone != NULL) {
-        snprintf(why, sizeof why,
+        snprintf(why, len,
                  "%s %s while rank %d puts to it (operation #%llu, %zu of %zu bytes sent)", who,
                  gone, r->s.rank, (unsigned long long)m->seq, m->done, m->bytes);
       } else {
-        snprintf(why, sizeof why,
+        snprintf(why, len,
                  "a put from rank %d made no progress for %.0f s (TUTTI_TIMEOUT): %s read "
                  "nothing of what this rank sent it (operation #%llu, %zu of %zu bytes sent); "
                  "is it alive?",
                  r->s.rank, r->s.timeout_s, who, (unsigned long long)m->seq, m->done, m->bytes);
       }
+      failed = 1;
     }
-    if (aborted || why[0] != '\0') {
+    if (aborted || failed) {
       out_free(o);
     }
     pthread_mutex_unlock(&o->lock);
-    if (why[0] != '\0' && tutti_rma_fail(r, ncclRemoteError, why)) {
-      WARN("%s", why);
-    }
   }
+  return failed;
 }
 
 void tutti_rma_out_drain(struct tutti_rma* r) {

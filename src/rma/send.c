@@ -74,24 +74,6 @@ static ncclResult_t wait_slot(struct tutti_rma* r, int peer, uint64_t seq, size_
   return res;
 }
 
-void tutti_rma_write_record(void* slot, int is_signal, int last, int sig, int ctx, uint32_t win_id,
-                            uint64_t offset, const void* src, size_t piece, uint64_t seq) {
-  struct tutti_rma_rec* rec = slot;
-  memset(rec, 0, sizeof *rec);
-  rec->magic = TUTTI_RMA_MAGIC;
-  rec->kind = is_signal ? TUTTI_RMA_REC_SIGNAL : TUTTI_RMA_REC_PUT;
-  rec->last = (uint8_t)last;
-  rec->sig = (uint16_t)sig;
-  rec->ctx = (uint16_t)ctx;
-  rec->win_id = win_id;
-  rec->offset = offset;
-  rec->bytes = piece;
-  rec->op_seq = seq;
-  if (piece > 0) {
-    memcpy((char*)slot + TUTTI_RMA_REC_BYTES, src, piece);
-  }
-}
-
 ncclResult_t tutti_rma_send_put(struct tutti_rma* r, int peer, uint32_t win_id, uint64_t offset,
                                 const void* src, size_t bytes, int sig, int ctx, int with_signal) {
   if (bytes == 0 && !with_signal) {

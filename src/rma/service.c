@@ -234,7 +234,10 @@ static void* service_main(void* arg) {
     const double t = tutti_socket_now();
     if (t - last_check >= 0.05) {
       last_check = t;
-      tutti_rma_out_check(r, t);
+      char why[512];
+      if (tutti_rma_out_check(r, t, why, sizeof why)) {
+        fail(r, ncclRemoteError, "%s", why);
+      }
       /* Drained right before, in one hold of the lock: an origin seen gone
        * has nothing left in its queue. */
       pthread_mutex_lock(&r->rx_lock);
