@@ -7,8 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Flight records the fault tests leave (docs/ras.md) go under the build
 # tree, not into /tmp.
-export TUTTI_RAS_DIR=${TUTTI_RAS_DIR:-$PWD/build-ras-records}
-mkdir -p "$TUTTI_RAS_DIR"
+export TUTTI_RECORD_DIR=${TUTTI_RECORD_DIR:-$PWD/build-ras-records}
+mkdir -p "$TUTTI_RECORD_DIR"
 jobs=$(nproc)
 
 # "N passed, M failed of T" from a ctest log's summary line.
