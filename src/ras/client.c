@@ -35,6 +35,7 @@ enum { FREE, REQ, SEAL, GATHER, SEND };
 
 struct client {
   int fd, state, tcp;
+  int foreign; /* a Unix client of another uid: refused */
   double deadline;
   unsigned char req[4];
   size_t got, off;
@@ -79,7 +80,11 @@ static void request(struct client* c) {
   if (!c->tcp) {
     const int r = tutti_ras_read(c->fd, c->req, sizeof c->req, &c->got);
     if (r < 0 || (r > 0 && memcmp(c->req, TUTTI_RAS_CLIENT_REQ, 4) != 0)) {
-      c->state = FREE; /* not a RAS client */
+      c->state = FREE;                /* not a RAS client */
+    } else if (r > 0 && c->foreign) { /* told why once its request is read (no reset) */
+      char why[96];
+      snprintf(why, sizeof why, "this job answers only its own user (uid %u)", (unsigned)geteuid());
+      refuse(c, why);
     } else if (r > 0) {
       start_gather(c);
     }
@@ -152,11 +157,16 @@ static void on_accept(void* arg, short revents) {
     for (int i = 0; i < CLIENTS && c == NULL; i++) {
       c = clients[i].state == FREE ? &clients[i] : NULL;
     }
-    for (int i = 0; i < CLIENTS && c == NULL; i++) { /* a silent one makes room */
-      if (clients[i].state == REQ || clients[i].state == SEAL) {
-        finish(&clients[i]);
-        c = &clients[i];
-      }
+    /* The longest silent makes room: a client that just came and speaks
+     * at once is never the one. */
+    for (int i = 0; i < CLIENTS; i++) {
+      const int silent = clients[i].state == REQ || clients[i].state == SEAL;
+      c = c == NULL && silent                                        ? &clients[i]
+          : c != NULL && silent && clients[i].deadline < c->deadline ? &clients[i]
+                                                                     : c;
+    }
+    if (c != NULL && c->state != FREE) {
+      finish(c);
     }
     if (c == NULL) {
       return; /* every slot gathers or sends: the others wait in the backlog */
@@ -171,11 +181,7 @@ static void on_accept(void* arg, short revents) {
     c->tcp = is_tcp;
     c->deadline = tutti_socket_now() + REQ_S;
     __atomic_store_n(&c->state, REQ, __ATOMIC_RELEASE);
-    if (!is_tcp && !same_user(fd)) {
-      char why[96];
-      snprintf(why, sizeof why, "this job answers only its own user (uid %u)", (unsigned)geteuid());
-      refuse(c, why);
-    }
+    c->foreign = !is_tcp && !same_user(fd);
     on_ready(c, 0);
   }
 }
@@ -215,7 +221,9 @@ static int take_unix(void) {
   }
   (void)unlink(a.sun_path); /* a socket left by the process that held the lock before */
   const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (s < 0 || bind(s, (struct sockaddr*)&a, sizeof a) != 0 || listen(s, 64) != 0) {
+  /* 0600 besides the 0700 directory: either alone keeps other users out. */
+  if (s < 0 || bind(s, (struct sockaddr*)&a, sizeof a) != 0 || chmod(a.sun_path, 0600) != 0 ||
+      listen(s, 64) != 0) {
     snprintf(why, sizeof why, "%s: %s", a.sun_path, strerror(errno));
     if (s >= 0) {
       close(s);

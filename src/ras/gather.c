@@ -16,6 +16,7 @@
 #include "util/sha256.h"
 
 #define MAX_TARGETS 256
+#define GATHER_BYTES (64u << 20) /* all answers held at once */
 
 enum { CONNECT, SEAL, REQ, CHAL, MAC, LINES, DONE };
 
@@ -37,6 +38,7 @@ struct tutti_ras_gather {
   struct ask* asks;
   int n;
   double deadline;
+  size_t held; /* bytes of answers received */
   struct tutti_ras_doc* doc;
 };
 
@@ -72,9 +74,11 @@ static int take_lines(struct ask* a) {
       a->lines++;
     }
     if (a->reply.len + (size_t)k > TUTTI_RAS_REPLY_BYTES || a->lines > TUTTI_RAS_REPLY_LINES) {
-      say(a,
-          "answered more than " /* bounded: a peer's answer is never trusted whole */
-          "16 MiB or 1024 lines");
+      say(a, "answered more than 16 MiB or 1024 lines"); /* never trusted whole */
+      return -1;
+    }
+    if ((a->g->held += (size_t)k) > GATHER_BYTES) {
+      say(a, "answered when the others' answers held 64 MiB already");
       return -1;
     }
     tutti_ras_buf_add(&a->reply, chunk, (size_t)k);

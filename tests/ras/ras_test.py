@@ -56,6 +56,8 @@ class Job:
         self.env = private_env()
         self.env.update({"NCCL_COMM_ID": "127.0.0.1:%d" % free_port()})
         self.env.update(env or {})
+        for k in [k for k, v in self.env.items() if v is None]:
+            del self.env[k]  # None: unset
         self.procs = [subprocess.Popen([job, str(r), str(n), mode], env=self.env,
                                        stdout=subprocess.PIPE, text=True) for r in range(n)]
 
