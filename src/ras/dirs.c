@@ -44,26 +44,32 @@ static int private_enough(const char* path, char* why, size_t why_len) {
   return 0;
 }
 
-int tutti_ras_private_dir(int make, char* path, size_t len, char* why, size_t why_len) {
-  const char* run = getenv("XDG_RUNTIME_DIR");
-  const char* tmp = getenv("TMPDIR");
-  struct stat st;
-  int n;
-  /* $XDG_RUNTIME_DIR is the user's own by definition (pam_systemd makes it
-   * 0700); the temp directory is shared, so the folder in it is checked. */
-  if (run != NULL && run[0] == '/' && stat(run, &st) == 0 && S_ISDIR(st.st_mode)) {
-    n = snprintf(path, len, "%s/tutti", run);
-  } else {
-    n = snprintf(path, len, "%s/tutti-%u", tmp != NULL && tmp[0] == '/' ? tmp : "/tmp",
-                 (unsigned)geteuid());
-  }
-  if (n < 0 || (size_t)n >= len) {
-    snprintf(why, why_len, "the private directory's path is longer than %zu bytes", len - 1);
-    return -1;
-  }
+/* One candidate: made (when `make`) and checked. */
+static int try_dir(int make, const char* path, char* why, size_t why_len) {
   if (make && mkdir(path, 0700) != 0 && errno != EEXIST) {
     snprintf(why, why_len, "cannot make %s: %s", path, strerror(errno));
     return -1;
   }
   return private_enough(path, why, why_len);
+}
+
+int tutti_ras_private_dir(int make, char* path, size_t len, char* why, size_t why_len) {
+  const char* run = getenv("XDG_RUNTIME_DIR");
+  const char* tmp = getenv("TMPDIR");
+  struct stat st;
+  /* $XDG_RUNTIME_DIR is the user's own by definition (pam_systemd makes it
+   * 0700); one inherited from another user (sudo) is passed over, and the
+   * folder in the shared temp directory taken, itself checked. */
+  if (run != NULL && run[0] == '/' && stat(run, &st) == 0 && S_ISDIR(st.st_mode) &&
+      st.st_uid == geteuid() && snprintf(path, len, "%s/tutti", run) < (int)len &&
+      try_dir(make, path, why, why_len) == 0) {
+    return 0;
+  }
+  const int n = snprintf(path, len, "%s/tutti-%u", tmp != NULL && tmp[0] == '/' ? tmp : "/tmp",
+                         (unsigned)geteuid());
+  if (n < 0 || (size_t)n >= len) {
+    snprintf(why, why_len, "the private directory's path is longer than %zu bytes", len - 1);
+    return -1;
+  }
+  return try_dir(make, path, why, why_len);
 }

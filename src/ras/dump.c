@@ -60,7 +60,11 @@ const char* tutti_ras_dump_locked(struct tutti_ras_comm* rc, const char* why) {
   char dir[200], refused[512], path[sizeof rc->dump_path];
   const char* asked = tutti_param_record_dir();
   if (asked != NULL && *asked != '\0') {
-    snprintf(dir, sizeof dir, "%s", asked);
+    if (snprintf(dir, sizeof dir, "%s", asked) >= (int)sizeof dir) {
+      WARN("rank %d: no flight record: TUTTI_RECORD_DIR is longer than %zu bytes", rc->rank,
+           sizeof dir - 1);
+      return NULL;
+    }
   } else if (tutti_ras_private_dir(1, dir, sizeof dir, refused, sizeof refused) != 0) {
     WARN("rank %d: no flight record: %s", rc->rank, refused);
     return NULL;

@@ -205,18 +205,16 @@ struct tutti_ras_gather* tutti_ras_gather_start_locked(void) {
       g->n++;
     }
   }
-  for (int i = 0; i < g->n; i++) {
-    if (tutti_socket_connect_start(&g->asks[i].addr, &g->asks[i].fd) != 0) {
-      end(&g->asks[i]);
-    }
-  }
-  return g;
+  return g; /* the connections start outside the lock (tutti_ras_gather_arm) */
 }
 
 int tutti_ras_gather_arm(struct tutti_ras_gather* g, struct tutti_ras_poll* ps, double now) {
   int live = 0;
   for (int i = 0; i < g->n && now < g->deadline; i++) {
     struct ask* a = &g->asks[i];
+    if (a->state == CONNECT && a->fd < 0 && tutti_socket_connect_start(&a->addr, &a->fd) != 0) {
+      end(a); /* nothing listens there any more */
+    }
     if (a->state == DONE) {
       continue;
     }

@@ -151,7 +151,8 @@ const char* tutti_ras_dump(struct tutti_ras_comm* rc, const char* why);
 void tutti_ras_dump_error(struct tutti_ras_comm* rc);
 
 /* ras/dirs.c: the user's private directory, for RAS's client socket and
- * flight records: $XDG_RUNTIME_DIR/tutti, else $TMPDIR/tutti-UID, else
+ * flight records: $XDG_RUNTIME_DIR/tutti (when that is the user's), else
+ * $TMPDIR/tutti-UID, else
  * /tmp/tutti-UID, made 0700 (when `make`) and used only when it is a
  * directory (not a link) this user owns and nobody else may enter. 0 with
  * its path, or -1 with a sentence saying why not. tutti-ras finds the job's
