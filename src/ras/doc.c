@@ -37,6 +37,7 @@ struct tutti_ras_doc {
   struct comm* comms;
   int ncomms;
   unsigned* comm_table; /* index + 1; 0: empty */
+  size_t comm_mask;
   struct slot* slots;
   size_t nslots, slots_cap;
   size_t* slot_table; /* index + 1; 0: empty */
@@ -46,8 +47,6 @@ struct tutti_ras_doc {
   long unknown_left;
 };
 
-#define COMM_TABLE (2 * MAX_COMMS)
-
 static uint64_t mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -55,7 +54,7 @@ static uint64_t mix(uint64_t z) {
 }
 
 static int find_comm(const struct tutti_ras_doc* d, uint64_t hash) {
-  for (size_t i = mix(hash) % COMM_TABLE;; i = (i + 1) % COMM_TABLE) {
+  for (size_t i = mix(hash) & d->comm_mask;; i = (i + 1) & d->comm_mask) {
     const unsigned k = d->comm_table[i];
     if (k == 0) {
       return -1;
@@ -66,13 +65,37 @@ static int find_comm(const struct tutti_ras_doc* d, uint64_t hash) {
   }
 }
 
+/* Grown as communicators come (a query sees a few): the table stays at most
+ * half full. */
 static int add_comm(struct tutti_ras_doc* d, uint64_t hash, int size, int made) {
   if (d->ncomms == MAX_COMMS) {
     return -1;
   }
-  size_t i = mix(hash) % COMM_TABLE;
+  if (2 * (size_t)(d->ncomms + 1) > d->comm_mask + 1) {
+    const size_t cap = 2 * (d->comm_mask + 1);
+    struct comm* comms = realloc(d->comms, cap / 2 * sizeof *comms);
+    unsigned* table = calloc(cap, sizeof *table);
+    if (comms != NULL) {
+      d->comms = comms;
+    }
+    if (comms == NULL || table == NULL) {
+      free(table);
+      return -1;
+    }
+    for (int c = 0; c < d->ncomms; c++) {
+      size_t i = mix(d->comms[c].hash) & (cap - 1);
+      while (table[i] != 0) {
+        i = (i + 1) & (cap - 1);
+      }
+      table[i] = (unsigned)c + 1;
+    }
+    free(d->comm_table);
+    d->comm_table = table;
+    d->comm_mask = cap - 1;
+  }
+  size_t i = mix(hash) & d->comm_mask;
   while (d->comm_table[i] != 0) {
-    i = (i + 1) % COMM_TABLE;
+    i = (i + 1) & d->comm_mask;
   }
   d->comms[d->ncomms] = (struct comm){hash, size, made, NULL};
   d->comm_table[i] = (unsigned)++d->ncomms;
@@ -237,11 +260,12 @@ static int made_index(const char* made) {
 
 struct tutti_ras_doc* tutti_ras_doc_new_locked(const struct tutti_ras_comm* only) {
   struct tutti_ras_doc* d = calloc(1, sizeof *d);
-  if (d == NULL || (d->comms = calloc(MAX_COMMS, sizeof *d->comms)) == NULL ||
-      (d->comm_table = calloc(COMM_TABLE, sizeof *d->comm_table)) == NULL) {
+  if (d == NULL || (d->comms = calloc(8, sizeof *d->comms)) == NULL ||
+      (d->comm_table = calloc(16, sizeof *d->comm_table)) == NULL) {
     tutti_ras_doc_free(d);
     return NULL;
   }
+  d->comm_mask = 15;
   d->unknown_left = UNKNOWN_RANKS;
   for (const struct tutti_ras_comm* rc = tutti_ras_comms; rc != NULL; rc = rc->next) {
     if ((only != NULL && rc != only) || find_comm(d, rc->hash) >= 0) {

@@ -61,7 +61,12 @@ void tutti_ras_buf_free(struct tutti_ras_buf* b) {
 }
 
 void tutti_ras_local_lines(struct tutti_ras_buf* b, const struct tutti_ras_comm* only) {
-  char* json = malloc(RANK_JSON_MAX);
+  /* Kept for the next query (under tutti_ras_lock, as every caller is): a
+   * fresh one would be mapped and unmapped each time. */
+  static char* json;
+  if (json == NULL) {
+    json = malloc(RANK_JSON_MAX);
+  }
   for (struct tutti_ras_comm* rc = tutti_ras_comms; rc != NULL && json != NULL; rc = rc->next) {
     if (only != NULL && rc != only) {
       continue;
@@ -74,5 +79,4 @@ void tutti_ras_local_lines(struct tutti_ras_buf* b, const struct tutti_ras_comm*
     tutti_ras_buf_add(b, json, n);
     tutti_ras_buf_str(b, "\n");
   }
-  free(json);
 }

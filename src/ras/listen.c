@@ -18,6 +18,7 @@
 #include "ras/internal.h"
 #include "util/log.h"
 #include "util/param.h"
+#include "util/proc.h"
 
 static TUTTI_PARAM_INT32(ras_enable, "NCCL_RAS_ENABLE", 1, 0, 1,
                          "1: each process answers tutti-ras queries from a listener thread; 0: no "
@@ -129,18 +130,17 @@ static void start(void) {
   tutti_ras_client_open();
   char pa[TUTTI_SOCKET_ADDR_STRLEN];
   INFO(TUTTI_RAS, "RAS: peers at %s", tutti_socket_format(&peer_addr, pa, sizeof pa));
+  /* Named, so that top and the cost measurement (bench/ras_query_cost.py)
+   * find it; signals stay with the application's threads. */
   pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&t, &attr, serve, NULL) == 0) {
+  if (tutti_thread_start(&t, serve, NULL, "tutti-ras") == 0) {
+    pthread_detach(t);
     started = 1;
   } else {
     close(peer_fd);
     peer_fd = -1;
     tutti_ras_client_close_all(0);
   }
-  pthread_attr_destroy(&attr);
 }
 
 /* A child of fork has none of its parent's threads: its own communicators
