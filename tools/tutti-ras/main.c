@@ -148,6 +148,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
       usage(stdout);
+      free(files);
       return 0;
     } else if ((strcmp(argv[i], "-a") == 0 || strcmp(argv[i], "--addr") == 0) && i + 1 < argc) {
       addr = argv[++i];
@@ -161,11 +162,13 @@ int main(int argc, char** argv) {
       files[nfiles++] = argv[i];
     } else {
       usage(stderr);
+      free(files);
       return 2;
     }
   }
   if (reading && nfiles == 0) {
     usage(stderr);
+    free(files);
     return 2;
   }
   struct jv* doc = NULL;
@@ -173,6 +176,7 @@ int main(int argc, char** argv) {
     char where[256];
     char* text = ras_ask(addr, key_file, where, sizeof where);
     if (text == NULL) {
+      free(files);
       return 1;
     }
     doc = parse_or_say(text, where);
@@ -199,6 +203,7 @@ int main(int argc, char** argv) {
     }
   }
   if (doc == NULL) {
+    free(files);
     return 1;
   }
   if (nfiles == 1) {
