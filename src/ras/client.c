@@ -30,12 +30,14 @@ static TUTTI_PARAM_STR(ras_addr, "NCCL_RAS_ADDR", NULL, "host:port",
 #define CLIENTS 16
 #define REQ_S 1.0  /* from accept to the request */
 #define SEND_S 5.0 /* to send the answer */
+#define PEEK_AGAIN_S 0.02
 
 enum { FREE, REQ, SEAL, GATHER, SEND };
 
 struct client {
   int fd, state, tcp;
-  int foreign; /* a Unix client of another uid: refused */
+  int foreign;  /* a Unix client of another uid: refused */
+  double again; /* a TCP client sent part of its first bytes: looked at again then */
   double deadline;
   unsigned char req[4];
   size_t got, off;
@@ -96,8 +98,12 @@ static void request(struct client* c) {
     return;
   }
   if (n < (ssize_t)sizeof c->req) {
+    /* Peeked bytes stay readable: polling for them again would spin until
+     * the rest comes. Looked at again a little later instead. */
+    c->again = tutti_socket_now() + PEEK_AGAIN_S;
     return;
   }
+  c->again = 0;
   const int plain = memcmp(c->req, TUTTI_RAS_CLIENT_REQ, 4) == 0;
   if (!plain && tutti_seal_enabled()) {
     tutti_seal_attach(c->fd, 0);
@@ -291,7 +297,15 @@ void tutti_ras_client_arm(struct tutti_ras_poll* ps, double now) {
       finish(c);
       continue;
     }
-    if (c->state != GATHER) {
+    if (c->state == REQ && c->again != 0 && now >= c->again) {
+      on_ready(c, 0);
+      if (c->state == FREE) {
+        continue;
+      }
+    }
+    if (c->state == REQ && c->again != 0) {
+      tutti_ras_poll_wake(ps, c->again);
+    } else if (c->state != GATHER) {
       tutti_ras_poll_add(ps, c->fd, c->state == SEND ? POLLOUT : POLLIN, on_ready, c);
       tutti_ras_poll_wake(ps, c->deadline);
     }

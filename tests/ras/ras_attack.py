@@ -107,6 +107,20 @@ def rss_kb(pid):
         return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
 
 
+def listener_cpu(procs):
+    """CPU seconds the ranks' RAS listener threads (named tutti-ras) spent."""
+    total = 0
+    for p in procs:
+        for tid in os.listdir("/proc/%d/task" % p.pid):
+            base = "/proc/%d/task/%s/" % (p.pid, tid)
+            try:
+                if open(base + "comm").read().strip() == "tutti-ras":
+                    total += int(open(base + "schedstat").read().split()[0])
+            except OSError:
+                pass
+    return total / 1e9
+
+
 def peer_ports(logdir, procs):
     """Each rank's peer port, from its process's log (NCCL_DEBUG_SUBSYS=RAS)."""
     ports = {}
@@ -513,9 +527,24 @@ def encrypted(job, tool):
         if out.returncode != 1 or "key" not in out.stderr or out.stdout:
             fail("with a wrong key: rc %d: %s %s" % (out.returncode, out.stdout[:200], out.stderr))
         print("ok: with a wrong one: " + out.stderr.strip().splitlines()[-1])
+        # Clients that send part of their first bytes and stop: neither a
+        # busy listener nor a slower answer.
+        host, port = addr.rsplit(":", 1)
+        partial = [socket.create_connection((host, int(port)), timeout=2) for _ in range(10)]
+        for s in partial:
+            s.sendall(b"t")
+        cpu0, t0 = listener_cpu(j.procs), time.time()
+        time.sleep(0.8)
+        busy = (listener_cpu(j.procs) - cpu0) / (time.time() - t0)
+        if busy > 0.2:
+            fail("10 clients that sent one byte kept the listeners %.0f %% busy" % (busy * 100))
         out, took = ask("--json", "--key-file", right)
         if out.returncode != 0 or took > 2.0:
             fail("after the refusals the job no longer answers: %s" % out.stderr)
+        print("ok: 10 clients stalled after one byte: listeners %.1f %% busy, the answer in "
+              "%.2f s" % (busy * 100, took))
+        for s in partial:
+            s.close()
     finally:
         j.stop()
 
