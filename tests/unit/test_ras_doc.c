@@ -108,7 +108,7 @@ int main(void) {
       "0123456789abcdef 4 init {\"rank\":3}]}],\"x\":[{\"a\":1}\n" /* object breaks out */
       "0123456789abcdef 4 init {\"rank\":4}\n"                     /* beyond the size */
       "0123456789abcdef 5 init {\"rank\":3}\n"                     /* another size */
-      "0123456789abcdef 4 split {\"rank\":3}\n"                    /* another origin */
+      "0123456789abcde 4 init {\"rank\":3}\n"                      /* a short hash */
       "0123456789ABCDEF 4 init {\"rank\":3}\n"                     /* not the hash's form */
       "0123456789abcdef 4 init {\"rank\":3,\"state\":\"idle\",\"mine\":1}\n"
       "0123456789abcdef 4 init {\"rank\":3,\"state\":\"idle\",\"again\":1}\n";
