@@ -142,7 +142,9 @@ int main(void) {
     comms++;
   }
   CHECK(comms <= 4096 && comms > 1000, "%zu communicators listed", comms);
-  CHECK(now() - t0 < 2.0, "262,144 lines in %.3f s", now() - t0);
+  /* Linear: 0.2 s in a release build, a few under ThreadSanitizer; checks
+   * quadratic in the lines would take minutes. */
+  CHECK(now() - t0 < 10.0, "262,144 lines in %.3f s", now() - t0);
   free(doc);
 
   tutti_ras_unregister(&rc);
