@@ -1,7 +1,12 @@
 /* The flight record: when a rank's communicator fails (TUTTI_TIMEOUT, a
  * dead peer, or a failure published by another rank), the rank writes its
  * record, the query's JSON with only itself, to a file whose name the
- * error carries; tutti-ras --read merges several ranks' files. */
+ * error carries; tutti-ras --read merges several ranks' files. The file is
+ * made new (never through a link or over another file), readable by the
+ * user alone, in TUTTI_RECORD_DIR or the user's private directory. */
+#define _GNU_SOURCE 1
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,44 +17,80 @@
 #include "util/log.h"
 #include "util/param.h"
 
-static TUTTI_PARAM_STR(ras_dir, "TUTTI_RAS_DIR", NULL, "a directory",
+static TUTTI_PARAM_STR(record_dir, "TUTTI_RECORD_DIR", NULL, "a directory",
                        "where a rank writes its flight record when its communicator fails "
-                       "(unset: $TMPDIR, else /tmp)");
+                       "(unset: the user's private directory, $XDG_RUNTIME_DIR/tutti or "
+                       "$TMPDIR/tutti-UID)");
+
+/* A new file at `path` (O_EXCL: never an existing file or a planted link),
+ * else one beside it with a random suffix; its path is left in `path`. */
+static int create(char* path, size_t len) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0 || errno != EEXIST || strlen(path) + 8 > len) {
+    return fd;
+  }
+  /* Something is there already: a name nobody could have guessed. */
+  char* dot = strrchr(path, '.');
+  if (dot == NULL) {
+    return -1;
+  }
+  memcpy(dot, "-XXXXXX.json", 13);
+  return mkostemps(path, 5, O_CLOEXEC);
+}
+
+static int write_all(int fd, const char* text, size_t len) {
+  for (size_t at = 0; at < len;) {
+    const ssize_t k = write(fd, text + at, len - at);
+    if (k < 0 && errno == EINTR) {
+      continue;
+    }
+    if (k <= 0) {
+      return -1;
+    }
+    at += (size_t)k;
+  }
+  return 0;
+}
 
 const char* tutti_ras_dump_locked(struct tutti_ras_comm* rc, const char* why) {
   if (rc->dumped) {
     return rc->dump_path[0] != '\0' ? rc->dump_path : NULL;
   }
   rc->dumped = 1;
-  const char* dir = tutti_param_ras_dir();
-  if (dir == NULL || *dir == '\0') {
-    dir = getenv("TMPDIR");
+  char dir[200], refused[512], path[sizeof rc->dump_path];
+  const char* asked = tutti_param_record_dir();
+  if (asked != NULL && *asked != '\0') {
+    if (snprintf(dir, sizeof dir, "%s", asked) >= (int)sizeof dir) {
+      WARN("rank %d: no flight record: TUTTI_RECORD_DIR is longer than %zu bytes", rc->rank,
+           sizeof dir - 1);
+      return NULL;
+    }
+  } else if (tutti_ras_private_dir(1, dir, sizeof dir, refused, sizeof refused) != 0) {
+    WARN("rank %d: no flight record: %s", rc->rank, refused);
+    return NULL;
   }
-  if (dir == NULL || *dir == '\0') {
-    dir = "/tmp";
-  }
-  char path[sizeof rc->dump_path];
   snprintf(path, sizeof path, "%s/tutti-ras-%016llx-r%d-p%d.json", dir,
            (unsigned long long)rc->hash, rc->rank, (int)getpid());
   /* Only this communicator's line: the record is this rank's. */
-  struct tutti_ras_comm* next = rc->next;
-  struct tutti_ras_comm* head = tutti_ras_comms;
-  rc->next = NULL;
-  tutti_ras_comms = rc;
-  struct tutti_ras_buf lines = {0}, doc = {0};
-  tutti_ras_local_lines(&lines);
-  tutti_ras_document(lines.text, why, &doc);
-  tutti_ras_comms = head;
-  rc->next = next;
-  FILE* f = doc.text != NULL ? fopen(path, "w") : NULL;
-  if (f != NULL && fwrite(doc.text, 1, doc.len, f) == doc.len && fclose(f) == 0) {
+  struct tutti_ras_doc* d = tutti_ras_doc_new_locked(rc);
+  struct tutti_ras_buf doc = {0};
+  if (d != NULL) {
+    tutti_ras_doc_fill_locked(d, rc);
+    tutti_ras_doc_write(d, why, &doc);
+  }
+  tutti_ras_doc_free(d);
+  const int fd = doc.text != NULL && !doc.failed ? create(path, sizeof path) : -1;
+  if (fd >= 0 && write_all(fd, doc.text, doc.len) == 0 && close(fd) == 0) {
     snprintf(rc->dump_path, sizeof rc->dump_path, "%s", path);
     INFO(TUTTI_RAS, "rank %d: flight record in %s", rc->rank, path);
-  } else if (f != NULL) {
-    fclose(f);
+  } else {
+    WARN("rank %d: no flight record in %s: %s", rc->rank, dir,
+         doc.text == NULL ? "out of memory" : strerror(errno));
+    if (fd >= 0) {
+      close(fd);
+    }
   }
-  free(lines.text);
-  free(doc.text);
+  tutti_ras_buf_free(&doc);
   return rc->dump_path[0] != '\0' ? rc->dump_path : NULL;
 }
 

@@ -1,325 +1,258 @@
 /* The whole job's answer: this process's ranks, the other processes' (asked
  * on their peer ports, all at once, for at most TUTTI_RAS_DEADLINE_S), and
  * for the ranks that did not answer what this process knows: dead or
- * unreachable. Lines travel between processes; the document is made once,
- * by the process the client asked. */
+ * unreachable. Each process asked must first prove it holds the
+ * communicator's secret (ras/internal.h); its answer is then read within
+ * bounds and checked by ras/doc.c, outside the registry's lock. */
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "ras/internal.h"
+#include "util/log.h"
+#include "util/seal.h"
+#include "util/sha256.h"
 
-#define RANK_JSON_MAX (32 * 1024)
 #define MAX_TARGETS 256
+#define GATHER_BYTES (64u << 20) /* all answers held at once */
 
-void tutti_ras_buf_add(struct tutti_ras_buf* b, const char* s, size_t n) {
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + n + 1) {
-      cap *= 2;
-    }
-    char* t = realloc(b->text, cap);
-    if (t == NULL) {
-      return;
-    }
-    b->text = t;
-    b->cap = cap;
-  }
-  memcpy(b->text + b->len, s, n);
-  b->len += n;
-  b->text[b->len] = '\0';
-}
+enum { CONNECT, SEAL, REQ, CHAL, MAC, LINES, DONE };
 
-static void add_str(struct tutti_ras_buf* b, const char* s) {
-  tutti_ras_buf_add(b, s, strlen(s));
-}
-
-void tutti_ras_local_lines(struct tutti_ras_buf* b) {
-  char* json = malloc(RANK_JSON_MAX);
-  for (struct tutti_ras_comm* rc = tutti_ras_comms; rc != NULL && json != NULL; rc = rc->next) {
-    char head[96];
-    snprintf(head, sizeof head, "%016llx %d %s ", (unsigned long long)rc->hash, rc->nranks,
-             rc->made);
-    add_str(b, head);
-    const size_t n = tutti_ras_rank_json(rc, json, RANK_JSON_MAX);
-    tutti_ras_buf_add(b, json, n);
-    add_str(b, "\n");
-  }
-  free(json);
-}
-
-/* One rank's line, split in place. */
-struct entry {
-  unsigned long long hash;
-  int size, rank;
-  char made[16];
-  const char* json;
-  size_t json_len;
-};
-
-static int parse_line(char* line, struct entry* e) {
-  int at = 0;
-  if (sscanf(line, "%llx %d %15s %n", &e->hash, &e->size, e->made, &at) != 3 || at == 0 ||
-      e->size <= 0 || sscanf(line + at, "{\"rank\":%d", &e->rank) != 1 || e->rank < 0 ||
-      e->rank >= e->size) {
-    return 0;
-  }
-  e->json = line + at;
-  e->json_len = strlen(line + at);
-  return 1;
-}
-
-/* Every communicator of the lines, in the order first seen, each rank
- * once: its own line, else this process's view of it. */
-void tutti_ras_document(const char* lines, const char* reason, struct tutti_ras_buf* out) {
-  char* copy = strdup(lines != NULL ? lines : "");
-  size_t max = 1;
-  for (const char* p = copy; p != NULL && *p != '\0'; p++) {
-    max += *p == '\n';
-  }
-  struct entry* es = calloc(max, sizeof *es);
-  int n = 0;
-  for (char *save = NULL, *l = copy != NULL ? strtok_r(copy, "\n", &save) : NULL;
-       l != NULL && es != NULL; l = strtok_r(NULL, "\n", &save)) {
-    n += parse_line(l, &es[n]);
-  }
-  char head[256];
-  snprintf(head, sizeof head, "{\"tutti_ras\":1,\"time_ns\":%llu,\"from_pid\":%d,\"reason\":",
-           (unsigned long long)tutti_ras_now_ns(), (int)getpid());
-  add_str(out, head);
-  add_str(out, reason != NULL ? "\"" : "null");
-  if (reason != NULL) {
-    for (const char* c = reason; *c != '\0'; c++) {
-      /* Quotes as apostrophes, control characters as spaces: still one line. */
-      tutti_ras_buf_add(out, *c == '"' || *c == '\\' ? "'" : (unsigned char)*c < 0x20 ? " " : c, 1);
-    }
-    add_str(out, "\"");
-  }
-  add_str(out, ",\"communicators\":[");
-  int ncomms = 0;
-  for (int i = 0; i < n && es != NULL; i++) {
-    int seen = 0;
-    for (int j = 0; j < i && !seen; j++) {
-      seen = es[j].hash == es[i].hash;
-    }
-    if (seen) {
-      continue;
-    }
-    const struct tutti_ras_comm* local = NULL;
-    for (struct tutti_ras_comm* rc = tutti_ras_comms; rc != NULL && local == NULL; rc = rc->next) {
-      local = rc->hash == es[i].hash ? rc : NULL;
-    }
-    snprintf(head, sizeof head, "%s{\"hash\":\"%016llx\",\"size\":%d,\"made\":\"%s\",\"ranks\":[",
-             ncomms++ ? "," : "", es[i].hash, es[i].size, es[i].made);
-    add_str(out, head);
-    for (int r = 0; r < es[i].size; r++) {
-      const struct entry* e = NULL;
-      for (int j = i; j < n && e == NULL; j++) {
-        e = es[j].hash == es[i].hash && es[j].rank == r ? &es[j] : NULL;
-      }
-      add_str(out, r ? "," : "");
-      if (e != NULL) {
-        tutti_ras_buf_add(out, e->json, e->json_len);
-      } else if (local != NULL && r < local->nranks) {
-        const struct tutti_peer_info* pi = &local->peers[r];
-        snprintf(head, sizeof head,
-                 "{\"rank\":%d,\"host\":\"%s\",\"pid\":%d,\"gpu\":%d,\"state\":\"%s\"}", r,
-                 pi->hostname, (int)pi->pid, pi->cuda_dev, tutti_ras_peer_state(local, r));
-        add_str(out, head);
-      } else {
-        snprintf(head, sizeof head, "{\"rank\":%d,\"state\":\"unreachable\"}", r);
-        add_str(out, head);
-      }
-    }
-    add_str(out, "]}");
-  }
-  add_str(out, "]}\n");
-  free(es);
-  free(copy);
-}
-
-int tutti_ras_send(int fd, const char* buf, size_t len, double deadline) {
-  size_t at = 0;
-  while (at < len) {
-    const ssize_t k = send(fd, buf + at, len - at, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (k > 0) {
-      at += (size_t)k;
-      continue;
-    }
-    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      return -1;
-    }
-    const double left = deadline - tutti_socket_now();
-    struct pollfd p = {fd, POLLOUT, 0};
-    if (left <= 0 || poll(&p, 1, (int)(left * 1000) + 1) < 0) {
-      return -1;
-    }
-  }
-  return 0;
-}
-
-void tutti_ras_serve_peer(int listen_fd) {
-  const int fd = tutti_socket_try_accept(listen_fd, NULL);
-  if (fd < 0) {
-    return;
-  }
-  const double deadline = tutti_socket_now() + TUTTI_RAS_DEADLINE_S / 2;
-  unsigned char req[TUTTI_RAS_PEER_REQ];
-  size_t got = 0;
-  while (got < sizeof req && tutti_socket_now() < deadline) {
-    struct pollfd p = {fd, POLLIN, 0};
-    if (poll(&p, 1, 50) < 0) {
-      break;
-    }
-    const ssize_t k = recv(fd, req + got, sizeof req - got, MSG_DONTWAIT);
-    if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-      break;
-    }
-    got += k > 0 ? (size_t)k : 0;
-  }
-  struct tutti_ras_buf b = {0};
-  pthread_mutex_lock(&tutti_ras_lock);
-  int known = 0;
-  if (got == sizeof req && memcmp(req, TUTTI_RAS_MAGIC, 4) == 0) {
-    const uint64_t hash = tutti_socket_get64(req + 4);
-    for (struct tutti_ras_comm* rc = tutti_ras_comms; rc != NULL && !known; rc = rc->next) {
-      known = rc->hash == hash && memcmp(rc->secret, req + 12, 16) == 0;
-    }
-  }
-  if (known) { /* a stranger learns nothing */
-    tutti_ras_local_lines(&b);
-  }
-  pthread_mutex_unlock(&tutti_ras_lock);
-  if (b.text != NULL) {
-    (void)tutti_ras_send(fd, b.text, b.len, deadline);
-  }
-  free(b.text);
-  close(fd);
-}
-
-/* One other process to ask, and what it answered so far. */
-struct target {
+/* One other process to ask. */
+struct ask {
+  int fd, state;
   union tutti_socket_addr addr;
   unsigned char packed[TUTTI_SOCKET_ADDR_WIRE];
-  unsigned char req[TUTTI_RAS_PEER_REQ];
-  int fd;
-  int sent;
-  struct tutti_ras_buf got;
+  uint64_t hash;
+  unsigned char secret[16];
+  unsigned char asker[TUTTI_RAS_NONCE];
+  unsigned char msg[TUTTI_RAS_CHAL];
+  size_t got, off, lines;
+  struct tutti_ras_buf reply;
+  struct tutti_ras_gather* g;
 };
 
-/* The other processes of this process's communicators, each once. */
-static int targets(struct target* t, int max) {
-  int n = 0;
-  unsigned char none[TUTTI_SOCKET_ADDR_WIRE] = {0};
-  for (struct tutti_ras_comm* rc = tutti_ras_comms; rc != NULL; rc = rc->next) {
-    const unsigned char* self = rc->peers[rc->rank].ras;
-    for (int p = 0; p < rc->nranks && n < max; p++) {
-      const unsigned char* a = rc->peers[p].ras;
-      int dup = memcmp(a, none, sizeof none) == 0 || memcmp(a, self, sizeof none) == 0;
-      for (int i = 0; i < n && !dup; i++) {
-        dup = memcmp(t[i].packed, a, sizeof none) == 0;
-      }
-      if (dup || tutti_socket_addr_unpack(a, &t[n].addr) != 0) {
-        continue;
-      }
-      memcpy(t[n].packed, a, sizeof none);
-      memcpy(t[n].req, TUTTI_RAS_MAGIC, 4);
-      tutti_socket_put64(t[n].req + 4, rc->hash);
-      memcpy(t[n].req + 12, rc->secret, 16);
-      t[n].fd = -1;
-      t[n].sent = 0;
-      memset(&t[n].got, 0, sizeof t[n].got);
-      n++;
-    }
-  }
-  return n;
+struct tutti_ras_gather {
+  struct ask* asks;
+  int n;
+  double deadline;
+  size_t held; /* bytes of answers received */
+  struct tutti_ras_doc* doc;
+};
+
+static void say(const struct ask* a, const char* what) {
+  char where[TUTTI_SOCKET_ADDR_STRLEN];
+  INFO(TUTTI_RAS, "RAS: the process at %s %s: its ranks count as not answering",
+       tutti_socket_format(&a->addr, where, sizeof where), what);
 }
 
-/* Asks every target at once until each answered whole (it closes) or the
- * deadline passes, serving peers that ask this process meanwhile. */
-static void ask_all(struct target* t, int n, int peer_fd, double deadline) {
-  for (int i = 0; i < n; i++) {
-    if (tutti_socket_connect_start(&t[i].addr, &t[i].fd) != 0) {
-      t[i].fd = -1;
+static void end(struct ask* a) {
+  if (a->fd >= 0) {
+    tutti_seal_close(a->fd);
+  }
+  a->fd = -1;
+  a->state = DONE;
+  tutti_sha256_wipe(a->secret, sizeof a->secret);
+  tutti_ras_buf_free(&a->reply);
+}
+
+/* Takes what the process sent of its lines; 1 at its end, 0 for more, -1
+ * when it broke a bound or the connection. */
+static int take_lines(struct ask* a) {
+  char chunk[65536];
+  for (;;) {
+    const ssize_t k = tutti_seal_recv(a->fd, chunk, sizeof chunk);
+    if (k == 0) {
+      return 1;
+    }
+    if (k < 0) {
+      return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
+    }
+    for (const char* p = chunk; (p = memchr(p, '\n', (size_t)(chunk + k - p))) != NULL; p++) {
+      a->lines++;
+    }
+    if (a->reply.len + (size_t)k > TUTTI_RAS_REPLY_BYTES || a->lines > TUTTI_RAS_REPLY_LINES) {
+      say(a, "answered more than 16 MiB or 1024 lines"); /* never trusted whole */
+      return -1;
+    }
+    if ((a->g->held += (size_t)k) > GATHER_BYTES) {
+      say(a, "answered when the others' answers held 64 MiB already");
+      return -1;
+    }
+    tutti_ras_buf_add(&a->reply, chunk, (size_t)k);
+    if (a->reply.failed) {
+      return -1;
     }
   }
-  struct pollfd fds[MAX_TARGETS + 1];
+}
+
+/* Runs a until it must wait; returns the events it waits for (0: ended). */
+static short run(struct ask* a) {
   for (;;) {
-    int live = 0;
-    for (int i = 0; i < n; i++) {
-      fds[i].fd = t[i].fd;
-      fds[i].events = t[i].sent ? POLLIN : POLLOUT;
-      fds[i].revents = 0;
-      live += t[i].fd >= 0;
+    int r;
+    switch (a->state) {
+      case CONNECT:
+        r = tutti_socket_connect_poll(a->fd);
+        if (r == EINPROGRESS) {
+          return POLLOUT;
+        }
+        if (r != 0) {
+          return 0; /* refused: nothing listens there any more */
+        }
+        a->state = SEAL;
+        break;
+      case SEAL:
+        if ((r = tutti_ras_sealed(a->fd)) <= 0) {
+          if (r < 0) {
+            say(a, tutti_seal_why(a->fd) != NULL ? tutti_seal_why(a->fd) : "closed");
+          }
+          return r == 0 ? POLLIN : 0;
+        }
+        memcpy(a->msg, TUTTI_RAS_MAGIC, 4);
+        tutti_socket_put64(a->msg + 4, a->hash);
+        memcpy(a->msg + 12, a->asker, TUTTI_RAS_NONCE);
+        a->state = REQ;
+        a->off = 0;
+        break;
+      case REQ:
+        if ((r = tutti_ras_write(a->fd, a->msg, TUTTI_RAS_REQ, &a->off)) <= 0) {
+          return r == 0 ? POLLOUT : 0;
+        }
+        a->state = CHAL;
+        a->got = 0;
+        break;
+      case CHAL: {
+        if ((r = tutti_ras_read(a->fd, a->msg, TUTTI_RAS_CHAL, &a->got)) <= 0) {
+          return r == 0 ? POLLIN : 0;
+        }
+        unsigned char want[TUTTI_RAS_MAC_LEN];
+        const unsigned char* answerer = a->msg + 4;
+        tutti_ras_mac(a->secret, TUTTI_RAS_ANSWERER, a->hash, a->packed, a->asker, answerer, want);
+        const int bad = memcmp(a->msg, TUTTI_RAS_MAGIC, 4) != 0 ||
+                        tutti_sha256_differ(want, a->msg + 4 + TUTTI_RAS_NONCE, sizeof want);
+        if (bad) {
+          say(a,
+              "did not prove it holds the communicator's secret (a program on a dead "
+              "rank's port?)");
+          return 0;
+        }
+        /* Our proof, bound to its nonce: good for this connection only. */
+        tutti_ras_mac(a->secret, TUTTI_RAS_ASKER, a->hash, a->packed, a->asker, answerer, a->msg);
+        tutti_sha256_wipe(a->secret, sizeof a->secret);
+        a->state = MAC;
+        a->off = 0;
+        break;
+      }
+      case MAC:
+        if ((r = tutti_ras_write(a->fd, a->msg, TUTTI_RAS_MAC_LEN, &a->off)) <= 0) {
+          return r == 0 ? POLLOUT : 0;
+        }
+        a->state = LINES;
+        break;
+      case LINES:
+        if ((r = take_lines(a)) == 0) {
+          return POLLIN;
+        }
+        if (r > 0 && a->reply.text != NULL &&
+            tutti_ras_doc_add(a->g->doc, a->reply.text, a->reply.len, a->packed) < 0) {
+          say(a, "answered beyond RAS's bounds");
+        }
+        return 0;
+      default:
+        return 0;
     }
-    fds[n] = (struct pollfd){peer_fd, POLLIN, 0};
-    const double left = deadline - tutti_socket_now();
-    if (live == 0 || left <= 0) {
-      break;
+  }
+}
+
+static void on_ready(void* arg, short revents) {
+  struct ask* a = arg;
+  (void)revents;
+  if (a->state != DONE && run(a) == 0) {
+    end(a);
+  }
+}
+
+struct tutti_ras_gather* tutti_ras_gather_start_locked(void) {
+  struct tutti_ras_gather* g = calloc(1, sizeof *g);
+  if (g == NULL || (g->asks = calloc(MAX_TARGETS, sizeof *g->asks)) == NULL ||
+      (g->doc = tutti_ras_doc_new_locked(NULL)) == NULL) {
+    tutti_ras_gather_free(g, 0);
+    return NULL;
+  }
+  g->deadline = tutti_socket_now() + TUTTI_RAS_DEADLINE_S;
+  /* The other processes of this process's communicators, each once. */
+  const unsigned char none[TUTTI_SOCKET_ADDR_WIRE] = {0};
+  for (const struct tutti_ras_comm* rc = tutti_ras_comms; rc != NULL; rc = rc->next) {
+    const unsigned char* self = rc->peers[rc->rank].ras;
+    for (int p = 0; p < rc->nranks && g->n < MAX_TARGETS; p++) {
+      const unsigned char* addr = rc->peers[p].ras;
+      int dup = memcmp(addr, none, sizeof none) == 0 || memcmp(addr, self, sizeof none) == 0;
+      for (int i = 0; i < g->n && !dup; i++) {
+        dup = memcmp(g->asks[i].packed, addr, sizeof none) == 0;
+      }
+      struct ask* a = &g->asks[g->n];
+      if (dup || tutti_socket_addr_unpack(addr, &a->addr) != 0 || tutti_ras_nonce(a->asker) != 0) {
+        continue;
+      }
+      memcpy(a->packed, addr, sizeof none);
+      memcpy(a->secret, rc->secret, sizeof a->secret);
+      a->hash = rc->hash;
+      a->g = g;
+      a->fd = -1;
+      a->state = CONNECT;
+      g->n++;
     }
-    if (poll(fds, (nfds_t)n + 1, (int)(left * 1000) + 1) <= 0) {
+  }
+  return g; /* the connections start outside the lock (tutti_ras_gather_arm) */
+}
+
+int tutti_ras_gather_arm(struct tutti_ras_gather* g, struct tutti_ras_poll* ps, double now) {
+  int live = 0;
+  for (int i = 0; i < g->n && now < g->deadline; i++) {
+    struct ask* a = &g->asks[i];
+    if (a->state == CONNECT && a->fd < 0 && tutti_socket_connect_start(&a->addr, &a->fd) != 0) {
+      end(a); /* nothing listens there any more */
+    }
+    if (a->state == DONE) {
       continue;
     }
-    if (fds[n].revents & POLLIN) {
-      tutti_ras_serve_peer(peer_fd);
-    }
-    for (int i = 0; i < n; i++) {
-      struct target* x = &t[i];
-      if (x->fd < 0 || fds[i].revents == 0) {
-        continue;
-      }
-      if (!x->sent) {
-        const int st = tutti_socket_connect_poll(x->fd);
-        if (st == EINPROGRESS) {
-          continue;
-        }
-        if (st != 0 || tutti_ras_send(x->fd, (const char*)x->req, sizeof x->req, deadline) != 0) {
-          close(x->fd);
-          x->fd = -1;
-          continue;
-        }
-        x->sent = 1;
-        continue;
-      }
-      char chunk[8192];
-      const ssize_t k = recv(x->fd, chunk, sizeof chunk, MSG_DONTWAIT);
-      if (k > 0) {
-        tutti_ras_buf_add(&x->got, chunk, (size_t)k);
-      } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        close(x->fd);
-        x->fd = -2; /* answered whole */
-      }
-    }
+    const short ev = a->state == CONNECT || a->state == REQ || a->state == MAC ? POLLOUT : POLLIN;
+    tutti_ras_poll_add(ps, a->fd, ev, on_ready, a);
+    live++;
   }
+  tutti_ras_poll_wake(ps, g->deadline);
+  return live == 0;
 }
 
-void tutti_ras_answer_client(int fd, int peer_fd) {
-  const double deadline = tutti_socket_now() + TUTTI_RAS_DEADLINE_S;
-  struct target* t = calloc(MAX_TARGETS, sizeof *t);
-  struct tutti_ras_buf lines = {0}, doc = {0};
+void tutti_ras_gather_finish(struct tutti_ras_gather* g, struct tutti_ras_buf* out) {
+  for (int i = 0; i < g->n; i++) {
+    end(&g->asks[i]); /* late: its ranks count as unreachable */
+  }
   pthread_mutex_lock(&tutti_ras_lock);
-  tutti_ras_local_lines(&lines);
-  const int n = t != NULL ? targets(t, MAX_TARGETS) : 0;
+  tutti_ras_doc_fill_locked(g->doc, NULL);
   pthread_mutex_unlock(&tutti_ras_lock);
-  ask_all(t, n, peer_fd, deadline);
-  for (int i = 0; i < n; i++) {
-    if (t[i].fd >= 0) {
-      close(t[i].fd); /* late: its ranks count as unreachable */
-    } else if (t[i].fd == -2 && t[i].got.text != NULL) {
-      tutti_ras_buf_add(&lines, t[i].got.text, t[i].got.len);
+  tutti_ras_doc_write(g->doc, NULL, out);
+  tutti_ras_gather_free(g, 0);
+}
+
+void tutti_ras_gather_free(struct tutti_ras_gather* g, int in_child) {
+  if (g == NULL) {
+    return;
+  }
+  if (in_child) { /* the parent's listener may have been mid-change: only the fds */
+    for (int i = 0; g->asks != NULL && i < g->n; i++) {
+      if (g->asks[i].fd >= 0) {
+        close(g->asks[i].fd);
+      }
     }
-    free(t[i].got.text);
+    return;
   }
-  free(t);
-  pthread_mutex_lock(&tutti_ras_lock);
-  tutti_ras_document(lines.text, NULL, &doc);
-  pthread_mutex_unlock(&tutti_ras_lock);
-  if (doc.text != NULL) {
-    (void)tutti_ras_send(fd, doc.text, doc.len, tutti_socket_now() + TUTTI_RAS_DEADLINE_S);
+  for (int i = 0; g->asks != NULL && i < g->n; i++) {
+    end(&g->asks[i]);
   }
-  free(lines.text);
-  free(doc.text);
+  free(g->asks);
+  tutti_ras_doc_free(g->doc);
+  free(g);
 }

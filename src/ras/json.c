@@ -8,6 +8,7 @@
 #include "algo/algo.h"
 #include "ras/ras.h"
 #include "reduce/reduce.h"
+#include "util/json.h"
 #include "util/proc.h"
 
 #define LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
@@ -34,18 +35,11 @@ static void put(struct out* o, const char* fmt, ...) {
   }
 }
 
-/* A JSON string: quotes, backslashes and control characters escaped. */
+/* A JSON string, through the one escaper (util/json.h). */
 static void put_str(struct out* o, const char* s) {
   put(o, "\"");
-  for (; s != NULL && *s != '\0'; s++) {
-    const unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') {
-      put(o, "\\%c", c);
-    } else if (c < 0x20) {
-      put(o, "\\u%04x", c);
-    } else {
-      put(o, "%c", c);
-    }
+  if (s != NULL && o->at + 1 < o->len) {
+    o->at += tutti_json_escape(s, strlen(s), NULL, o->buf + o->at, o->len - o->at);
   }
   put(o, "\"");
 }

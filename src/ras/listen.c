@@ -1,8 +1,11 @@
-/* The listener thread that answers for the process's communicators: clients on NCCL_RAS_ADDR (the
- * whole job's answer, gathered from the other processes by ras/gather.c) and peers on an ephemeral
- * port (this process's ranks only). It also writes a rank's flight record when its communicator
- * failed elsewhere while the rank was outside any call. The call path never takes the registry's
- * lock. */
+/* The listener thread that answers for the process's communicators: clients
+ * (ras/client.c: the whole job's answer, gathered from the other processes
+ * by ras/gather.c) and peers on an ephemeral port of the bootstrap's
+ * interface (ras/peer.c: this process's ranks only, to peers that prove the
+ * communicator's secret). One poll loop drives every connection, each with
+ * its own state and deadline, so none waits for another. It also writes a
+ * rank's flight record when its communicator failed elsewhere while the
+ * rank was outside any call. The call path never takes the registry's lock. */
 #define _GNU_SOURCE 1
 #include <errno.h>
 #include <poll.h>
@@ -15,21 +18,22 @@
 #include "ras/internal.h"
 #include "util/log.h"
 #include "util/param.h"
+#include "util/proc.h"
 
 static TUTTI_PARAM_INT32(ras_enable, "NCCL_RAS_ENABLE", 1, 0, 1,
                          "1: each process answers tutti-ras queries from a listener thread; 0: no "
                          "listener (the flight recorder still runs)");
-static TUTTI_PARAM_STR(ras_addr, "NCCL_RAS_ADDR", "localhost:28028", "host:port",
-                       "where tutti-ras asks a job: the first process of a host to take it "
-                       "serves clients, the others only their peers");
+
+#define DUMP_EVERY_S 0.1 /* how often failed communicators are looked for */
+#define CLIENT_RETRY_S 1.0
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t first = PTHREAD_MUTEX_INITIALIZER; /* peer_addr, and the start */
-static int client_fd = -1, peer_fd = -1;
+static int peer_fd = -1;
 static union tutti_socket_addr peer_addr;
 static int started;
 
-/* A plain listening socket, quiet when the port is taken. */
+/* A plain listening socket on the bootstrap's interface. */
 static int listen_on(union tutti_socket_addr* a) {
   int s = socket(a->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (s < 0) {
@@ -69,40 +73,46 @@ static void dump_failed(void) {
   pthread_mutex_unlock(&tutti_ras_lock);
 }
 
-/* NCCL_RAS_ADDR, when this process can take it: at start, and again each
- * second, so that when the process serving this host's clients exits,
- * another takes over. */
-static union tutti_socket_addr client_addr;
-static int client_addr_ok;
-
-static void take_client_port(void) {
-  if (client_addr_ok) {
-    union tutti_socket_addr a = client_addr;
-    client_fd = listen_on(&a);
-  }
+static void on_peer_port(void* arg, short revents) {
+  (void)arg;
+  (void)revents;
+  tutti_ras_peer_accept(peer_fd);
 }
 
 static void* serve(void* arg) {
   (void)arg;
-  double tried = tutti_socket_now();
+  struct tutti_ras_poll ps = {0};
+  double tried = tutti_socket_now(), dumped = 0;
   for (;;) {
-    if (client_fd < 0 && tutti_socket_now() - tried > 1.0) {
-      tried = tutti_socket_now();
-      take_client_port();
+    double now = tutti_socket_now();
+    if (now - tried >= CLIENT_RETRY_S) { /* the process serving this host's clients may be gone */
+      tried = now;
+      tutti_ras_client_open();
     }
-    struct pollfd fds[2] = {{peer_fd, POLLIN, 0}, {client_fd, POLLIN, 0}};
-    const int n = poll(fds, client_fd >= 0 ? 2 : 1, 200);
-    if (n > 0 && (fds[0].revents & POLLIN)) {
-      tutti_ras_serve_peer(peer_fd);
+    ps.n = 0;
+    ps.wake = now + 0.2;
+    tutti_ras_poll_add(&ps, peer_fd, POLLIN, on_peer_port, NULL);
+    tutti_ras_client_arm(&ps, now);
+    tutti_ras_peer_arm(&ps, now);
+    const int ms = ps.wake <= now ? 0 : (int)((ps.wake - now) * 1000) + 1;
+    if (poll(ps.fds, (nfds_t)ps.n, ms) < 0 && errno != EINTR) {
+      struct timespec ts = {0, 10000000}; /* no memory for the set: a moment, then again */
+      nanosleep(&ts, NULL);
+      continue;
     }
-    if (n > 0 && client_fd >= 0 && (fds[1].revents & POLLIN)) {
-      const int fd = tutti_socket_try_accept(client_fd, NULL);
-      if (fd >= 0) {
-        tutti_ras_answer_client(fd, peer_fd);
-        close(fd);
+    for (int i = 0; i < ps.n; i++) {
+      /* Not woken, a connection may still have bytes the record layer holds
+       * (the poll did not wait then): running one that has none costs an
+       * EAGAIN. */
+      if (ps.fds[i].revents != 0 || (ms == 0 && (ps.fds[i].events & POLLIN) != 0)) {
+        ps.on[i](ps.arg[i], ps.fds[i].revents);
       }
     }
-    dump_failed();
+    now = tutti_socket_now();
+    if (now - dumped >= DUMP_EVERY_S) {
+      dumped = now;
+      dump_failed();
+    }
   }
   return NULL;
 }
@@ -117,42 +127,33 @@ static void start(void) {
     INFO(TUTTI_RAS, "RAS: no listener (%s)", strerror(errno));
     return;
   }
-  const char* where = tutti_param_ras_addr();
-  /* Parsed once: a wrong address is told once, not at every retry. */
-  client_addr_ok = where != NULL && *where != '\0' &&
-                   tutti_socket_parse(where, AF_UNSPEC, &client_addr) == ncclSuccess;
-  take_client_port();
+  tutti_ras_client_open();
   char pa[TUTTI_SOCKET_ADDR_STRLEN];
-  INFO(TUTTI_RAS, "RAS: peers at %s; clients %s %s", tutti_socket_format(&peer_addr, pa, sizeof pa),
-       client_fd >= 0 ? "at" : "of this host ask another process at", where);
+  INFO(TUTTI_RAS, "RAS: peers at %s", tutti_socket_format(&peer_addr, pa, sizeof pa));
+  /* Named, so that top and the cost measurement (bench/ras_query_cost.py)
+   * find it; signals stay with the application's threads. */
   pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&t, &attr, serve, NULL) == 0) {
+  if (tutti_thread_start(&t, serve, NULL, "tutti-ras") == 0) {
+    pthread_detach(t);
     started = 1;
   } else {
     close(peer_fd);
     peer_fd = -1;
-    if (client_fd >= 0) {
-      close(client_fd);
-      client_fd = -1;
-    }
+    tutti_ras_client_close_all(0);
   }
-  pthread_attr_destroy(&attr);
 }
 
 /* A child of fork has none of its parent's threads: its own communicators
- * start a listener of their own, on sockets of their own. */
+ * start a listener of their own, on sockets of their own, and it keeps none
+ * of the parent's connections open (a client would wait for their end). */
 static void after_fork_child(void) {
   static const pthread_once_t fresh = PTHREAD_ONCE_INIT;
   if (peer_fd >= 0) {
     close(peer_fd);
   }
-  if (client_fd >= 0) {
-    close(client_fd);
-  }
-  peer_fd = client_fd = -1;
+  tutti_ras_peer_close_all(1);
+  tutti_ras_client_close_all(1);
+  peer_fd = -1;
   started = 0;
   memset(&peer_addr, 0, sizeof peer_addr);
   once = fresh;

@@ -143,11 +143,25 @@ void tutti_ras_unregister(struct tutti_ras_comm* rc);
  * the first time (NCCL_RAS_ENABLE). */
 void tutti_ras_peer_address(const char* near, unsigned char* out);
 
-/* ras/dump.c: writes the flight record of `rc` (once; TUTTI_RAS_DIR, else
- * $TMPDIR, else /tmp) and returns its path, or NULL. `why` goes into it. */
+/* ras/dump.c: writes the flight record of `rc` (once; TUTTI_RECORD_DIR,
+ * else the user's private directory) and returns its path, or NULL. `why`
+ * goes into it. */
 const char* tutti_ras_dump(struct tutti_ras_comm* rc, const char* why);
 /* Appends "; flight record: PATH" to the last error, when one was written. */
 void tutti_ras_dump_error(struct tutti_ras_comm* rc);
+
+/* ras/dirs.c: the user's private directory, for RAS's client socket and
+ * flight records: $XDG_RUNTIME_DIR/tutti (when that is the user's), else
+ * $TMPDIR/tutti-UID, else
+ * /tmp/tutti-UID, made 0700 (when `make`) and used only when it is a
+ * directory (not a link) this user owns and nobody else may enter. 0 with
+ * its path, or -1 with a sentence saying why not. tutti-ras finds the job's
+ * socket with it. */
+int tutti_ras_private_dir(int make, char* path, size_t len, char* why, size_t why_len);
+#define TUTTI_RAS_SOCKET "ras.sock" /* in that directory */
+/* What a client sends first (a plaintext one; an encrypted one starts with
+ * ncclSetEncryption's hello instead). */
+#define TUTTI_RAS_CLIENT_REQ "tRAC"
 
 /* ras/json.c: the JSON object of rank `rc->rank` ({"rank": ...}) into buf;
  * returns its length (truncated at len - 1). */

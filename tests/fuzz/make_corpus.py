@@ -144,6 +144,22 @@ def proxy():
     write("proxy", "fill_slots", bytes([0]) + b"".join(rec(0, 64) for _ in range(12)))
 
 
+def ras():
+    h = b"0123456789abcdef"
+    obj = b'{"rank":3,"host":"h3","pid":1003,"gpu":-1,"state":"idle","calls":4,"ops":4,' \
+        b'"time_ns":1,"current":null,"failed":null,"dead":[],"recent":[{"seq":4,"call":4,' \
+        b'"op":"AllReduce","count":65536,"datatype":"float","root":-1,"algorithm":"ring",' \
+        b'"enter_ns":1,"exit_ns":2,"failed":false}]}'
+    write("ras", "own_line", h + b" 4 init " + obj + b"\n")
+    write("ras", "split_too", h + b" 4 init " + obj + b"\n" + b"00000000000000aa 2 split " +
+          obj.replace(b'"rank":3', b'"rank":1') + b"\n")
+    write("ras", "forged_size", h + b" 10000000 init " + obj + b"\n")
+    write("ras", "breaks_out", h + b' 4 init {"rank":3}]}],"x":[{"a":1}\n' +
+          h + b' 4 init","x":"y {"rank":3}\n')
+    write("ras", "not_its_rank", h + b" 4 init " + obj.replace(b'"rank":3', b'"rank":0') + b"\n")
+    write("ras", "escapes", h + b' 4 grow {"rank":3,"host":"a\\"b\\u00e9\xc3\xa9"}\n')
+
+
 if __name__ == "__main__":
     uid()
     root()
@@ -151,3 +167,4 @@ if __name__ == "__main__":
     reply()
     tcp()
     proxy()
+    ras()

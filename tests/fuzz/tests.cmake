@@ -7,7 +7,7 @@
 set(TUTTI_FUZZ_SECONDS 10 CACHE STRING "Seconds each fuzz test runs")
 option(TUTTI_FUZZ_LIBFUZZER "Build the fuzz targets with clang's -fsanitize=fuzzer" OFF)
 set(TUTTI_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})
-set(TUTTI_FUZZ_TARGETS uid root ring reply tcp proxy)
+set(TUTTI_FUZZ_TARGETS uid root ring reply tcp proxy ras)
 
 # Compiled only: the callback the flag calls lives in driver.c.
 include(CheckCCompilerFlag)

@@ -6,7 +6,9 @@
  *   slow   12 small allreduces; rank 1 enters each 0.15 s late
  *   dead   4 allreduces; rank 3 then dies (SIGKILL) before the 5th
  *   two    the job's communicator and a split by rank parity; after 3
- *          calls on each, rank 2 makes no 4th on the split one */
+ *          calls on each, rank 2 makes no 4th on the split one
+ * RAS_PSK set: the job encrypts its connections with that key
+ * (ncclSetEncryption) before it makes its communicator. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +46,16 @@ int main(int argc, char** argv) {
   const char* mode = argv[3];
   ncclUniqueId id;
   ncclComm_t comm;
+  const char* psk = getenv("RAS_PSK");
+  if (psk != NULL && *psk != '\0') {
+    ncclEncryptionConfig_t enc = NCCL_ENCRYPTION_CONFIG_INITIALIZER;
+    enc.mode = NCCL_ENCRYPTION_MODE_PSK;
+    enc.psk = psk;
+    if (ncclSetEncryption(&enc) != ncclSuccess) {
+      fprintf(stderr, "rank %d: ncclSetEncryption failed: %s\n", rank, ncclGetLastError(NULL));
+      return 1;
+    }
+  }
   if (ncclGetUniqueId(&id) != ncclSuccess ||
       ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) {
     fprintf(stderr, "rank %d: init failed\n", rank);

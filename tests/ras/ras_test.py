@@ -28,12 +28,36 @@ def fail(msg, doc=None):
     sys.exit(1)
 
 
+def private_env():
+    """A private directory of the job's own (as $XDG_RUNTIME_DIR is), where
+    its RAS socket goes: tests running at once do not meet."""
+    run = tempfile.mkdtemp(prefix="ras-run-")
+    env = dict(os.environ, XDG_RUNTIME_DIR=run)
+    env.pop("NCCL_RAS_ADDR", None)
+    return env
+
+
+def ask_socket(env, req=b"tRAC"):
+    """The job's own answer on its Unix socket (what tutti-ras reads)."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(5)
+        s.connect(os.path.join(env["XDG_RUNTIME_DIR"], "tutti", "ras.sock"))
+        s.sendall(req)
+        raw = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return raw
+            raw += chunk
+
+
 class Job:
     def __init__(self, job, mode, n, env=None):
-        self.env = dict(os.environ)
-        self.env.update({"NCCL_COMM_ID": "127.0.0.1:%d" % free_port(),
-                         "NCCL_RAS_ADDR": "127.0.0.1:%d" % free_port()})
+        self.env = private_env()
+        self.env.update({"NCCL_COMM_ID": "127.0.0.1:%d" % free_port()})
         self.env.update(env or {})
+        for k in [k for k, v in self.env.items() if v is None]:
+            del self.env[k]  # None: unset
         self.procs = [subprocess.Popen([job, str(r), str(n), mode], env=self.env,
                                        stdout=subprocess.PIPE, text=True) for r in range(n)]
 
@@ -167,15 +191,8 @@ def main():
             doc, took = j.ask(tool)
             check_stalled(doc, comm_of(doc, 4), 2, [0, 1, 3], 5)
             # The job's answer itself, without the client's start: within 1 s.
-            host, port = j.env["NCCL_RAS_ADDR"].rsplit(":", 1)
             t0 = time.time()
-            with socket.create_connection((host, int(port)), timeout=5) as s:
-                raw = b""
-                while True:
-                    chunk = s.recv(65536)
-                    if not chunk:
-                        break
-                    raw += chunk
+            raw = ask_socket(j.env)
             asked = time.time() - t0
             again = json.loads(raw)
             if [r["state"] for r in comm_of(again, 4)["ranks"]] != \
@@ -203,7 +220,7 @@ def main():
             j.stop()
     elif case == "dead":
         d = tempfile.mkdtemp(prefix="ras-dead-")
-        j = Job(job, "dead", 4, {"TUTTI_RAS_DIR": d})
+        j = Job(job, "dead", 4, {"TUTTI_RECORD_DIR": d})
         try:
             for r in range(3):
                 line = j.line(r)
@@ -242,7 +259,7 @@ def main():
             j.stop()
     elif case == "record":
         d = tempfile.mkdtemp(prefix="ras-record-")
-        j = Job(job, "stall", 4, {"TUTTI_TIMEOUT": "2", "TUTTI_RAS_DIR": d, "RAS_HOLD": "8"})
+        j = Job(job, "stall", 4, {"TUTTI_TIMEOUT": "2", "TUTTI_RECORD_DIR": d, "RAS_HOLD": "8"})
         try:
             for r in (0, 1, 3):
                 line = j.line(r)
@@ -275,7 +292,7 @@ def main():
         # out still write their flight records and name them.
         d = tempfile.mkdtemp(prefix="ras-disabled-")
         j = Job(job, "stall", 4, {"NCCL_RAS_ENABLE": "0", "TUTTI_TIMEOUT": "2",
-                                  "TUTTI_RAS_DIR": d, "RAS_HOLD": "6"})
+                                  "TUTTI_RECORD_DIR": d, "RAS_HOLD": "6"})
         try:
             time.sleep(1.0)
             out = subprocess.run([tool, "--json"], env=j.env, capture_output=True, text=True,

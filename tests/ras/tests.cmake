@@ -10,6 +10,15 @@ if(Python3_Interpreter_FOUND)
                      $<TARGET_FILE:ras_job> $<TARGET_FILE:tutti-ras> ${case})
     set_tests_properties(ras.${case} PROPERTIES TIMEOUT 60 ENVIRONMENT "TUTTI_TIMEOUT=20")
   endforeach()
+  # RAS against a hostile neighbour: each case an attack on a running job
+  # that must fail while the job keeps answering within 1 s.
+  foreach(case squat forged_size forged_lines idle symlink other_user encrypted)
+    add_test(NAME ras.${case}
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/ras_attack.py
+                     $<TARGET_FILE:ras_job> $<TARGET_FILE:tutti-ras> ${case})
+    set_tests_properties(ras.${case} PROPERTIES TIMEOUT 90 SKIP_RETURN_CODE 77
+                         ENVIRONMENT "TUTTI_TIMEOUT=20")
+  endforeach()
   # Across hosts (network namespaces, tests/netns/hosts.sh): the process
   # asked on host 0 gathers host 1's ranks over the network.
   add_test(NAME ras.netns

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "util/json.h"
 
 struct check_opts check_opts = {NULL, 0, "/dev/shm", 120};
 
@@ -53,20 +54,16 @@ static void jput(const char* s) {
   jraw(s, strlen(s));
 }
 
+/* Through the library's one JSON escaper (util/json.h). */
 static void jstring(const char* s) {
+  char chunk[512];
+  size_t n = s != NULL ? strlen(s) : 0;
   jput("\"");
-  for (const unsigned char* p = (const unsigned char*)(s ? s : ""); *p != '\0'; p++) {
-    char esc[8];
-    if (*p == '"' || *p == '\\') {
-      esc[0] = '\\';
-      esc[1] = (char)*p;
-      jraw(esc, 2);
-    } else if (*p < 0x20) {
-      snprintf(esc, sizeof esc, "\\u%04x", *p);
-      jput(esc);
-    } else {
-      jraw((const char*)p, 1);
-    }
+  while (n > 0) {
+    size_t used = 0;
+    jraw(chunk, tutti_json_escape(s, n, &used, chunk, sizeof chunk));
+    s += used;
+    n -= used;
   }
   jput("\"");
 }

@@ -12,6 +12,7 @@
 #include "colls.h"
 #include "data.h"
 #include "lib.h"
+#include "util/json.h"
 
 struct perf_json {
   FILE* f;
@@ -25,21 +26,6 @@ struct perf_json {
   char host[256];
   int nranks;
 };
-
-static void put_string(FILE* f, const char* s) {
-  fputc('"', f);
-  for (; *s != '\0'; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') {
-      fprintf(f, "\\%c", c);
-    } else if (c < 0x20) {
-      fprintf(f, "\\u%04x", c);
-    } else {
-      fputc(c, f);
-    }
-  }
-  fputc('"', f);
-}
 
 static void put_number(FILE* f, double v) {
   if (isfinite(v)) {
@@ -55,7 +41,7 @@ static void put_date(FILE* f) {
   struct tm tm;
   gmtime_r(&now, &tm);
   strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  put_string(f, buf);
+  tutti_json_fput(f, buf);
 }
 
 /* Writes the closing text after the records and cuts what an earlier,
@@ -66,10 +52,10 @@ static void close_text(struct perf_json* j, const char* status, const char* erro
   fprintf(j->f, "\n  ],\n  \"out_of_bounds\": %d,\n  \"avg_busbw_gbs\": ", errors);
   put_number(j->f, avg);
   fprintf(j->f, ",\n  \"status\": ");
-  put_string(j->f, status);
+  tutti_json_fput(j->f, status);
   if (error != NULL) {
     fprintf(j->f, ",\n  \"error\": ");
-    put_string(j->f, error);
+    tutti_json_fput(j->f, error);
   }
   fprintf(j->f, "\n}\n");
   fflush(j->f);
@@ -94,17 +80,17 @@ struct perf_json* perf_json_open(const char* path, const struct perf_world* w) {
   j->nranks = w->nranks;
   FILE* f = j->f;
   fprintf(f, "{\n  \"format\": \"tutti-perf/1\",\n  \"command\": ");
-  put_string(f, o->cmdline);
+  tutti_json_fput(f, o->cmdline);
   fprintf(f, ",\n  \"library\": {\"name\": ");
-  put_string(f, j->lib_label);
+  tutti_json_fput(f, j->lib_label);
   fprintf(f, ", \"path\": ");
-  put_string(f, perf_nccl.path);
+  tutti_json_fput(f, perf_nccl.path);
   fprintf(f, ", \"version\": %d, \"version_string\": ", perf_nccl.version);
-  put_string(f, j->lib_version);
+  tutti_json_fput(f, j->lib_version);
   fprintf(f, "},\n  \"collective\": ");
-  put_string(f, j->coll);
+  tutti_json_fput(f, j->coll);
   fprintf(f, ",\n  \"hostname\": ");
-  put_string(f, j->host);
+  tutti_json_fput(f, j->host);
   fprintf(f, ",\n  \"date\": ");
   put_date(f);
   fprintf(f,
@@ -146,11 +132,11 @@ void perf_json_record(struct perf_json* j, const struct perf_row* row) {
   FILE* f = j->f;
   fseek(f, j->tail, SEEK_SET);
   fprintf(f, "%s\n    {\"library\": ", j->nrec ? "," : "");
-  put_string(f, j->lib_label);
+  tutti_json_fput(f, j->lib_label);
   fprintf(f, ", \"library_path\": ");
-  put_string(f, perf_nccl.path);
+  tutti_json_fput(f, perf_nccl.path);
   fprintf(f, ", \"library_version\": %d, \"collective\": ", perf_nccl.version);
-  put_string(f, j->coll);
+  tutti_json_fput(f, j->coll);
   fprintf(f, ", \"nranks\": %d, \"bytes\": %zu, \"count\": %zu, \"type\": \"%s\", ", j->nranks,
           row->bytes, row->count, perf_type_name(row->type));
   fprintf(f, "\"op\": \"%s\", \"root\": %d,\n     \"out_of_place\": ", perf_op_name(row->op),
@@ -161,7 +147,7 @@ void perf_json_record(struct perf_json* j, const struct perf_row* row) {
   fprintf(f, ",\n     \"date\": ");
   put_date(f);
   fprintf(f, ", \"hostname\": ");
-  put_string(f, j->host);
+  tutti_json_fput(f, j->host);
   fprintf(f, "}");
   j->tail = ftell(f);
   j->nrec++;

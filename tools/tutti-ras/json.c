@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/json.h"
+
 struct parser {
   const char* p;
   const char* err;
@@ -246,21 +248,6 @@ struct jv* json_take(struct jv* o, const char* key) {
   return NULL;
 }
 
-static void write_str(FILE* f, const char* s) {
-  fputc('"', f);
-  for (; *s != '\0'; s++) {
-    const unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') {
-      fprintf(f, "\\%c", c);
-    } else if (c < 0x20) {
-      fprintf(f, "\\u%04x", c);
-    } else {
-      fputc(c, f);
-    }
-  }
-  fputc('"', f);
-}
-
 void json_write(FILE* f, const struct jv* v) {
   switch (v->t) {
     case J_NULL:
@@ -277,7 +264,7 @@ void json_write(FILE* f, const struct jv* v) {
       }
       break;
     case J_STR:
-      write_str(f, v->str);
+      tutti_json_fput(f, v->str);
       break;
     case J_ARR:
     case J_OBJ:
@@ -287,7 +274,7 @@ void json_write(FILE* f, const struct jv* v) {
           fputc(',', f);
         }
         if (v->t == J_OBJ) {
-          write_str(f, v->keys[i]);
+          tutti_json_fput(f, v->keys[i]);
           fputc(':', f);
         }
         json_write(f, v->items[i]);

@@ -16,13 +16,17 @@
 
 static void usage(FILE* f) {
   fprintf(f,
-          "Usage: tutti-ras [-a HOST:PORT] [--json]\n"
+          "Usage: tutti-ras [-a HOST:PORT|SOCKET] [--key-file FILE] [--json]\n"
           "       tutti-ras --read FILE... [--json]\n"
-          "Asks a running tutti job where every rank is (each process answers on\n"
-          "NCCL_RAS_ADDR, default localhost:28028), or merges the flight records\n"
+          "Asks a running tutti job of this user on this host where every rank is\n"
+          "(on a Unix socket in the user's private directory, or on NCCL_RAS_ADDR\n"
+          "when the job was given one), or merges the flight records\n"
           "(tutti-ras-*.json) its ranks wrote when it failed. A verdict line first\n"
           "names the rank that holds a communicator up, a slow rank, a dead one.\n"
-          "  -a, --addr HOST:PORT  the job's address (default: $NCCL_RAS_ADDR or localhost:28028)\n"
+          "  -a, --addr ADDR       the job's TCP address HOST:PORT, or a socket's path\n"
+          "                        (default: $NCCL_RAS_ADDR, else the user's socket)\n"
+          "  --key-file FILE       the job's ncclSetEncryption key (its first line), for\n"
+          "                        a TCP address of a job that encrypts\n"
           "  --json                the document with its verdicts, as JSON (docs/ras.md)\n"
           "  --read FILE...        flight records instead of a live job\n"
           "  -h, --help            this text\n");
@@ -59,48 +63,6 @@ static char* slurp_fd(int fd, double timeout_s) {
     buf[n] = '\0';
   }
   return buf;
-}
-
-static char* ask(const char* addr) {
-  char host[256];
-  snprintf(host, sizeof host, "%s", addr);
-  char* colon = strrchr(host, ':');
-  if (colon == NULL) {
-    fprintf(stderr, "tutti-ras: %s is not HOST:PORT\n", addr);
-    return NULL;
-  }
-  *colon = '\0';
-  char* h = host;
-  if (h[0] == '[' && colon > host && colon[-1] == ']') {
-    h++;
-    colon[-1] = '\0';
-  }
-  struct addrinfo hints = {0}, *ai = NULL;
-  hints.ai_socktype = SOCK_STREAM;
-  int rc = getaddrinfo(h, colon + 1, &hints, &ai);
-  if (rc != 0) {
-    fprintf(stderr, "tutti-ras: %s: %s\n", addr, gai_strerror(rc));
-    return NULL;
-  }
-  int fd = -1;
-  for (struct addrinfo* a = ai; a != NULL && fd < 0; a = a->ai_next) {
-    fd = socket(a->ai_family, a->ai_socktype, 0);
-    if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-      close(fd);
-      fd = -1;
-    }
-  }
-  freeaddrinfo(ai);
-  if (fd < 0) {
-    fprintf(stderr,
-            "tutti-ras: nothing answers at %s: is a job running on this host, with "
-            "NCCL_RAS_ENABLE=1 and this NCCL_RAS_ADDR?\n",
-            addr);
-    return NULL;
-  }
-  char* text = slurp_fd(fd, 5.0);
-  close(fd);
-  return text;
 }
 
 /* A rank's record outranks what others knew of it: dead beats unreachable. */
@@ -157,7 +119,17 @@ static void merge(struct jv* into, struct jv* doc) {
 
 static struct jv* parse_or_say(const char* text, const char* what) {
   const char* err = NULL;
+  if (text != NULL && *text == '\0') {
+    fprintf(stderr, "tutti-ras: %s answered nothing\n", what);
+    return NULL;
+  }
   struct jv* v = text != NULL ? json_parse(text, &err) : NULL;
+  const char* refused = json_str(v, "refused", NULL);
+  if (refused != NULL) {
+    fprintf(stderr, "tutti-ras: %s refused: %s\n", what, refused);
+    json_free(v);
+    return NULL;
+  }
   const struct jv* comms = json_get(v, "communicators");
   if (v == NULL || comms == NULL || comms->t != J_ARR) {
     fprintf(stderr, "tutti-ras: %s is not a RAS document%s%.40s\n", what, err ? " near: " : "",
@@ -170,14 +142,18 @@ static struct jv* parse_or_say(const char* text, const char* what) {
 
 int main(int argc, char** argv) {
   const char* addr = getenv("NCCL_RAS_ADDR");
+  const char* key_file = NULL;
   int as_json = 0, reading = 0, nfiles = 0;
   const char** files = calloc((size_t)argc, sizeof *files);
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
       usage(stdout);
+      free(files);
       return 0;
     } else if ((strcmp(argv[i], "-a") == 0 || strcmp(argv[i], "--addr") == 0) && i + 1 < argc) {
       addr = argv[++i];
+    } else if (strcmp(argv[i], "--key-file") == 0 && i + 1 < argc) {
+      key_file = argv[++i];
     } else if (strcmp(argv[i], "--json") == 0) {
       as_json = 1;
     } else if (strcmp(argv[i], "--read") == 0) {
@@ -186,18 +162,21 @@ int main(int argc, char** argv) {
       files[nfiles++] = argv[i];
     } else {
       usage(stderr);
+      free(files);
       return 2;
     }
   }
   if (reading && nfiles == 0) {
     usage(stderr);
+    free(files);
     return 2;
   }
   struct jv* doc = NULL;
   if (!reading) {
-    const char* where = addr != NULL && *addr != '\0' ? addr : "localhost:28028";
-    char* text = ask(where);
+    char where[256];
+    char* text = ras_ask(addr, key_file, where, sizeof where);
     if (text == NULL) {
+      free(files);
       return 1;
     }
     doc = parse_or_say(text, where);
@@ -224,6 +203,7 @@ int main(int argc, char** argv) {
     }
   }
   if (doc == NULL) {
+    free(files);
     return 1;
   }
   if (nfiles == 1) {
