@@ -66,8 +66,16 @@ static ncclResult_t launch_comm(struct ncclComm* comm, struct tutti_queued_op* q
   }
   NCCLCHECK(plan(comm, ops, nd));
   struct tutti_dev_op dops[TUTTI_DEV_MAX_OPS];
+  struct tutti_ras_slot* slots[TUTTI_DEV_MAX_OPS];
+  /* RAS and the flight recorder see a device call when it is launched: the
+   * kernels run on after it returns, so it enters and leaves at once; the
+   * kernel that runs it shows its number while it runs (tutti_ras_dev). */
+  const uint64_t now = tutti_ras_stamp_ns();
   for (int i = 0; i < nd; i++) {
     const struct tutti_op* op = ops[i];
+    const int root = op->call.seq != 0 ? op->call.root : op->args.root;
+    slots[i] = tutti_ras_enter(comm->ras, op->call.seq, (int)op->args.coll, op->args.count,
+                               op->call.type, root, (int)op->plan.algo, now);
     struct tutti_dev_op* d = &dops[i];
     d->plan = &op->plan;
     d->sched = &op->sched;
@@ -77,18 +85,11 @@ static ncclResult_t launch_comm(struct ncclComm* comm, struct tutti_queued_op* q
     memcpy(d->bufs, op->bufs, sizeof d->bufs);
     d->stream = op->stream;
     d->seq = op->seq;
+    d->ras_op = slots[i] != NULL ? slots[i]->op : 0;
   }
   const ncclResult_t res = tutti_dev_launch(comm->dev, dops, nd);
-  /* RAS and the flight recorder see a device call when it is launched: the
-   * kernels run on after it returns, so it enters and leaves at once. */
-  const uint64_t now = tutti_ras_stamp_ns();
   for (int i = 0; i < nd; i++) {
-    const struct tutti_op* op = ops[i];
-    const int root = op->call.seq != 0 ? op->call.root : op->args.root;
-    tutti_ras_exit(comm->ras,
-                   tutti_ras_enter(comm->ras, op->call.seq, (int)op->args.coll, op->args.count,
-                                   op->call.type, root, (int)op->plan.algo, now),
-                   res != ncclSuccess, now);
+    tutti_ras_exit(comm->ras, slots[i], res != ncclSuccess, now);
   }
   return res;
 }

@@ -367,6 +367,10 @@ ncclResult_t tutti_comm_init(struct ncclComm* comm, int nranks, const ncclUnique
                   fail);
   }
   comm->dev_mem_bytes = comm->dev != NULL ? tutti_cuda_device_mem(comm->cuda_dev) : 0;
+  if (comm->ras != NULL && comm->dev != NULL) {
+    /* Before any launch; the listener reads it with the record. */
+    __atomic_store_n(&comm->ras->dev, tutti_dev_ras_view(comm->dev), __ATOMIC_RELEASE);
+  }
   tutti_reg_open(comm);
   if (comm->dev == NULL && comm->cuda_dev >= 0 && !comm->internal) {
     INFO(TUTTI_INIT, "device buffers unavailable on this communicator: %s", comm->dev_why);

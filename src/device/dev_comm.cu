@@ -176,6 +176,9 @@ static ncclResult_t alloc_local(struct tutti_dev_comm* dc, const struct tutti_de
   CUDACHECK(cudaHostAlloc((void**)&dc->host_flags, 64, cudaHostAllocMapped | cudaHostAllocPortable),
             "cudaHostAlloc");
   memset(dc->host_flags, 0, 64);
+  dc->ras_view.started = &dc->host_flags[TD_FLAG_STARTED];
+  dc->ras_view.finished = &dc->host_flags[TD_FLAG_FINISHED];
+  dc->ras_view.running = (const volatile uint64_t*)&dc->host_flags[TD_FLAG_RUNNING];
   CUDACHECK(cudaEventCreateWithFlags(&dc->ev, cudaEventDisableTiming), "cudaEventCreate");
   CUDACHECK(cudaEventCreateWithFlags(&dc->ord_ev, cudaEventDisableTiming), "cudaEventCreate");
   CUDACHECK(cudaEventCreateWithFlags(&dc->cap_ev, cudaEventDisableTiming), "cudaEventCreate");

@@ -9,6 +9,7 @@
 #include "device/peer/host_region.h"
 #include "device/peer/region.h"
 #include "device/work.h"
+#include "ras/ras.h"
 
 struct tutti_dev_comm {
   int rank;
@@ -83,6 +84,8 @@ struct tutti_dev_comm {
   int net_poll;          /* tune's: TUTTI_TUNE net.poll (net/proxy.cu) */
   int net_yield;         /* tune's: TUTTI_TUNE net.yield (net/proxy.cu) */
   struct td_rma* rma;    /* one-sided operations (rma/rma.h), from the first window on */
+  struct tutti_ras_dev ras_view;   /* what RAS reads of the kernels (watch.cu keeps its stamp) */
+  int seen_started, seen_finished; /* the watchdog's last look at the counts */
 };
 
 /* Fills `l` for `n` ranks, `nch` channels and queues of `queue_bytes`; the

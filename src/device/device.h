@@ -92,6 +92,9 @@ struct tutti_dev_mem {
   uint64_t host_suspend;
   uint64_t host_persist;
 };
+/* What RAS reads of `dc`'s kernels (ras/ras.h), or NULL. */
+struct tutti_ras_dev;
+const struct tutti_ras_dev* tutti_dev_ras_view(struct tutti_dev_comm* dc);
 /* What `dc` holds; while suspended, what it held when suspended. */
 void tutti_dev_comm_mem(struct tutti_dev_comm* dc, struct tutti_dev_mem* m);
 
@@ -123,6 +126,8 @@ struct tutti_dev_op {
   void* bufs[4];          /* enum tutti_buf; the scratch entry is filled by the launcher */
   cudaStream_t stream;
   uint64_t seq;
+  uint64_t ras_op; /* its number in RAS's record of the communicator (0: none), which
+                      the kernel running it shows the host (tutti_dev_ras_view) */
 };
 
 /* Enqueues `ops` (all of `dc`, one group, planned together by

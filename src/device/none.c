@@ -84,6 +84,11 @@ ncclResult_t tutti_dev_mem_free(void* ptr) {
   return ncclInternalError;
 }
 
+const struct tutti_ras_dev* tutti_dev_ras_view(struct tutti_dev_comm* dc) {
+  (void)dc;
+  return NULL;
+}
+
 void tutti_dev_comm_mem(struct tutti_dev_comm* dc, struct tutti_dev_mem* m) {
   (void)dc;
   *m = (struct tutti_dev_mem){0, 0, 0, 0};

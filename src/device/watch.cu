@@ -19,12 +19,28 @@ extern "C" {
  * second that the peers' processes on this host are alive; a dead one stops
  * the kernels (through the abort flag they watch) and is named in the error,
  * instead of the kernels waiting out TUTTI_TIMEOUT. */
+extern "C" const struct tutti_ras_dev* tutti_dev_ras_view(struct tutti_dev_comm* dc) {
+  return dc != NULL && dc->host_flags != NULL ? &dc->ras_view : NULL;
+}
+
+/* RAS's stamp: since when no kernel started or finished (a look every
+ * 200 ms, so a wait shows within a fifth of a second of the truth). */
+static void ras_stamp(struct tutti_dev_comm* dc, volatile int* f) {
+  const int s = f[TD_FLAG_STARTED], e = f[TD_FLAG_FINISHED];
+  if (s != dc->seen_started || e != dc->seen_finished || dc->ras_view.still_since_ns == 0) {
+    dc->seen_started = s;
+    dc->seen_finished = e;
+    __atomic_store_n(&dc->ras_view.still_since_ns, tutti_ras_now_ns(), __ATOMIC_RELEASE);
+  }
+}
+
 void* td_watch_main(void* arg) {
   struct tutti_dev_comm* dc = (struct tutti_dev_comm*)arg;
   volatile int* f = dc->host_flags;
   while (!dc->watch_stop) {
     struct timespec ts = {0, 200 * 1000 * 1000};
     nanosleep(&ts, NULL);
+    ras_stamp(dc, f);
     /* Device calls compared late, with the records network peers sent
      * after the launch: an error instead of a silent wrong result. */
     if (f[TD_FLAG_STOP] == 0 && dc->own_bell != NULL && dc->bells != NULL &&

@@ -31,7 +31,8 @@ enum {
   TD_FLAG_RANK = 2,     /* the rank a stop names (lost, failed) */
   TD_FLAG_STARTED = 3,  /* kernels started */
   TD_FLAG_FINISHED = 4, /* kernels finished */
-  TD_FLAG_CHANNELS = 5  /* channels the last kernel started uses (a hint to the network proxy) */
+  TD_FLAG_CHANNELS = 5, /* channels the last kernel started uses (a hint to the network proxy) */
+  TD_FLAG_RUNNING = 8   /* [8..9]: the RAS operation of the last kernel started (64 bits) */
 };
 
 /* Why a communicator's device work stopped (host_flags[TD_FLAG_STOP]). */
@@ -121,6 +122,7 @@ struct td_work {
    * for another, so blocks hand nothing to each other within the launch. */
   uint32_t flags;
   uint32_t nch; /* the most channels of any operation: kstate[2] for the network proxy */
+  uint64_t tag; /* the launch's RAS operation (TD_FLAG_RUNNING while it runs) */
   struct td_op ops[OPS];
   struct td_lane lanes[LANES];
   struct td_cta ctas[CTAS];
@@ -177,7 +179,9 @@ struct td_devcomm {
   struct td_layout lay;
   volatile int* abort_flag; /* host memory mapped to the device: set by ncclCommAbort */
   int* error;               /* same memory: the kernel's report, 0 none */
-  int* kstate;              /* same memory: [0] kernels started, [1] kernels finished */
+  int* kstate;              /* same memory: [0] kernels started, [1] kernels finished,
+                               TD_FLAG_RUNNING's words: the RAS operation of the last
+                               kernel started */
   char* priv;               /* this rank's private region */
   char* base[1];            /* [nranks]: every rank's shared region as this rank sees it */
 };

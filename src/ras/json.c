@@ -100,6 +100,45 @@ const char* tutti_ras_peer_state(const struct tutti_ras_comm* rc, int p) {
   return "unreachable";
 }
 
+/* The first peer whose calls, as its doorbell shows them, stop before
+ * collective `call` (-1: none known). */
+static int behind_peer(const struct tutti_ras_comm* rc, uint64_t call) {
+  for (int p = 0; call != 0 && rc->peer_bells != NULL && p < rc->nranks; p++) {
+    const struct tutti_doorbell* b = rc->peer_bells[p];
+    if (p == rc->rank || b == NULL || !__atomic_load_n(&b->shows_calls, __ATOMIC_ACQUIRE)) {
+      continue;
+    }
+    uint64_t newest = 0;
+    for (int k = 0; k < TUTTI_CALL_HISTORY; k++) {
+      const uint64_t seq = __atomic_load_n(&b->calls[k].seq, __ATOMIC_ACQUIRE);
+      newest = seq > newest ? seq : newest;
+    }
+    if (newest < call) {
+      return p;
+    }
+  }
+  return -1;
+}
+
+/* A call on device buffers left the record at its launch: while a kernel
+ * still runs one, the device executor says which (struct tutti_ras_dev).
+ * 1 with its slot in *cur and how long no kernel started or finished. */
+static int device_current(const struct tutti_ras_comm* rc, uint64_t ops, uint64_t now,
+                          struct tutti_ras_slot* cur, uint64_t* still_ns) {
+  const struct tutti_ras_dev* d = rc->dev;
+  if (d == NULL || *d->started == *d->finished) {
+    return 0;
+  }
+  const uint64_t op = *d->running;
+  if (op == 0 || op > ops || ops - op >= TUTTI_RAS_RING ||
+      !read_slot(&rc->ring[op % TUTTI_RAS_RING], cur) || cur->op != op) {
+    return 0; /* not a call of the record (a one-sided wait), or long gone from it */
+  }
+  const uint64_t since = __atomic_load_n(&d->still_since_ns, __ATOMIC_ACQUIRE);
+  *still_ns = since != 0 && now > since ? now - since : 0;
+  return 1;
+}
+
 size_t tutti_ras_rank_json(const struct tutti_ras_comm* rc, char* buf, size_t len) {
   struct out o = {buf, len, 0};
   if (len > 0) {
@@ -115,6 +154,13 @@ size_t tutti_ras_rank_json(const struct tutti_ras_comm* rc, char* buf, size_t le
   const int have_cur =
       ops != 0 && read_slot(&rc->ring[ops % TUTTI_RAS_RING], &cur) && cur.op == ops;
   const char* state = !active || !have_cur ? "idle" : since != 0 ? "waiting" : "in-call";
+  struct tutti_ras_slot dcur;
+  uint64_t dstill = 0;
+  const int on_gpu = !(active && have_cur) && device_current(rc, ops, now, &dcur, &dstill);
+  if (on_gpu) {
+    /* A kernel that moved nothing for a second waits for someone. */
+    state = dstill >= 1000000000ull ? "waiting" : "in-call";
+  }
   put(&o, "{\"rank\":%d,\"host\":", rc->rank);
   put_str(&o, me->hostname);
   put(&o, ",\"pid\":%d,\"gpu\":%d,\"state\":\"%s\",\"calls\":%llu,\"ops\":%llu,\"time_ns\":%llu",
@@ -131,6 +177,12 @@ size_t tutti_ras_rank_json(const struct tutti_ras_comm* rc, char* buf, size_t le
     } else {
       put(&o, "null}");
     }
+  } else if (on_gpu) {
+    put_op(&o, &dcur);
+    o.at -= o.at > 0 && o.buf[o.at - 1] == '}';
+    /* The device's bytes stay in GPU memory: not counted here. */
+    put(&o, ",\"waited_s\":%.3f,\"waits_for\":%d,\"bytes_moved\":null,\"device\":true}",
+        (double)dstill / 1e9, dstill >= 1000000000ull ? behind_peer(rc, dcur.call) : -1);
   } else {
     put(&o, "null");
   }

@@ -32,6 +32,19 @@ struct tutti_ras_slot {
   uint8_t failed;    /* it ended with an error */
 };
 
+/* What a rank's device executor shows RAS, read by the listener and never
+ * written by it: kernels started and finished (host memory the kernels
+ * write as they start and end), the RAS operation of the last kernel
+ * started, and since when no kernel started or finished (the device
+ * watchdog's stamp, tutti_ras_now_ns). A call on device buffers enters and
+ * leaves the record at its launch; this says which one the GPU is still in. */
+struct tutti_ras_dev {
+  const volatile int* started;
+  const volatile int* finished;
+  const volatile uint64_t* running;
+  uint64_t still_since_ns;
+};
+
 /* A communicator's rank as the listener and the flight recorder see it.
  * The identity is set before tutti_ras_register and never changes; the
  * rest is written by the call path. */
@@ -44,6 +57,7 @@ struct tutti_ras_comm {
   const struct tutti_peer_info* peers; /* [nranks] */
   struct tutti_doorbell* bell;         /* this rank's (NULL: none) */
   struct tutti_doorbell* const* peer_bells;
+  const struct tutti_ras_dev* dev; /* its device executor's (NULL: none) */
 
   uint64_t ops;           /* operations entered */
   uint64_t calls;         /* collectives entered */

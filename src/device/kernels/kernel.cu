@@ -19,7 +19,7 @@
 template <class W>
 __global__ void __launch_bounds__(TD_MAX_THREADS, 1) td_kernel(const __grid_constant__ W w) {
   td_run_block(w.comm, w.ops, w.lanes, w.ctas, w.tickets, w.steps, w.ncta, w.nlanes, w.chunk_bytes,
-               w.slot_bytes, w.flags, w.nch);
+               w.slot_bytes, w.flags, w.nch, w.tag);
 }
 
 extern "C" int td_kernel_launch(const void* work, int large, int nthreads, cudaStream_t stream) {

@@ -375,7 +375,7 @@ __device__ __forceinline__ void td_finish_lane(const td_block& b, const td_share
 __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* lanes,
                              const td_cta* ctas, const td_ticket* tickets, const td_step* steps,
                              uint32_t ncta, uint32_t nlanes, uint32_t simple_chunk,
-                             uint32_t simple_slot, uint32_t flags, uint32_t nch) {
+                             uint32_t simple_slot, uint32_t flags, uint32_t nch, uint64_t tag) {
   __shared__ const char* s_in;
   __shared__ char* s_out;
   __shared__ uint32_t s_in_flag, s_out_flag;
@@ -393,7 +393,7 @@ __device__ void td_run_block(td_devcomm* dc, const td_op* ops, const td_lane* la
   if (tid == 0 && blockIdx.x == 0) {
     /* Its channels first: a proxy that sees the start then looks for data there. */
     ((volatile int*)dc->kstate)[2] = (int)nch;
-    td_kernel_started(dc); /* one launch of a communicator runs at a time (launch/order.cu) */
+    td_kernel_started(dc, tag); /* one launch of a communicator runs at a time (launch/order.cu) */
   }
   if (tid == 0) {
     s_stop = 0;

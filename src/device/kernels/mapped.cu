@@ -333,7 +333,7 @@ __global__ void __launch_bounds__(TD_MAX_THREADS, 1)
   uint64_t* seqp = (uint64_t*)(dc->priv + L.dseq_off + (uint64_t)chan * TD_LINE);
   if (tid == 0) {
     if (chan == 0) {
-      td_kernel_started(dc);
+      td_kernel_started(dc, w.tag);
     }
     s_seq = *(volatile uint64_t*)seqp;
     s_scalar = td_scalar(w.scalar_dev, w.elem_size, w.scalar_bits);

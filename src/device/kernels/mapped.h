@@ -35,6 +35,7 @@ enum td_dcoll { TD_D_ALLREDUCE, TD_D_REDUCESCATTER, TD_D_ALLGATHER, TD_D_BROADCA
 
 struct td_mapped {
   struct td_devcomm* comm;
+  uint64_t tag; /* the launch's RAS operation (td_kernel_started) */
   const char* in;
   char* out;
   const void* scalar_dev; /* PreMulSum scalar read on the device, or NULL */

@@ -114,11 +114,15 @@ __device__ __forceinline__ volatile uint32_t* td_kernel_counts(td_devcomm* dc) {
 
 /* The count of kernels started, mirrored to host memory by a posted store
  * (no read across PCIe, no system fence): it tells the host's watchdog and
- * proxy that work is in flight. Block 0, thread 0. */
-__device__ __forceinline__ void td_kernel_started(td_devcomm* dc) {
+ * proxy that work is in flight, and RAS which operation (`tag`). Block 0,
+ * thread 0. */
+__device__ __forceinline__ void td_kernel_started(td_devcomm* dc, uint64_t tag) {
   volatile uint32_t* kc = td_kernel_counts(dc);
   const uint32_t v = kc[0] + 1;
   kc[0] = v;
+  /* Which call it runs, for RAS (read by the listener: no fence, a reader
+   * may see the count a moment before the tag). */
+  *(volatile unsigned long long*)(dc->kstate + (TD_FLAG_RUNNING - TD_FLAG_STARTED)) = tag;
   ((volatile int*)dc->kstate)[0] = (int)v;
 }
 

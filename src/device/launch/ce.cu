@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(TD_MAX_THREADS, 1) td_ce_kernel(const __grid_c
    * rank is past its previous piece. */
   if (blockIdx.x == 0 && tid < n && tid != me) {
     if (tid == (me == 0 ? 1 : 0)) {
-      td_kernel_started(dc);
+      td_kernel_started(dc, w.tag);
     }
     __threadfence_system();
     td_st_release(td_ce_flag(dc->base, L, tid, me), w.seq);
@@ -170,6 +170,7 @@ extern "C" ncclResult_t td_ce_run(struct tutti_dev_comm* dc, const struct tutti_
   const struct tutti_plan* plan = op->plan;
   struct td_ce w = {};
   w.comm = dc->d_comm;
+  w.tag = op->ras_op;
   w.in = (const char*)op->bufs[TUTTI_BUF_SEND];
   w.out = (char*)op->bufs[TUTTI_BUF_RECV];
   w.part = a->count * a->elem_size;

@@ -32,6 +32,7 @@
 
 struct td_ce {
   struct td_devcomm* comm;
+  uint64_t tag; /* the launch's RAS operation (td_kernel_started) */
   const char* in;
   char* out;
   uint64_t seq;  /* the piece's number */

@@ -112,6 +112,7 @@ static void fill(W* w, struct tutti_dev_comm* dc, const struct tutti_dev_op* ops
   w->slot_bytes = (uint32_t)dc->slot_bytes;
   w->chunk_bytes = (uint32_t)(dc->slot_bytes * TD_SLOTS / 2);
   w->nch = 0;
+  w->tag = ops[0].ras_op;
   int nsteps = 0, ntickets = 0;
   for (int i = 0; i < nops; i++) {
     const struct tutti_dev_op* o = &ops[i];

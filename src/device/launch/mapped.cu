@@ -33,6 +33,7 @@ extern "C" ncclResult_t td_mapped_run(struct tutti_dev_comm* dc, const struct tu
   const struct tutti_plan* plan = op->plan;
   struct td_mapped w = {};
   w.comm = dc->d_comm;
+  w.tag = op->ras_op;
   w.in = (const char*)op->bufs[TUTTI_BUF_SEND];
   w.out = (char*)op->bufs[TUTTI_BUF_RECV];
   w.scalar_dev = op->scalar_dev;

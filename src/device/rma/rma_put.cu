@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(TD_RMA_WAIT_THREADS) td_rma_wait_kernel(td_rma
   __shared__ td_land_cursor cur;
   const int t0 = threadIdx.x == 0;
   if (t0) {
-    td_kernel_started(a.comm);
+    td_kernel_started(a.comm, 0);
     cur = *a.land_cur;
   }
   int i = 0;
