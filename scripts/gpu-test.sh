@@ -10,16 +10,18 @@
 # bench/comm_mem.c --check), one-sided operations on device buffers
 # (test_gpu_rma: one host, ranks as hosts, and its loop with the GPU's
 # hardware queues shared: CUDA_DEVICE_MAX_CONNECTIONS=1 and under MPS),
-# ncclCommGrow on device buffers (test_gpu_grow), then a short version under
+# tutti-ras seeing a kernel that waits (test_gpu_ras), ncclCommGrow on
+# device buffers (test_gpu_grow), then a short version under
 # compute-sanitizer (memcheck and racecheck) when it is installed.
 # Usage: scripts/gpu-test.sh [MODE] [NRANKS]
 #   all    (default) the core mode with the whole matrix, every other mode
 #          with a lean one, the 4-rank modes, suspend, comm_mem, rma, grow,
 #          compute-sanitizer; no soak
 #   quick  the core matrix and one pass through every other mode, the
-#          one-sided loop, comm_mem's bound: a few minutes
+#          one-sided loop, comm_mem's bound, tutti-ras on a waiting kernel: a
+#          few minutes
 #   full   every mode with the whole matrix, the soaks too
-#   procs, shared, ..., suspend, comm_mem, rma, grow: that part alone
+#   procs, shared, ..., suspend, comm_mem, rma, ras, grow: that part alone
 # Each stage prints its time, and the end the total. On a host without a GPU
 # the suite reports itself skipped (exit 77).
 set -euo pipefail
@@ -66,7 +68,7 @@ run() {
   [ $r -eq 0 ] || { echo "== FAILED ($r): $*"; rc=1; }
 }
 
-case "$mode" in suspend | rma | grow | comm_mem) ;; *)
+case "$mode" in suspend | rma | grow | comm_mem | ras) ;; *)
   TUTTI_TIMEOUT=$to "$bin" "$mode" $nranks
   r=$?
   # A GPU is listed: a skip here is a failure to start CUDA.
@@ -116,6 +118,11 @@ if [ $whole = 1 ] || [ $quick = 1 ] || [ "$mode" = rma ]; then
     echo "== one-sided loop under MPS skipped: no nvidia-cuda-mps-control"
   fi
   stage rma
+fi
+if [ $whole = 1 ] || [ $quick = 1 ] || [ "$mode" = ras ]; then
+  # tutti-ras sees a rank whose kernel waits for a peer that never launched.
+  TUTTI_TIMEOUT=$to run "$(find_bin test_gpu_ras)" "$(find build-gpu -name tutti-ras -type f -perm -u+x | head -n 1)"
+  stage ras
 fi
 if [ $whole = 1 ] || [ "$mode" = grow ]; then
   TUTTI_TIMEOUT=$to run "$(find_bin test_gpu_grow)" all

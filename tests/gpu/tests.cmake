@@ -80,11 +80,23 @@ if(TUTTI_HAVE_CUDA)
   target_include_directories(test_gpu_rma PRIVATE ${CMAKE_SOURCE_DIR}/tests/common
     ${CUDAToolkit_INCLUDE_DIRS})
   target_link_libraries(test_gpu_rma PRIVATE tutti_static CUDA::cudart_static)
-  foreach(mode host service hosts stall)
+  foreach(mode host service hosts stall loop)
     add_test(NAME gpu.rma.${mode} COMMAND test_gpu_rma ${mode})
     set_tests_properties(gpu.rma.${mode} PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
       ENVIRONMENT "TUTTI_TIMEOUT=60;NCCL_NVLS_ENABLE=0")
   endforeach()
+
+  # tutti-ras on device buffers: a rank whose kernel waits shows "waiting" in
+  # its call, and the verdict names the rank that never launched it.
+  add_executable(test_gpu_ras ${CMAKE_CURRENT_LIST_DIR}/test_gpu_ras.c
+    ${CMAKE_CURRENT_LIST_DIR}/gpu_probe.c ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+  target_include_directories(test_gpu_ras PRIVATE ${CMAKE_SOURCE_DIR}/tests/common
+    ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_libraries(test_gpu_ras PRIVATE tutti_static CUDA::cudart_static)
+  add_dependencies(test_gpu_ras tutti-ras)
+  add_test(NAME gpu.ras COMMAND test_gpu_ras $<TARGET_FILE:tutti-ras>)
+  set_tests_properties(gpu.ras PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+    ENVIRONMENT "TUTTI_TIMEOUT=60;NCCL_NVLS_ENABLE=0")
 
   # The device region's layout, checked on the host (no GPU needed).
   add_executable(test_dev_layout ${CMAKE_CURRENT_LIST_DIR}/test_layout.cu
