@@ -119,8 +119,9 @@ static ncclResult_t no_device_rma(const char* what) {
 }
 
 ncclResult_t tutti_dev_rma_start(struct tutti_dev_comm* dc, int nranks, int num_ctx, int nsignals,
-                                 int* on_device) {
+                                 size_t max_payload, int* on_device) {
   (void)dc;
+  (void)max_payload;
   (void)nranks;
   (void)num_ctx;
   (void)nsignals;
@@ -167,8 +168,11 @@ ncclResult_t tutti_dev_rma_put(struct tutti_dev_comm* dc, const struct tutti_rma
 }
 
 ncclResult_t tutti_dev_rma_deliver(struct tutti_dev_comm* dc, struct tutti_rma_dev_win* w,
-                                   int origin, uint64_t offset, const void* src, size_t bytes) {
+                                   int origin, uint64_t offset, const void* src, size_t bytes,
+                                   int sig, int ctx) {
   (void)dc;
+  (void)sig;
+  (void)ctx;
   (void)w;
   (void)origin;
   (void)offset;

@@ -66,6 +66,7 @@ struct tutti_rma {
    * service thread, or a waiting user thread (tutti_rma_receive). */
   pthread_mutex_t rx_lock;
   struct tutti_rma_in* in; /* [nranks]: under rx_lock */
+  int held_back;           /* a record waits in its queue for room on the device */
 
   /* Signals in host memory (on_device 0), [(ctx * SIGNALS + sig) * nranks +
    * origin]: raised by the service thread after the data is in place,

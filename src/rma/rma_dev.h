@@ -52,9 +52,11 @@ typedef ncclResult_t (*tutti_rma_send_fn)(struct tutti_rma* rma, int peer, uint3
  * signals from each of `nranks` origins. *on_device 1 (alike on every rank,
  * as the device communicator is): signals are counted in device memory,
  * raised by tutti_dev_rma_signal and awaited by tutti_dev_rma_wait on a
- * stream; 0: src/rma counts them in host memory and waits block the caller. */
+ * stream; 0: src/rma counts them in host memory and waits block the caller.
+ * `max_payload`: the most data bytes one record of the service communicator
+ * carries (what tutti_dev_rma_deliver may be handed at once). */
 ncclResult_t tutti_dev_rma_start(struct tutti_dev_comm* dc, int nranks, int num_ctx, int nsignals,
-                                 int* on_device);
+                                 size_t max_payload, int* on_device);
 /* Frees what tutti_dev_rma_start made (when the communicator goes). */
 void tutti_dev_rma_stop(struct tutti_dev_comm* dc);
 
@@ -98,12 +100,17 @@ struct tutti_rma_dev_put {
 ncclResult_t tutti_dev_rma_put(struct tutti_dev_comm* dc, const struct tutti_rma_dev_put* p);
 
 /* Service thread: a piece of a put from `origin` arrived for this rank's
- * device-memory part of a window: copy `bytes` at `src` (host memory, valid
- * only during the call) to `offset` of it before returning. */
+ * device-memory part of a window: take `bytes` at `src` (host memory, valid
+ * only during the call) for `offset` of it and, when `sig` >= 0, raise
+ * signal (sig, ctx) from `origin` by one once they are in place. Never
+ * waits: ncclSuccess when taken, ncclInProgress when there is no room now
+ * (nothing taken: offer it again later, after sending what waits to be
+ * sent), else an error. */
 ncclResult_t tutti_dev_rma_deliver(struct tutti_dev_comm* dc, struct tutti_rma_dev_win* w,
-                                   int origin, uint64_t offset, const void* src, size_t bytes);
-/* Service thread, and puts to this rank itself, when on_device: the data of
- * a put from `origin` is in place; raise signal (sig, ctx) from it by one. */
+                                   int origin, uint64_t offset, const void* src, size_t bytes,
+                                   int sig, int ctx);
+/* Service thread, when on_device: raise signal (sig, ctx) from `origin` by
+ * one, after whatever it delivered before. Returns as tutti_dev_rma_deliver. */
 ncclResult_t tutti_dev_rma_signal(struct tutti_dev_comm* dc, int origin, int sig, int ctx);
 /* Service thread: the receiving side failed (`why`, naming `origin`):
  * waits on streams end with it instead of at TUTTI_TIMEOUT. */

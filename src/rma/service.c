@@ -7,6 +7,7 @@
  * target's service thread, never for its user thread. */
 #define _GNU_SOURCE 1
 #include <limits.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <linux/futex.h>
 #include <stdio.h>
@@ -72,10 +73,13 @@ static void fail(struct tutti_rma* r, ncclResult_t res, const char* fmt, ...) {
   }
 }
 
-/* Copies a piece into this rank's part of window `id`, holding the window
- * lock so that a deregistration waits for it: 0, or -1 (failure recorded). */
+/* Copies a piece into this rank's part of window `id` (a device window:
+ * hands it to the device layer with its signal, `sig` >= 0, which then sets
+ * *sig_done), holding the window lock so that a deregistration waits for
+ * it: 0, 1 (no room on the device now: offer it again), or -1 (failure
+ * recorded). */
 static int deliver(struct tutti_rma* r, int origin, const struct tutti_rma_rec* rec,
-                   const void* data) {
+                   const void* data, int sig, int* sig_done) {
   pthread_mutex_lock(&r->win_lock);
   struct tutti_win* w = tutti_rma_win_by_id(r, rec->win_id);
   ncclResult_t res = ncclSuccess;
@@ -91,9 +95,11 @@ static int deliver(struct tutti_rma* r, int origin, const struct tutti_rma_rec* 
   }
   if (w != NULL && rec->bytes > 0) {
     if (w->kind == TUTTI_MEM_DEVICE) {
-      res = tutti_dev_rma_deliver(r->s.dev, w->dev, origin, rec->offset, data, rec->bytes);
+      res = tutti_dev_rma_deliver(r->s.dev, w->dev, origin, rec->offset, data, rec->bytes, sig,
+                                  rec->ctx);
+      *sig_done = res == ncclSuccess && sig >= 0;
     } else {
-      memcpy((char*)w->buff + rec->offset, data, rec->bytes);
+      memcpy((char*)w->buff + rec->offset, data, rec->bytes); /* again on a retry: the same */
     }
   }
   pthread_mutex_unlock(&r->win_lock);
@@ -106,6 +112,9 @@ static int deliver(struct tutti_rma* r, int origin, const struct tutti_rma_rec* 
          (unsigned long long)rec->offset, rec->win_id);
     return -1;
   }
+  if (res == ncclInProgress) {
+    return 1;
+  }
   if (res != ncclSuccess) {
     char cause[512];
     snprintf(cause, sizeof cause, "%s", tutti_last_error());
@@ -116,8 +125,11 @@ static int deliver(struct tutti_rma* r, int origin, const struct tutti_rma_rec* 
   return 0;
 }
 
-/* Applies one record from `origin`: its data, then (last piece) its signal. */
-static void apply(struct tutti_rma* r, int origin, const void* slot, size_t bytes) {
+/* Applies one record from `origin`: its data, then (last piece) its
+ * signal. 0 when it is done with (applied, or dropped with its failure
+ * recorded); 1 when the device has no room for it now: it stays in its
+ * queue, to be offered again (whatever it did is done again then, alike). */
+static int apply(struct tutti_rma* r, int origin, const void* slot, size_t bytes) {
   const struct tutti_rma_rec* rec = slot;
   struct tutti_rma_in* in = &r->in[origin];
   if (bytes < TUTTI_RMA_REC_BYTES || rec->magic != TUTTI_RMA_MAGIC ||
@@ -127,7 +139,7 @@ static void apply(struct tutti_rma* r, int origin, const void* slot, size_t byte
          "rank %d received %zu bytes from rank %d that are no one-sided record (magic 0x%x): "
          "the service communicator carries nothing else",
          r->s.rank, bytes, origin, bytes >= 4 ? rec->magic : 0);
-    return;
+    return 0;
   }
   /* Pieces of one operation share its number; the next one takes the next. */
   if (rec->op_seq != in->seq && rec->op_seq != in->seq + 1) {
@@ -137,26 +149,35 @@ static void apply(struct tutti_rma* r, int origin, const void* slot, size_t byte
          r->s.rank, (unsigned long long)rec->op_seq, origin, (unsigned long long)in->seq);
   }
   in->seq = rec->op_seq;
-  if (rec->kind == TUTTI_RMA_REC_PUT &&
-      deliver(r, origin, rec, (const char*)slot + TUTTI_RMA_REC_BYTES) != 0) {
-    return; /* no signal for data that did not land */
-  }
-  if (!rec->last) {
-    return;
-  }
-  if (rec->sig >= TUTTI_RMA_SIGNALS || rec->ctx >= r->s.num_ctx) {
+  if (rec->last && (rec->sig >= TUTTI_RMA_SIGNALS || rec->ctx >= r->s.num_ctx)) {
     fail(r, ncclInvalidUsage,
          "rank %d dropped a signal of rank %d with sigIdx %u, ctx %u: this rank has %d contexts "
          "of %d signals (numRmaCtx must be the same on every rank)",
          r->s.rank, origin, rec->sig, rec->ctx, r->s.num_ctx, TUTTI_RMA_SIGNALS);
-    return;
+    return 0;
   }
-  if (tutti_rma_raise(r, origin, rec->sig, rec->ctx) != ncclSuccess) {
+  int sig_done = 0;
+  if (rec->kind == TUTTI_RMA_REC_PUT) {
+    const int d = deliver(r, origin, rec, (const char*)slot + TUTTI_RMA_REC_BYTES,
+                          rec->last ? (int)rec->sig : -1, &sig_done);
+    if (d != 0) {
+      return d > 0; /* no signal for data that did not land */
+    }
+  }
+  if (!rec->last || sig_done) {
+    return 0;
+  }
+  const ncclResult_t res = tutti_rma_raise(r, origin, rec->sig, rec->ctx);
+  if (res == ncclInProgress) {
+    return 1;
+  }
+  if (res != ncclSuccess) {
     char cause[512];
     snprintf(cause, sizeof cause, "%s", tutti_last_error());
     fail(r, ncclInternalError, "rank %d could not raise a signal of rank %d: %s", r->s.rank, origin,
          cause);
   }
+  return 0;
 }
 
 /* Marks origins gone once seen gone twice, an idle look apart: what they
@@ -191,7 +212,12 @@ static int poll_all(struct tutti_rma* r) {
       if (slot == NULL) {
         break;
       }
-      apply(r, p, slot, bytes);
+      if (apply(r, p, slot, bytes)) {
+        /* The device's landing is full: the record waits in its queue, and
+         * the thread keeps looking (a wait kernel frees room, and rings no bell). */
+        __atomic_store_n(&r->held_back, 1, __ATOMIC_RELAXED);
+        break;
+      }
       c->ops->recv_end(c);
       r->in[p].strikes = 0;
       moved = 1;
@@ -229,6 +255,11 @@ static void* service_main(void* arg) {
       tutti_rma_nap_reset(&nap);
     }
     if (tutti_rma_pass(r, &nap, 1) || sent) {
+      continue;
+    }
+    if (__atomic_exchange_n(&r->held_back, 0, __ATOMIC_RELAXED)) {
+      tutti_rma_nap_reset(&nap); /* no sleep while a record waits for room */
+      sched_yield();
       continue;
     }
     const double t = tutti_socket_now();
@@ -294,7 +325,7 @@ ncclResult_t tutti_rma_create(const struct tutti_rma_setup* s, struct tutti_rma*
   }
   ncclResult_t res = ncclSuccess;
   if (s->dev != NULL) {
-    res = tutti_dev_rma_start(s->dev, n, s->num_ctx, TUTTI_RMA_SIGNALS, &r->on_device);
+    res = tutti_dev_rma_start(s->dev, n, s->num_ctx, TUTTI_RMA_SIGNALS, r->payload, &r->on_device);
     r->dev_started = res == ncclSuccess;
   }
   /* With no peer nothing arrives: no thread. */

@@ -77,10 +77,10 @@ static const struct knob knobs[TUTTI_KNOB_COUNT] = {
     /* 1: the proxy yields its core between passes that moved nothing while
      * kernels run; 0: it spins. */
     [TUTTI_KNOB_NET_YIELD] = {"net.yield", 1, 0, 1},
-    /* Device one-sided operations (device/rma/land.h): the most pinned host
-     * bytes in which data that came through the service thread waits for
-     * a wait kernel to apply it. */
-    [TUTTI_KNOB_RMA_LANDING] = {"rma.landing", 1024 * MB, 8 * MB, INT64_MAX},
+    /* Device one-sided operations (device/rma/land.h): the pinned host bytes
+     * (allocated when the first window is registered) in which data that
+     * came through the service thread waits for a wait kernel to apply it. */
+    [TUTTI_KNOB_RMA_LANDING] = {"rma.landing", 16 * MB, 8 * MB, INT64_MAX},
 };
 
 const char* tutti_tune_knob_name(enum tutti_knob k) {

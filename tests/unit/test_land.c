@@ -91,7 +91,7 @@ static void land_make(struct td_land* l, struct td_land_ctl* ctl, uint64_t limit
   l->rank = 3;
   l->limit = limit;
   l->ctl = ctl;
-  CHECK(td_land_start(l) == ncclSuccess, "start");
+  CHECK(td_land_start(l, (512u << 10) - 64) == ncclSuccess, "start");
 }
 
 /* Random records into a 64 MB destination, with signals; the reader
@@ -106,46 +106,53 @@ static void random_stream(void) {
   struct td_land l;
   struct td_land_ctl ctl;
   land_make(&l, &ctl, 64u << 20, &abort_flag, 20);
+  const int made = l.nchunks;
   struct reader rd = {&l, {0, (uint64_t)(uintptr_t)l.chunks[0].dev}, {0}, 0, 0, 0};
   pthread_t th;
   pthread_create(&th, NULL, reader_main, &rd);
   uint64_t s = 12345;
   int ok = 1;
+  long refused = 0;
   for (int i = 0; i < 3000 && ok; i++) {
     const uint64_t r = test_xorshift(&s);
-    if (r % 5 == 0) {
-      const uint32_t k = (uint32_t)(r >> 8) % 64;
-      ok = td_land_put(&l, 1, TD_LAND_SIGNAL, k, NULL, NULL, 0) == ncclSuccess;
-      want_sig[k]++;
-      continue;
+    /* Data alone, data with its signal, or a signal alone. */
+    const int kind = (int)(r % 5);
+    const int64_t k = kind >= 3 ? (int64_t)((r >> 8) % 64) : -1;
+    size_t bytes = 0, off = 0;
+    if (kind != 4) {
+      /* Mostly small, some of a service slot's size (512 KB less a header). */
+      bytes = r % 7 == 0 ? (512u << 10) - 64 : (size_t)((r >> 12) % 20000) + 1;
+      off = (size_t)((r >> 32) % (span - bytes));
+      for (size_t b = 0; b < bytes; b++) {
+        src[b] = (unsigned char)(i * 131 + b * 7);
+      }
     }
-    /* Mostly small, some of a service slot's size (512 KB less a header). */
-    const size_t bytes = r % 7 == 0 ? (512u << 10) - 64 : (size_t)((r >> 12) % 20000) + 1;
-    const size_t off = (size_t)((r >> 32) % (span - bytes));
-    for (size_t b = 0; b < bytes; b++) {
-      src[b] = (unsigned char)(i * 131 + b * 7);
+    int got;
+    while ((got = td_land_offer(&l, 1, (char*)dst + off, src, bytes, k)) == 0) {
+      refused++;
+      rd.pause = 0; /* full: the reader comes back */
+      usleep(100);  /* as the service thread offers it again */
     }
+    ok = got == 1;
     memcpy(want + off, src, bytes);
-    ok = td_land_put(&l, 1, TD_LAND_DATA, 0, (char*)dst + off, src, bytes) == ncclSuccess;
-    /* Now and then the reader stops a while: the producer fills the
-     * landing to its limit and waits. */
+    want_sig[k >= 0 ? k : 0] += k >= 0;
+    /* Now and then the reader stops until the landing is full and refuses. */
     if (i % 700 == 350) {
       rd.pause = 1;
-      usleep(20000);
-      rd.pause = 0;
     }
   }
+  CHECK(refused > 0, "a full landing refused records (%ld times)", refused);
   CHECK(ok, "every record landed: %s", ncclGetLastError(NULL));
   rd.stop = 1;
   pthread_join(th, NULL);
   CHECK(memcmp(dst, want, span) == 0, "the destination holds what was put, in order");
   CHECK(memcmp(rd.landed, want_sig, sizeof want_sig) == 0, "every signal counted once");
-  CHECK(l.nchunks > 2, "the landing grew past its first chunks (%d)", l.nchunks);
-  CHECK(l.held <= (64u << 20) + TD_LAND_CHUNK, "within its limit (%llu bytes)",
-        (unsigned long long)l.held);
+  CHECK(l.nchunks == 16 && l.held == (64u << 20), "its chunks made at the start: %d, %llu bytes",
+        l.nchunks, (unsigned long long)l.held);
+  CHECK(l.tail > 2 * l.held, "each chunk reused many times (%llu bytes through %llu)",
+        (unsigned long long)l.tail, (unsigned long long)l.held);
   CHECK(rd.cur.pos == l.tail && ctl.head == l.tail, "the reader read everything");
   const int before = releases;
-  const int made = l.nchunks;
   td_land_stop(&l);
   CHECK(releases - before == made, "every chunk released (%d of %d)", releases - before, made);
   free(dst);
@@ -153,8 +160,10 @@ static void random_stream(void) {
   free(src);
 }
 
-/* Nobody reads: puts fill the limit, then one fails at the timeout with a
- * sentence naming rma.landing; an abort ends a wait at once. */
+/* Nobody reads: offers fill the landing, then are refused with nothing
+ * written; after TUTTI_TIMEOUT of refusals one fails, naming rma.landing;
+ * an abort fails the next at once. A data piece and its signal never land
+ * apart. */
 static void full_landing(void) {
   int abort_flag = 0;
   struct td_land l;
@@ -162,20 +171,37 @@ static void full_landing(void) {
   land_make(&l, &ctl, 8u << 20, &abort_flag, 1);
   static char buf[256u << 10];
   static char dst[256u << 10];
-  ncclResult_t r = ncclSuccess;
-  int n = 0;
-  for (; n < 100 && r == ncclSuccess; n++) {
-    r = td_land_put(&l, 2, TD_LAND_DATA, 0, dst, buf, sizeof buf);
+  int got = 1, n = 0;
+  uint64_t tail = 0;
+  for (; n < 100 && got == 1; n++) {
+    tail = l.tail;
+    got = td_land_offer(&l, 2, dst, buf, sizeof buf, n);
   }
-  CHECK(r == ncclRemoteError, "a put into a full landing fails (%d after %d puts)", (int)r, n);
-  CHECK(strstr(ncclGetLastError(NULL), "rma.landing") != NULL &&
+  CHECK(got == 0 && n > 20 && n < 40, "a full landing refuses (%d after %d offers)", got, n);
+  CHECK(l.tail == tail && ctl.tail == tail, "nothing written when refused");
+  got = 0;
+  for (int i = 0; i < 400 && got == 0; i++) {
+    usleep(5000);
+    got = td_land_offer(&l, 2, dst, buf, sizeof buf, 1);
+  }
+  CHECK(got == -1 && strstr(ncclGetLastError(NULL), "rma.landing") != NULL &&
             strstr(ncclGetLastError(NULL), "rank 2") != NULL,
-        "naming the knob and the origin: %s", ncclGetLastError(NULL));
-  CHECK(n > 20 && n < 60, "after the limit's worth of puts (%d)", n);
+        "after the timeout a refusal fails, naming the knob and the origin: %s",
+        ncclGetLastError(NULL));
   abort_flag = 1;
-  r = td_land_put(&l, 2, TD_LAND_DATA, 0, dst, buf, sizeof buf);
-  CHECK(r == ncclRemoteError && strstr(ncclGetLastError(NULL), "stopped") != NULL,
-        "an abort ends the wait: %s", ncclGetLastError(NULL));
+  l.full_since = 0;
+  CHECK(td_land_offer(&l, 2, dst, buf, sizeof buf, 1) == -1 &&
+            strstr(ncclGetLastError(NULL), "stopped") != NULL,
+        "an abort fails it at once: %s", ncclGetLastError(NULL));
+  /* Every data record written so far is followed by its signal. */
+  struct reader rd = {&l, {0, (uint64_t)(uintptr_t)l.chunks[0].dev}, {0}, 0, 1, 0};
+  int pairs = 1;
+  while (read_one(&rd)) {
+  }
+  for (int k = 0; k < 64 && k < n - 1; k++) {
+    pairs &= rd.landed[k] == 1;
+  }
+  CHECK(pairs, "each offered piece's signal landed with it");
   td_land_stop(&l);
 }
 
@@ -188,8 +214,8 @@ static void dropped(void) {
   static char win_a[4096], win_b[4096], src[4096];
   memset(src, 7, sizeof src);
   for (int i = 0; i < 5; i++) {
-    td_land_put(&l, 0, TD_LAND_DATA, 0, win_a + i * 100, src, 50);
-    td_land_put(&l, 0, TD_LAND_DATA, 0, win_b + i * 100, src, 50);
+    td_land_offer(&l, 0, win_a + i * 100, src, 50, -1);
+    td_land_offer(&l, 0, win_b + i * 100, src, 50, -1);
   }
   CHECK(td_land_drop(&l, win_a, win_a + sizeof win_a) == 5, "the five records for window a");
   struct reader rd = {&l, {0, (uint64_t)(uintptr_t)l.chunks[0].dev}, {0}, 0, 1, 0};

@@ -46,10 +46,16 @@ static int chunk_new(struct td_land* l, uint64_t size) {
   return l->nchunks++;
 }
 
-ncclResult_t td_land_start(struct td_land* l) {
+ncclResult_t td_land_start(struct td_land* l, size_t max_payload) {
   pthread_mutex_init(&l->lock, NULL);
-  if (chunk_new(l, TD_LAND_CHUNK) != 0) {
-    return ncclSystemError;
+  /* A chunk holds the largest record and a JUMP after it. */
+  const uint64_t one = round_rec(TD_LAND_REC + 16 + max_payload) + TD_LAND_REC;
+  const uint64_t chunk = one > TD_LAND_CHUNK ? one : TD_LAND_CHUNK;
+  const uint64_t n = l->limit / chunk > 2 ? l->limit / chunk : 2;
+  for (uint64_t i = 0; i < n; i++) {
+    if (chunk_new(l, chunk) < 0) {
+      return ncclSystemError;
+    }
   }
   l->chunks[0].in_use = 1;
   l->cur = 0;
@@ -79,8 +85,7 @@ static void reclaim(struct td_land* l) {
   }
 }
 
-/* A free chunk for a record of `need` bytes (a new one within the limit):
- * its index, -1 when none is free now, -2 on an error. */
+/* A free chunk for `need` bytes and a JUMP: its index, -1 when none is free now. */
 static int chunk_take(struct td_land* l, uint64_t need) {
   reclaim(l);
   for (int i = 0; i < l->nchunks; i++) {
@@ -88,21 +93,13 @@ static int chunk_take(struct td_land* l, uint64_t need) {
       return i;
     }
   }
-  const uint64_t size =
-      need + TD_LAND_REC > TD_LAND_CHUNK ? round_rec(need + TD_LAND_REC) : TD_LAND_CHUNK;
-  /* Two chunks whatever the limit: the reader leaves one while the
-   * producer fills the other. */
-  if (l->held + size > l->limit && l->nchunks >= 2) {
-    return -1;
-  }
-  const int i = chunk_new(l, size);
-  return i < 0 ? -2 : i;
+  return -1;
 }
 
 /* Room for `need` bytes at the tail, moving to another chunk (a JUMP
  * record) when the current one cannot hold them and one more header (so
  * that a JUMP always fits): 1 when there is room, 0 when the reader must
- * free a chunk first, -1 on an error. */
+ * free a chunk first. */
 static int make_room(struct td_land* l, uint64_t need) {
   struct td_land_chunk* c = &l->chunks[l->cur];
   if (l->tail - c->base + need + TD_LAND_REC <= c->size) {
@@ -110,7 +107,7 @@ static int make_room(struct td_land* l, uint64_t need) {
   }
   const int n = chunk_take(l, need);
   if (n < 0) {
-    return n == -1 ? 0 : -1;
+    return 0;
   }
   c = &l->chunks[l->cur]; /* chunk_take may have moved the array */
   struct td_land_chunk* nc = &l->chunks[n];
@@ -128,44 +125,16 @@ static int make_room(struct td_land* l, uint64_t need) {
   return 1;
 }
 
-ncclResult_t td_land_put(struct td_land* l, int origin, uint32_t kind, uint32_t index, char* dst,
-                         const void* src, size_t bytes) {
-  const uint32_t lead = kind == TD_LAND_DATA ? (uint32_t)((uintptr_t)dst % 16) : 0;
-  const uint64_t need = round_rec(TD_LAND_REC + lead + (kind == TD_LAND_DATA ? bytes : 0));
-  pthread_mutex_lock(&l->lock);
-  const double t0 = now_s();
-  int room;
-  for (int i = 0; (room = make_room(l, need)) == 0; i++) {
-    if (__atomic_load_n(l->abort_flag, __ATOMIC_ACQUIRE)) {
-      pthread_mutex_unlock(&l->lock);
-      return tutti_error(ncclRemoteError,
-                         "rank %d: a put from rank %d could not land: the communicator's device "
-                         "work was stopped",
-                         l->rank, origin);
-    }
-    if (now_s() - t0 > l->timeout_s) {
-      pthread_mutex_unlock(&l->lock);
-      return tutti_error(ncclRemoteError,
-                         "rank %d holds %llu bytes of one-sided data (TUTTI_TUNE rma.landing) "
-                         "that no ncclWaitSignal of this rank took within %.0f s "
-                         "(TUTTI_TIMEOUT); a put from rank %d waits for room: wait for the "
-                         "signals of what peers put here, or raise rma.landing",
-                         l->rank, (unsigned long long)l->held, l->timeout_s, origin);
-    }
-    struct timespec ts = {0, i < 100 ? 20000L : 200000L};
-    nanosleep(&ts, NULL);
-  }
-  if (room < 0) {
-    pthread_mutex_unlock(&l->lock);
-    return ncclSystemError; /* the allocator said why */
-  }
+/* Writes one record at the tail (room made). */
+static void append(struct td_land* l, int origin, uint32_t kind, uint32_t index, char* dst,
+                   const void* src, size_t bytes, uint32_t lead, uint64_t size) {
   struct td_land_chunk* c = &l->chunks[l->cur];
   char* at = c->host + (l->tail - c->base);
   struct td_land_rec* rec = (struct td_land_rec*)at;
   memset(rec, 0, sizeof *rec);
   rec->kind = kind;
   rec->index = index;
-  rec->size = need;
+  rec->size = size;
   rec->lead = lead;
   rec->origin = (uint32_t)origin;
   if (kind == TD_LAND_DATA) {
@@ -173,12 +142,51 @@ ncclResult_t td_land_put(struct td_land* l, int origin, uint32_t kind, uint32_t 
     rec->dst = (uint64_t)(uintptr_t)dst;
     memcpy(at + TD_LAND_REC + lead, src, bytes);
   }
-  l->tail += need;
+  l->tail += size;
   l->records++;
+}
+
+int td_land_offer(struct td_land* l, int origin, char* dst, const void* src, size_t bytes,
+                  int64_t sig_index) {
+  const uint32_t lead = bytes > 0 ? (uint32_t)((uintptr_t)dst % 16) : 0;
+  const uint64_t data = bytes > 0 ? round_rec(TD_LAND_REC + lead + bytes) : 0;
+  const uint64_t sig = sig_index >= 0 ? TD_LAND_REC : 0;
+  pthread_mutex_lock(&l->lock);
+  /* Both in one chunk, so that a signal is never appended without its data. */
+  if (!make_room(l, data + sig)) {
+    const double now = now_s();
+    l->full_since = l->full_since == 0 ? now : l->full_since;
+    const double held = now - l->full_since;
+    pthread_mutex_unlock(&l->lock);
+    if (__atomic_load_n(l->abort_flag, __ATOMIC_ACQUIRE)) {
+      tutti_error(ncclRemoteError,
+                  "rank %d: a put from rank %d could not land: the communicator's device work "
+                  "was stopped",
+                  l->rank, origin);
+      return -1;
+    }
+    if (held > l->timeout_s) {
+      tutti_error(ncclRemoteError,
+                  "rank %d holds %llu bytes of one-sided data (TUTTI_TUNE rma.landing) that no "
+                  "ncclWaitSignal of this rank took within %.0f s (TUTTI_TIMEOUT); a put from "
+                  "rank %d waits for room: wait for the signals of what peers put here, or "
+                  "raise rma.landing",
+                  l->rank, (unsigned long long)l->held, l->timeout_s, origin);
+      return -1;
+    }
+    return 0;
+  }
+  l->full_since = 0;
+  if (data > 0) {
+    append(l, origin, TD_LAND_DATA, 0, dst, src, bytes, lead, data);
+  }
+  if (sig > 0) {
+    append(l, origin, TD_LAND_SIGNAL, (uint32_t)sig_index, NULL, NULL, 0, 0, sig);
+  }
   /* Release: the reader that sees the tail sees the records before it. */
   __atomic_store_n(&l->ctl->tail, l->tail, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&l->lock);
-  return ncclSuccess;
+  return 1;
 }
 
 int td_land_drop(struct td_land* l, const char* lo, const char* hi) {

@@ -15,7 +15,7 @@ static int land_fail(cudaError_t e, const char* what) {
   return -1;
 }
 
-/* Not stream work: it cannot wait behind kernels. */
+/* At setup only (land.h says why). */
 static int chunk_alloc(uint64_t bytes, char** host, char** dev) {
   *host = NULL;
   cudaError_t e = cudaHostAlloc((void**)host, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
@@ -35,8 +35,9 @@ static void chunk_release(char* host) {
   cudaFreeHost(host);
 }
 
-extern "C" ncclResult_t td_land_init(struct td_land* l, uint64_t limit, const int* abort_flag,
-                                     double timeout_s, int rank, const char** what) {
+extern "C" ncclResult_t td_land_init(struct td_land* l, uint64_t limit, size_t max_payload,
+                                     const int* abort_flag, double timeout_s, int rank,
+                                     const char** what) {
   memset(l, 0, sizeof *l);
   l->alloc = chunk_alloc;
   l->release = chunk_release;
@@ -59,8 +60,8 @@ extern "C" ncclResult_t td_land_init(struct td_land* l, uint64_t limit, const in
     land_fail(e, *what);
     return ncclUnhandledCudaError;
   }
-  *what = "the one-sided landing's first chunk";
-  NCCLCHECK(td_land_start(l));
+  *what = "the one-sided landing's chunks";
+  NCCLCHECK(td_land_start(l, max_payload));
   struct td_land_cursor c0 = {0, (uint64_t)(uintptr_t)l->chunks[0].dev};
   *what = "writing the one-sided landing's cursor";
   e = cudaMemcpy(l->cursor, &c0, sizeof c0, cudaMemcpyHostToDevice);

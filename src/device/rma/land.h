@@ -13,7 +13,17 @@
  * pinned memory: each record is whole inside a chunk, a JUMP record sends
  * the reader on to the next chunk, and a chunk is used again once the
  * reader has left it. One producer (the service thread, under `lock`), one
- * reader at a time (the communicator's launches are ordered). */
+ * reader at a time (the communicator's launches are ordered).
+ *
+ * Every chunk is allocated when the landing is made, none later: while any
+ * CUDA host function of the process is pending, CUDA holds a lock that a
+ * pinned allocation waits for (cuda-gdb: cuMemHostAlloc in
+ * pthread_rwlock_wrlock, the host-function thread waiting in the driver),
+ * and host functions of this rank may wait, through the stream, for the
+ * very wait kernel that would read what the allocation was for. A full
+ * landing refuses the record instead (td_land_offer returns 0): the service
+ * thread leaves it in the service communicator's queue, goes on sending
+ * what its host functions posted, and offers it again. */
 #ifndef TUTTI_DEVICE_RMA_LAND_H
 #define TUTTI_DEVICE_RMA_LAND_H
 
@@ -29,7 +39,7 @@ extern "C" {
 
 /* Records are multiples of this, and every chunk keeps room for one at its end. */
 #define TD_LAND_REC 64
-/* A chunk's usual size; a larger record gets a chunk of its own size. */
+/* A chunk's size at least; larger when the largest record needs it. */
 #define TD_LAND_CHUNK (4u << 20)
 
 enum td_land_kind {
@@ -93,30 +103,34 @@ struct td_land {
   struct td_land_cursor* cursor; /* GPU memory */
   struct td_land_chunk* chunks;
   int nchunks, cap_chunks;
-  int cur;          /* the chunk being written */
-  uint64_t tail;    /* the producer's position */
-  uint64_t held;    /* bytes of chunks allocated */
-  uint64_t limit;   /* TUTTI_TUNE rma.landing: no chunk is allocated beyond it */
-  uint64_t records; /* records written (for logs) */
+  int cur;           /* the chunk being written */
+  uint64_t tail;     /* the producer's position */
+  uint64_t held;     /* bytes of chunks allocated */
+  uint64_t limit;    /* TUTTI_TUNE rma.landing: the chunks' bytes in all */
+  uint64_t records;  /* records written (for logs) */
+  double full_since; /* when a record was first refused for want of room (0: none is) */
   pthread_mutex_t lock;
 };
 
-/* Makes the landing: its control words, the reader's cursor, a first chunk
- * (land.cu). Call with the communicator's GPU current. */
-ncclResult_t td_land_init(struct td_land* l, uint64_t limit, const int* abort_flag,
-                          double timeout_s, int rank, const char** what);
+/* Makes the landing: its control words, the reader's cursor, its chunks
+ * (land.cu), room for records of up to `max_payload` bytes. Call with the
+ * communicator's GPU current. */
+ncclResult_t td_land_init(struct td_land* l, uint64_t limit, size_t max_payload,
+                          const int* abort_flag, double timeout_s, int rank, const char** what);
 void td_land_free(struct td_land* l);
 
 /* The producer's side (land.c: no CUDA call but through `alloc`). */
-/* Sets up the chunk list with a first chunk (after ctl and cursor exist). */
-ncclResult_t td_land_start(struct td_land* l);
+/* Allocates the chunks (after ctl and cursor exist): `limit` bytes in all,
+ * at least two chunks, each holding a record of `max_payload`. */
+ncclResult_t td_land_start(struct td_land* l, size_t max_payload);
 /* Releases every chunk. */
 void td_land_stop(struct td_land* l);
-/* Appends a record for `origin` (kind DATA with `src`'s `bytes` for `dst`,
- * or SIGNAL for counter `index`); waits, bounded by the timeout and the
- * abort flag, while the landing is full. */
-ncclResult_t td_land_put(struct td_land* l, int origin, uint32_t kind, uint32_t index, char* dst,
-                         const void* src, size_t bytes);
+/* Offers what `origin` put: `bytes` of `src` for `dst` (none when 0), then
+ * signal counter `sig_index` (none when negative), appended together or
+ * not at all. 1: appended; 0: no room now (offer it again later); -1: no
+ * room for TUTTI_TIMEOUT, or the communicator stopped (the error set). */
+int td_land_offer(struct td_land* l, int origin, char* dst, const void* src, size_t bytes,
+                  int64_t sig_index);
 /* Drops every record not yet applied whose data goes into [lo, hi): their
  * window is being deregistered. Returns how many. */
 int td_land_drop(struct td_land* l, const char* lo, const char* hi);

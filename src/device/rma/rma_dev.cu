@@ -62,7 +62,7 @@ static cudaError_t mapped_alloc(void** host, void** dev, size_t bytes) {
 }
 
 static cudaError_t rma_alloc(struct tutti_dev_comm* dc, struct td_rma* r, size_t bytes,
-                             const char** what) {
+                             size_t max_payload, const char** what) {
   (void)dc;
   *what = "cudaHostAlloc of the wait record";
   cudaError_t e = mapped_alloc((void**)&r->stall, (void**)&r->stall_dev, sizeof *r->stall);
@@ -91,8 +91,9 @@ static cudaError_t rma_alloc(struct tutti_dev_comm* dc, struct td_rma* r, size_t
   if (zero != NULL) {
     cudaStreamDestroy(zero);
   }
-  if (e == cudaSuccess && td_land_init(&r->land, r->land_limit, &dc->host_flags[TD_FLAG_ABORT],
-                                        dc->timeout_s, dc->rank, what) != ncclSuccess) {
+  if (e == cudaSuccess &&
+      td_land_init(&r->land, r->land_limit, max_payload, &dc->host_flags[TD_FLAG_ABORT],
+                   dc->timeout_s, dc->rank, what) != ncclSuccess) {
     return cudaErrorMemoryAllocation; /* *what names the step */
   }
   /* The counters direct puts raise, for this host's other processes. */
@@ -104,7 +105,7 @@ static cudaError_t rma_alloc(struct tutti_dev_comm* dc, struct td_rma* r, size_t
 }
 
 extern "C" ncclResult_t tutti_dev_rma_start(struct tutti_dev_comm* dc, int nranks, int num_ctx,
-                                            int nsignals, int* on_device) {
+                                            int nsignals, size_t max_payload, int* on_device) {
   *on_device = 0;
   if (dc == NULL) {
     return ncclSuccess;
@@ -129,7 +130,7 @@ extern "C" ncclResult_t tutti_dev_rma_start(struct tutti_dev_comm* dc, int nrank
   struct td_dev_guard g;
   td_dev_enter(&g, dc->dev);
   const char* what = "";
-  cudaError_t e = rma_alloc(dc, r, bytes, &what);
+  cudaError_t e = rma_alloc(dc, r, bytes, max_payload, &what);
   td_dev_leave(&g);
   if (e != cudaSuccess) {
     rma_free(r);
@@ -338,9 +339,15 @@ extern "C" void tutti_dev_rma_win_deregister(struct tutti_dev_comm* dc,
   free(w);
 }
 
+/* What td_land_offer said, as the service thread reads it. */
+static ncclResult_t offered(int r) {
+  return r > 0 ? ncclSuccess : r == 0 ? ncclInProgress : ncclRemoteError;
+}
+
 extern "C" ncclResult_t tutti_dev_rma_deliver(struct tutti_dev_comm* dc,
                                               struct tutti_rma_dev_win* w, int origin,
-                                              uint64_t offset, const void* src, size_t bytes) {
+                                              uint64_t offset, const void* src, size_t bytes,
+                                              int sig, int ctx) {
   struct td_rma* r = dc->rma;
   if (w == NULL || r == NULL || w->buff == NULL || offset > w->size || bytes > w->size - offset) {
     return tutti_error(ncclInternalError,
@@ -349,15 +356,9 @@ extern "C" ncclResult_t tutti_dev_rma_deliver(struct tutti_dev_comm* dc,
                        dc->rank, origin, bytes, (unsigned long long)offset);
   }
   /* Left for this rank's next wait kernel to copy (land.h says why no copy
-   * is issued here), in pieces the landing's chunks hold. */
-  ncclResult_t res = ncclSuccess;
-  for (size_t done = 0; res == ncclSuccess && done < bytes;) {
-    const size_t n = bytes - done < TD_LAND_CHUNK / 2 ? bytes - done : TD_LAND_CHUNK / 2;
-    res = td_land_put(&r->land, origin, TD_LAND_DATA, 0, w->buff + offset + done,
-                      (const char*)src + done, n);
-    done += n;
-  }
-  return res;
+   * is issued here). */
+  const int64_t index = sig >= 0 ? (int64_t)td_rma_index(r, ctx, sig, origin) : -1;
+  return offered(td_land_offer(&r->land, origin, w->buff + offset, src, bytes, index));
 }
 
 extern "C" ncclResult_t tutti_dev_rma_signal(struct tutti_dev_comm* dc, int origin, int sig,
@@ -369,8 +370,8 @@ extern "C" ncclResult_t tutti_dev_rma_signal(struct tutti_dev_comm* dc, int orig
   }
   /* After the data of its put in the landing: the wait kernel that counts
    * it has applied that data. */
-  return td_land_put(&r->land, origin, TD_LAND_SIGNAL,
-                     (uint32_t)td_rma_index(r, ctx, sig, origin), NULL, NULL, 0);
+  return offered(
+      td_land_offer(&r->land, origin, NULL, NULL, 0, (int64_t)td_rma_index(r, ctx, sig, origin)));
 }
 
 extern "C" void tutti_dev_rma_fail(struct tutti_dev_comm* dc, int origin, const char* why) {
