@@ -64,8 +64,9 @@ static void handshake(struct tutti_bootstrap* b, uint8_t piece, struct fuzz_in* 
     tutti_socket_put32(want + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER,
                        (uint32_t)((b->rank - 1 + b->nranks) % b->nranks));
     tutti_socket_put32(want + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + 4, (uint32_t)b->nranks);
-    FUZZ_ASSERT(p.got == RING_HELLO_BYTES && memcmp(p.in, want, sizeof want) == 0,
-                "accepted something else than rank-1's hello");
+    FUZZ_ASSERT(
+        p.stage == PEND_MAC && p.got == TUTTI_BS_MAC && memcmp(p.in, want, sizeof want) == 0,
+        "accepted something else than rank-1's hello");
   }
   close(fds[0]);
   close(fds[1]);
