@@ -39,12 +39,13 @@ static void handshake(struct tutti_bootstrap* b, uint8_t piece, struct fuzz_in* 
   int fds[2];
   fuzz_pair(fds);
   struct pending p = {.fd = fds[0], .stage = PEND_HELLO};
+  unsigned char mac[TUTTI_BS_MAC]; /* outlives the loop's step: it is sent from there */
   int st = 0;
   while (st == 0 && fuzz_left(in)) {
     size_t got;
     const uint8_t* bytes = fuzz_take(in, (size_t)(piece % 16 + 1), &got);
     if (p.stage == PEND_MAC && (piece & 0x80)) { /* a peer holding the secret answers */
-      unsigned char packed[TUTTI_SOCKET_ADDR_WIRE], mac[TUTTI_BS_MAC];
+      unsigned char packed[TUTTI_SOCKET_ADDR_WIRE];
       const struct tutti_bs_proof_of pf = proof_of(b, b->rank, p.in, packed);
       if (tutti_bs_answer(&pf, fuzz_secret, p.proof, mac) == 0) {
         bytes = mac;
