@@ -79,7 +79,8 @@ static struct tutti_bs_proof_of proof_of(const struct tutti_bootstrap* b, int li
   return (struct tutti_bs_proof_of){TUTTI_HELLO_RING, packed, hello, RING_HELLO_BYTES};
 }
 
-/* A whole hello is in: it must claim to be rank-1 of this job's size. */
+/* A proven hello must claim to be rank-1 of this job's size (checked once
+ * it proved the secret, so that only a rank of the job can make it warn). */
 static int hello_ok(const struct tutti_bootstrap* b, const struct pending* p) {
   const unsigned char* q = p->in + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER;
   int rank = (int32_t)tutti_socket_get32(q), nranks = (int32_t)tutti_socket_get32(q + 4);
@@ -109,7 +110,7 @@ static int pending_step(const struct tutti_bootstrap* b, struct pending* p) {
       if (st == 0) {
         return 0;
       }
-      if (!hello_ok(b, p) || tutti_bs_prove(&pf, keys, p->proof) != 0) {
+      if (tutti_bs_prove(&pf, keys, p->proof) != 0) {
         return -1;
       }
       p->stage = PEND_PROOF;
@@ -127,20 +128,21 @@ static int pending_step(const struct tutti_bootstrap* b, struct pending* p) {
       if ((st = read_some(p->fd, p->mac, TUTTI_BS_MAC, &p->got)) <= 0) {
         if (st < 0) {
           INFO(TUTTI_BOOTSTRAP,
-               "bootstrap: rank %d dropped a connection that claimed to be rank %d and closed "
+               "bootstrap: rank %d dropped a connection that sent a ring hello and closed "
                "without proving this job's secret",
-               b->rank, (b->rank - 1 + b->nranks) % b->nranks);
+               b->rank);
         }
         return st;
       }
       if (tutti_bs_which_key(&pf, keys, p->proof, p->mac) != 0) {
-        WARN(
-            "bootstrap: rank %d dropped a connection that claimed to be rank %d but did not "
-            "prove this job's secret (another job's rank, or ranks given different ids)",
-            b->rank, (b->rank - 1 + b->nranks) % b->nranks);
+        /* Anyone can send a hello: a stranger costs an INFO line, no more. */
+        INFO(TUTTI_BOOTSTRAP,
+             "bootstrap: rank %d dropped a connection that sent a ring hello but did not prove "
+             "this job's secret (a stranger, another job's rank, or ranks given different ids)",
+             b->rank);
         return -1;
       }
-      return 1;
+      return hello_ok(b, p) ? 1 : -1; /* said loudly: it holds the secret */
   }
   return -1;
 }
