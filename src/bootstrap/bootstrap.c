@@ -94,30 +94,67 @@ static ncclResult_t reply_error(const struct tutti_bootstrap* b, unsigned char* 
   return tutti_error((ncclResult_t)code, "%s", msg);
 }
 
+/* What a failed read from the root means: a connection it closed before
+ * answering is explained (keys, secrets, a root that ended); anything else
+ * (deadline, abort) keeps its own sentence. */
+static ncclResult_t root_closed(const struct tutti_bootstrap* b, int fd, ncclResult_t res,
+                                const struct tutti_socket_io* io) {
+  if (res != ncclRemoteError || tutti_socket_now() >= io->deadline ||
+      (b->abort_flag != NULL && __atomic_load_n(b->abort_flag, __ATOMIC_RELAXED) != 0)) {
+    return res;
+  }
+  if (tutti_seal_enabled()) {
+    const char* why = tutti_seal_why(fd);
+    if (why != NULL) { /* the record layer knows: a wrong key, an altered record */
+      return tutti_error(ncclRemoteError, "rank %d could not read the answer of %s: %s", b->rank,
+                         io->peer, why);
+    }
+    return tutti_error(ncclRemoteError,
+                       "%s closed rank %d's connection without an answer: the pre-shared keys "
+                       "(ncclSetEncryption) differ, or the job secrets do",
+                       io->peer, b->rank);
+  }
+  return tutti_error(ncclRemoteError,
+                     "%s closed rank %d's connection without an answer: the job secrets may "
+                     "differ (every rank must get the same unique id; with NCCL_COMM_ID also the "
+                     "same TUTTI_JOB_SECRET), or that root's job already ended",
+                     io->peer, b->rank);
+}
+
+/* The root proves the job's secret before this rank sends anything more
+ * (util/hello.h); then this rank proves it. A root proves at once, so one
+ * silent for ROOT_ANSWER_S is no root of this job. */
+static ncclResult_t prove(const struct tutti_bootstrap* b, int fd,
+                          const struct tutti_bs_proof_of* pf, const struct tutti_socket_io* io) {
+  unsigned char proof[TUTTI_BS_PROOF], mac[TUTTI_BS_MAC];
+  struct tutti_socket_io pio = *io;
+  if (tutti_socket_now() + ROOT_ANSWER_S < pio.deadline) {
+    pio.deadline = tutti_socket_now() + ROOT_ANSWER_S;
+  }
+  ncclResult_t res = tutti_socket_recv_all(fd, proof, sizeof proof, &pio);
+  if (res != ncclSuccess) {
+    return root_closed(b, fd, res, &pio);
+  }
+  if (tutti_bs_answer(pf, b->secret, proof, mac) != 0) {
+    return tutti_error(ncclRemoteError,
+                       "rank %d: %s did not prove this job's secret, so nothing more was sent to "
+                       "it: it is another job's root (two jobs on one NCCL_COMM_ID address, or a "
+                       "program on a dead root's port), or the ranks were given different unique "
+                       "ids (with NCCL_COMM_ID also check TUTTI_JOB_SECRET)",
+                       b->rank, io->peer);
+  }
+  res = tutti_socket_send_all(fd, mac, sizeof mac, io);
+  tutti_sha256_wipe(mac, sizeof mac);
+  return res;
+}
+
 static ncclResult_t read_reply(struct tutti_bootstrap* b, int fd,
                                const struct tutti_socket_io* io) {
   unsigned char hdr[TUTTI_BS_HEADER];
   ncclResult_t res = tutti_socket_recv_all(fd, hdr, sizeof hdr, io);
-  if (res == ncclRemoteError && tutti_socket_now() < io->deadline &&
-      (b->abort_flag == NULL || __atomic_load_n(b->abort_flag, __ATOMIC_RELAXED) == 0)) {
-    if (tutti_seal_enabled()) {
-      const char* why = tutti_seal_why(fd);
-      if (why != NULL) { /* the record layer knows: a wrong key, an altered record */
-        return tutti_error(ncclRemoteError, "rank %d could not read the answer of %s: %s", b->rank,
-                           io->peer, why);
-      }
-      return tutti_error(ncclRemoteError,
-                         "%s closed rank %d's connection without an answer: the pre-shared keys "
-                         "(ncclSetEncryption) differ, or the job secrets do",
-                         io->peer, b->rank);
-    }
-    return tutti_error(ncclRemoteError,
-                       "%s closed rank %d's connection without an answer: the job secrets may "
-                       "differ (every rank must get the same unique id; with NCCL_COMM_ID also the "
-                       "same TUTTI_JOB_SECRET), or that root's job already ended",
-                       io->peer, b->rank);
+  if (res != ncclSuccess) {
+    return root_closed(b, fd, res, io);
   }
-  NCCLCHECK(res);
   uint32_t type = tutti_socket_get32(hdr), len = tutti_socket_get32(hdr + 4);
   const uint32_t table = (uint32_t)b->nranks * TUTTI_SOCKET_ADDR_WIRE;
   if (type == TUTTI_BS_TABLE && len == table) {
@@ -208,7 +245,10 @@ static ncclResult_t join_root(struct tutti_bootstrap* b, const struct tutti_bs_i
   unsigned char* p = msg + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER;
   double margin = b->timeout_s * 0.25 < ROOT_MARGIN_S ? b->timeout_s * 0.25 : ROOT_MARGIN_S;
   double left = deadline - margin - tutti_socket_now();
-  tutti_bootstrap_preamble(msg, b->secret);
+  unsigned char packed[TUTTI_SOCKET_ADDR_WIRE];
+  tutti_socket_addr_pack(&id->root, packed);
+  const struct tutti_bs_proof_of pf = {TUTTI_HELLO_ROOT, packed, msg, sizeof msg};
+  ncclResult_t res = tutti_bootstrap_preamble(msg);
   tutti_socket_put32(msg + TUTTI_BS_PREAMBLE, TUTTI_BS_HELLO);
   tutti_socket_put32(msg + TUTTI_BS_PREAMBLE + 4, TUTTI_BS_HELLO_LEN);
   tutti_socket_put32(p, (uint32_t)b->rank);
@@ -216,7 +256,12 @@ static ncclResult_t join_root(struct tutti_bootstrap* b, const struct tutti_bs_i
   tutti_socket_put32(p + 8, (uint32_t)(b->timeout_s < 4e6 ? b->timeout_s * 1e3 : 4e9));
   tutti_socket_put32(p + 12, (uint32_t)(left <= 0 ? 0 : left < 4e6 ? left * 1e3 : 4e9));
   tutti_socket_addr_pack(me, p + 16);
-  ncclResult_t res = tutti_socket_send_all(fd, msg, sizeof msg, &io);
+  if (res == ncclSuccess) {
+    res = tutti_socket_send_all(fd, msg, sizeof msg, &io);
+  }
+  if (res == ncclSuccess) {
+    res = prove(b, fd, &pf, &io);
+  }
   if (res == ncclSuccess && !comm_id && b->rank != 0) {
     res = check_not_alone(b, fd, where);
   }

@@ -1,23 +1,32 @@
 /* Bootstrap internals shared by uid.c, root.c, bootstrap.c and ring.c: the
  * unique id layout, the wire protocol and the per-rank state.
  *
- * Wire protocol. Every connection opens with a 24-byte preamble: the 8 bytes
- * "tuttiBS1" and the 16-byte job secret; a receiver drops a connection whose
- * preamble is wrong before reading anything else. Then messages, each an
- * 8-byte header {type, length} (big-endian u32) and `length` payload bytes;
- * the length is checked against what that type allows before anything is
- * read into memory. Addresses travel packed (TUTTI_SOCKET_ADDR_WIRE bytes). */
+ * Wire protocol. The connecting end opens with a 24-byte preamble (the 8
+ * bytes "tuttiBS2" and a fresh 16-byte nonce) and its first message; a
+ * receiver drops a connection whose preamble or first header is wrong before
+ * reading anything else. Then each end proves the job's secret without
+ * sending it (util/hello.h): the listener answers with TUTTI_BS_PROOF bytes
+ * (its nonce and two MACs: one per secret it admits, the same one twice
+ * when it has one), the connector checks them and answers with its own MAC;
+ * only then is the first message acted on, or anything else sent. Then
+ * messages, each an 8-byte header {type, length} (big-endian u32) and
+ * `length` payload bytes; the length is checked against what that type
+ * allows before anything is read into memory. Addresses travel packed
+ * (TUTTI_SOCKET_ADDR_WIRE bytes). */
 #ifndef TUTTI_BOOTSTRAP_INTERNAL_H
 #define TUTTI_BOOTSTRAP_INTERNAL_H
 
 #include <stdint.h>
 
 #include "bootstrap/bootstrap.h"
+#include "util/hello.h"
 #include "util/socket.h"
 
 #define TUTTI_BS_SECRET 16
 #define TUTTI_BS_PREAMBLE 24
 #define TUTTI_BS_HEADER 8
+#define TUTTI_BS_PROOF (TUTTI_HELLO_NONCE + 2 * TUTTI_HELLO_MAC) /* listener -> connector */
+#define TUTTI_BS_MAC TUTTI_HELLO_MAC                             /* connector -> listener */
 #define TUTTI_BS_MAX_RANKS (1 << 20)
 #define TUTTI_BS_MAX_ERROR 1024  /* longest error text the root sends */
 #define TUTTI_BS_HANDSHAKE_S 5.0 /* time a new connection has to present itself */
@@ -92,18 +101,33 @@ ncclResult_t tutti_bs_random_secret(unsigned char secret[TUTTI_BS_SECRET]);
 void tutti_bootstrap_job_identity(char* out, size_t len);
 /* The variables it reads, *n of them (for tests that clear them). */
 const char* const* tutti_bootstrap_launcher_vars(size_t* n);
-/* Whether the first `got` bytes are a tutti preamble with another secret:
- * a rank of another job (not a stranger). */
-int tutti_bootstrap_other_job(const unsigned char* buf, size_t got,
-                              const unsigned char secret[TUTTI_BS_SECRET]);
 ncclResult_t tutti_bootstrap_id_decode(const ncclUniqueId* id, struct tutti_bs_id* out);
-void tutti_bootstrap_preamble(unsigned char out[TUTTI_BS_PREAMBLE],
-                              const unsigned char secret[TUTTI_BS_SECRET]);
-/* Checks the first `got` bytes of an incoming handshake (preamble, then a
- * header of `type` and exactly `len`): -1 as soon as they are wrong. */
-int tutti_bootstrap_handshake_check(const unsigned char* buf, size_t got,
-                                    const unsigned char secret[TUTTI_BS_SECRET], uint32_t type,
+
+/* wire.c. The magic and a fresh nonce. */
+ncclResult_t tutti_bootstrap_preamble(unsigned char out[TUTTI_BS_PREAMBLE]);
+/* Checks the first `got` bytes of an incoming hello (preamble, then a header
+ * of `type` and exactly `len`): -1 as soon as they are wrong. */
+int tutti_bootstrap_handshake_check(const unsigned char* buf, size_t got, uint32_t type,
                                     uint32_t len);
+/* What a proof is of: the protocol, the listener's packed address as the
+ * connector dialled it, the connector's whole hello (preamble included). */
+struct tutti_bs_proof_of {
+  const char* label; /* TUTTI_HELLO_ROOT or TUTTI_HELLO_RING */
+  const unsigned char* addr;
+  const unsigned char* hello;
+  size_t hello_len;
+};
+/* The listener's proof of keys[0] and keys[1]: 0, or -1 without a nonce. */
+int tutti_bs_prove(const struct tutti_bs_proof_of* p, const unsigned char* keys[2],
+                   unsigned char proof[TUTTI_BS_PROOF]);
+/* The connector: 0 when proof proves `key` (in either slot), with its own
+ * MAC in mac; -1 when the listener does not hold the key. */
+int tutti_bs_answer(const struct tutti_bs_proof_of* p, const unsigned char key[TUTTI_BS_SECRET],
+                    const unsigned char proof[TUTTI_BS_PROOF], unsigned char mac[TUTTI_BS_MAC]);
+/* The listener: which of keys (0, 1) the connector's mac proves, or -1. */
+int tutti_bs_which_key(const struct tutti_bs_proof_of* p, const unsigned char* keys[2],
+                       const unsigned char nonce[TUTTI_HELLO_NONCE],
+                       const unsigned char mac[TUTTI_BS_MAC]);
 
 /* job.c: the roots this process runs, and the jobs it learned. */
 void tutti_bs_registry_set(struct tutti_bs_root_pub* r, int add);

@@ -15,11 +15,18 @@
 #define RING_PENDING 64 /* strangers tolerated at once while waiting for rank-1 */
 #define RING_HELLO_BYTES (TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + TUTTI_BS_RING_LEN)
 
+/* A connection to our listener: its hello, our proof, its MAC (util/hello.h). */
+enum pending_stage { PEND_HELLO, PEND_PROOF, PEND_MAC };
+
 struct pending {
   int fd;
   double deadline;
-  size_t got;
+  enum pending_stage stage;
+  size_t got; /* of in, then of mac */
+  size_t off; /* of proof */
   unsigned char in[RING_HELLO_BYTES];
+  unsigned char proof[TUTTI_BS_PROOF];
+  unsigned char mac[TUTTI_BS_MAC];
 };
 
 static int aborted(const struct tutti_bootstrap* b) {
@@ -33,74 +40,189 @@ static void pending_drop(struct pending* pend, int* np, int i, int close_fd) {
   pend[i] = pend[--*np];
 }
 
-/* Reads what arrived on a pending connection: 1 when it is rank-1's
- * complete, valid hello; -1 when it must be dropped; 0 to wait for more. */
-static int pending_read(const struct tutti_bootstrap* b, struct pending* p) {
-  ssize_t n = tutti_seal_recv(p->fd, p->in + p->got, RING_HELLO_BYTES - p->got);
-  if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+/* Reads into buf (want bytes, *got so far): 1 when all are in, 0 to wait,
+ * -1 on end of stream or an error (errno set; 0 for end of stream). */
+static int read_some(int fd, unsigned char* buf, size_t want, size_t* got) {
+  ssize_t n = tutti_seal_recv(fd, buf + *got, want - *got);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
     return 0;
   }
   if (n <= 0) {
+    errno = n == 0 ? 0 : errno;
     return -1;
   }
-  p->got += (size_t)n;
-  if (tutti_bootstrap_handshake_check(p->in, p->got, b->secret, TUTTI_BS_RING, TUTTI_BS_RING_LEN) !=
-      0) {
-    return -1;
-  }
-  if (p->got < RING_HELLO_BYTES) {
-    return 0;
-  }
-  const unsigned char* q = p->in + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER;
-  int rank = (int32_t)tutti_socket_get32(q), nranks = (int32_t)tutti_socket_get32(q + 4);
-  if (rank != (b->rank - 1 + b->nranks) % b->nranks || nranks != b->nranks) {
-    WARN(
-        "bootstrap: rank %d dropped a connection with this job's secret claiming rank %d of %d "
-        "(expected rank %d of %d)",
-        b->rank, rank, nranks, (b->rank - 1 + b->nranks) % b->nranks, b->nranks);
-    return -1;
+  *got += (size_t)n;
+  return *got == want;
+}
+
+/* Sends what the socket takes now: 1 when all is out, 0 to wait, -1 (errno). */
+static int send_some(int fd, const unsigned char* buf, size_t len, size_t* off) {
+  while (*off < len) {
+    ssize_t n = tutti_seal_send(fd, buf + *off, len - *off);
+    if (n > 0) {
+      *off += (size_t)n;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return 0;
+    } else if (n == 0 || errno != EINTR) {
+      errno = n == 0 ? EPIPE : errno;
+      return -1;
+    }
   }
   return 1;
 }
 
-/* Our hello to rank+1 and how much of it is out. */
+/* What the ring's proofs are of: the listener's packed address (rank
+ * `listener`'s entry of the table both ends read) and the connector's hello. */
+static struct tutti_bs_proof_of proof_of(const struct tutti_bootstrap* b, int listener,
+                                         const unsigned char* hello, unsigned char* packed) {
+  tutti_socket_addr_pack(&b->addrs[listener], packed);
+  return (struct tutti_bs_proof_of){TUTTI_HELLO_RING, packed, hello, RING_HELLO_BYTES};
+}
+
+/* A proven hello must claim to be rank-1 of this job's size (checked once
+ * it proved the secret, so that only a rank of the job can make it warn). */
+static int hello_ok(const struct tutti_bootstrap* b, const struct pending* p) {
+  const unsigned char* q = p->in + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER;
+  int rank = (int32_t)tutti_socket_get32(q), nranks = (int32_t)tutti_socket_get32(q + 4);
+  if (rank != (b->rank - 1 + b->nranks) % b->nranks || nranks != b->nranks) {
+    WARN(
+        "bootstrap: rank %d dropped a connection with a ring hello claiming rank %d of %d "
+        "(expected rank %d of %d)",
+        b->rank, rank, nranks, (b->rank - 1 + b->nranks) % b->nranks, b->nranks);
+    return 0;
+  }
+  return 1;
+}
+
+/* Moves a pending connection on: 1 when it is rank-1, having proved the
+ * job's secret; -1 when it must be dropped; 0 to wait for more. */
+static int pending_step(const struct tutti_bootstrap* b, struct pending* p) {
+  unsigned char packed[TUTTI_SOCKET_ADDR_WIRE];
+  const struct tutti_bs_proof_of pf = proof_of(b, b->rank, p->in, packed);
+  const unsigned char* keys[2] = {b->secret, b->secret};
+  int st;
+  switch (p->stage) {
+    case PEND_HELLO:
+      if ((st = read_some(p->fd, p->in, RING_HELLO_BYTES, &p->got)) < 0 ||
+          tutti_bootstrap_handshake_check(p->in, p->got, TUTTI_BS_RING, TUTTI_BS_RING_LEN) != 0) {
+        return -1;
+      }
+      if (st == 0) {
+        return 0;
+      }
+      if (tutti_bs_prove(&pf, keys, p->proof) != 0) {
+        return -1;
+      }
+      p->stage = PEND_PROOF;
+      p->off = 0;
+      /* a new socket takes the proof at once */
+      __attribute__((fallthrough));
+    case PEND_PROOF:
+      if ((st = send_some(p->fd, p->proof, TUTTI_BS_PROOF, &p->off)) <= 0) {
+        return st;
+      }
+      p->stage = PEND_MAC;
+      p->got = 0;
+      __attribute__((fallthrough));
+    case PEND_MAC:
+      if ((st = read_some(p->fd, p->mac, TUTTI_BS_MAC, &p->got)) <= 0) {
+        if (st < 0) {
+          INFO(TUTTI_BOOTSTRAP,
+               "bootstrap: rank %d dropped a connection that sent a ring hello and closed "
+               "without proving this job's secret",
+               b->rank);
+        }
+        return st;
+      }
+      if (tutti_bs_which_key(&pf, keys, p->proof, p->mac) != 0) {
+        /* Anyone can send a hello: a stranger costs an INFO line, no more. */
+        INFO(TUTTI_BOOTSTRAP,
+             "bootstrap: rank %d dropped a connection that sent a ring hello but did not prove "
+             "this job's secret (a stranger, another job's rank, or ranks given different ids)",
+             b->rank);
+        return -1;
+      }
+      return hello_ok(b, p) ? 1 : -1; /* said loudly: it holds the secret */
+  }
+  return -1;
+}
+
+/* Our side of the connection to rank+1: the hello, rank+1's proof, our MAC. */
+enum out_stage { OUT_HELLO, OUT_PROOF, OUT_MAC, OUT_DONE };
+
 struct hello_out {
-  const unsigned char* msg;
-  size_t len, sent;
+  enum out_stage stage;
+  unsigned char msg[RING_HELLO_BYTES];
+  unsigned char proof[TUTTI_BS_PROOF];
+  unsigned char mac[TUTTI_BS_MAC];
+  size_t off; /* of msg, proof, mac by stage */
 };
 
-/* Sends what the socket takes now: 0, or an errno value. */
-static int hello_push(int fd, struct hello_out* o) {
-  while (o->sent < o->len) {
-    ssize_t n = tutti_seal_send(fd, o->msg + o->sent, o->len - o->sent);
-    if (n > 0) {
-      o->sent += (size_t)n;
-    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+static short out_events(const struct tutti_bootstrap* b, const struct hello_out* o) {
+  switch (o->stage) {
+    case OUT_HELLO:
+    case OUT_MAC:
+      return tutti_seal_events(b->next_fd, POLLOUT);
+    case OUT_PROOF:
+      return POLLIN;
+    default:
       return 0;
-    } else if (n == 0 || errno != EINTR) {
-      return n == 0 ? EPIPE : errno;
-    }
   }
-  return 0;
+}
+
+/* Moves our side on without waiting. Encrypted, the hello waits for rank+1's
+ * handshake, which comes only once rank+1 accepts in its own loop; and its
+ * proof comes from that loop too: hence driven here, beside the accepts. */
+static ncclResult_t out_step(struct tutti_bootstrap* b, struct hello_out* o) {
+  const int next = (b->rank + 1) % b->nranks;
+  int st = 1;
+  if (o->stage == OUT_HELLO && (st = send_some(b->next_fd, o->msg, sizeof o->msg, &o->off)) > 0) {
+    o->stage = OUT_PROOF;
+    o->off = 0;
+  }
+  if (o->stage == OUT_PROOF &&
+      (st = read_some(b->next_fd, o->proof, sizeof o->proof, &o->off)) > 0) {
+    unsigned char packed[TUTTI_SOCKET_ADDR_WIRE];
+    const struct tutti_bs_proof_of pf = proof_of(b, next, o->msg, packed);
+    if (tutti_bs_answer(&pf, b->secret, o->proof, o->mac) != 0) {
+      return tutti_error(ncclRemoteError,
+                         "bootstrap ring setup: %s did not prove this job's secret, so rank %d "
+                         "sent it nothing more: another program holds that rank's port (did "
+                         "the rank die?), or the ranks were given different unique ids",
+                         b->next_desc, b->rank);
+    }
+    o->stage = OUT_MAC;
+    o->off = 0;
+  }
+  if (o->stage == OUT_MAC && (st = send_some(b->next_fd, o->mac, sizeof o->mac, &o->off)) > 0) {
+    o->stage = OUT_DONE;
+  }
+  if (st < 0) {
+    const int err = errno;
+    return tutti_error(ncclRemoteError, "bootstrap ring setup: rank %d %s %s: %s", b->rank,
+                       o->stage == OUT_PROOF ? "got no proof of this job's secret from"
+                                             : "could not send its hello to",
+                       b->next_desc,
+                       err == 0 ? "the connection closed" : tutti_seal_strerror(b->next_fd, err));
+  }
+  return ncclSuccess;
 }
 
 /* Waits for rank-1 on the listener, serving every connection from one poll()
  * so that strangers (garbage, a wrong secret, silence) are dropped without
- * delaying the genuine predecessor. Meanwhile our hello goes to rank+1:
- * encrypted, it waits for that rank's handshake, which comes once rank+1
- * accepts here in its own loop, so every rank of the ring must do both at
- * once. */
+ * delaying the genuine predecessor, while our side of the connection to
+ * rank+1 moves on: each rank must do both at once, or the ring would wait
+ * on itself. */
 static ncclResult_t accept_prev(struct tutti_bootstrap* b, double deadline, struct hello_out* o) {
   struct pending pend[RING_PENDING];
   struct pollfd pfd[RING_PENDING + 2];
   int np = 0;
   ncclResult_t res = ncclSuccess;
   for (;;) {
-    const int err = hello_push(b->next_fd, o);
-    if (err != 0) {
-      res = tutti_error(ncclRemoteError,
-                        "bootstrap ring setup: rank %d could not send its hello to %s: %s", b->rank,
-                        b->next_desc, tutti_seal_strerror(b->next_fd, err));
+    if ((res = out_step(b, o)) != ncclSuccess) {
+      break;
+    }
+    if (o->stage == OUT_DONE && b->prev_fd >= 0) {
       break;
     }
     double now = tutti_socket_now();
@@ -112,11 +234,16 @@ static ncclResult_t accept_prev(struct tutti_bootstrap* b, double deadline, stru
       break;
     }
     if (now >= deadline) {
-      res = tutti_error(ncclRemoteError,
-                        "bootstrap ring setup: rank %d (listening at %s) waited %.3g s for %s to "
-                        "connect, in vain: that rank failed, or a firewall blocks connections "
-                        "between ranks; see its log",
-                        b->rank, b->addr_text[b->rank], b->timeout_s, b->prev_desc);
+      res = b->prev_fd < 0
+                ? tutti_error(ncclRemoteError,
+                              "bootstrap ring setup: rank %d (listening at %s) waited %.3g s for "
+                              "%s to connect, in vain: that rank failed, or a firewall blocks "
+                              "connections between ranks; see its log",
+                              b->rank, b->addr_text[b->rank], b->timeout_s, b->prev_desc)
+                : tutti_error(ncclRemoteError,
+                              "bootstrap ring setup: rank %d waited %.3g s for %s to prove this "
+                              "job's secret, in vain: that rank failed; see its log",
+                              b->rank, b->timeout_s, b->next_desc);
       break;
     }
     for (int i = np - 1; i >= 0; i--) {
@@ -124,35 +251,42 @@ static ncclResult_t accept_prev(struct tutti_bootstrap* b, double deadline, stru
         pending_drop(pend, &np, i, 1);
       }
     }
-    pfd[0] = (struct pollfd){.fd = b->listen_fd, .events = POLLIN};
-    for (int i = 0; i < np; i++) {
-      pfd[1 + i] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
+    int n = 0;
+    if (b->prev_fd < 0) {
+      pfd[n++] = (struct pollfd){.fd = b->listen_fd, .events = POLLIN};
     }
-    const int out = o->sent < o->len;
-    if (out) {
-      pfd[1 + np] =
-          (struct pollfd){.fd = b->next_fd, .events = tutti_seal_events(b->next_fd, POLLOUT)};
+    const int base = n;
+    for (int i = 0; i < np; i++) {
+      pfd[n++] = (struct pollfd){.fd = pend[i].fd,
+                                 .events = pend[i].stage == PEND_PROOF ? POLLOUT : POLLIN};
+    }
+    const short oev = out_events(b, o);
+    if (oev != 0) {
+      pfd[n++] = (struct pollfd){.fd = b->next_fd, .events = oev};
     }
     double left_ms = (deadline - now) * 1e3;
-    if (poll(pfd, (nfds_t)(np + 1 + out), left_ms > 100 ? 100 : (int)left_ms + 1) <= 0) {
+    if (poll(pfd, (nfds_t)n, left_ms > 100 ? 100 : (int)left_ms + 1) <= 0) {
       continue;
     }
     /* Backwards: dropping i moves the last entry, already looked at, into i. */
     for (int i = np - 1; i >= 0; i--) {
-      if (pfd[1 + i].revents == 0) {
+      if (pfd[base + i].revents == 0) {
         continue;
       }
-      int st = pending_read(b, &pend[i]);
+      int st = pending_step(b, &pend[i]);
       if (st == 1) {
         b->prev_fd = pend[i].fd;
         pending_drop(pend, &np, i, 0);
-        goto done;
+        while (np > 0) { /* the ring is all this rank needs: strangers go now */
+          pending_drop(pend, &np, np - 1, 1);
+        }
+        break;
       }
       if (st < 0) {
         pending_drop(pend, &np, i, 1);
       }
     }
-    for (int k = 0; k < 16 && (pfd[0].revents & POLLIN); k++) {
+    for (int k = 0; k < 16 && b->prev_fd < 0 && (pfd[0].revents & POLLIN); k++) {
       int fd = tutti_socket_try_accept(b->listen_fd, NULL);
       if (fd < 0) {
         break;
@@ -164,10 +298,10 @@ static ncclResult_t accept_prev(struct tutti_bootstrap* b, double deadline, stru
         }
         pending_drop(pend, &np, old, 1);
       }
-      pend[np++] = (struct pending){.fd = fd, .deadline = now + TUTTI_BS_HANDSHAKE_S};
+      pend[np++] =
+          (struct pending){.fd = fd, .deadline = now + TUTTI_BS_HANDSHAKE_S, .stage = PEND_HELLO};
     }
   }
-done:
   while (np > 0) {
     pending_drop(pend, &np, np - 1, 1);
   }
@@ -186,17 +320,16 @@ ncclResult_t tutti_bootstrap_ring_connect(struct tutti_bootstrap* b, double dead
                                    "a firewall may block connections between ranks, or "
                                    "NCCL_SOCKET_IFNAME names an interface other hosts cannot reach",
                                    &b->next_fd));
-    unsigned char msg[RING_HELLO_BYTES];
-    tutti_bootstrap_preamble(msg, b->secret);
+    struct hello_out o = {.stage = OUT_HELLO};
+    unsigned char* msg = o.msg;
+    NCCLCHECK(tutti_bootstrap_preamble(msg));
     tutti_socket_put32(msg + TUTTI_BS_PREAMBLE, TUTTI_BS_RING);
     tutti_socket_put32(msg + TUTTI_BS_PREAMBLE + 4, TUTTI_BS_RING_LEN);
     tutti_socket_put32(msg + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER, (uint32_t)b->rank);
     tutti_socket_put32(msg + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + 4, (uint32_t)b->nranks);
-    struct hello_out o = {msg, sizeof msg, 0};
-    NCCLCHECK(accept_prev(b, deadline, &o));
-    if (o.sent < o.len) { /* rank+1 waits for it in its own loop, accepting */
-      NCCLCHECK(tutti_socket_send_all(b->next_fd, msg + o.sent, o.len - o.sent, &io));
-    }
+    const ncclResult_t res = accept_prev(b, deadline, &o);
+    tutti_sha256_wipe(o.mac, sizeof o.mac);
+    NCCLCHECK(res);
   }
   /* The ring is all this rank needs: later connections are refused outright. */
   close(b->listen_fd);

@@ -17,6 +17,7 @@
 void tutti_bs_root_conn_drop(struct root* r, int i) {
   struct conn* c = r->conns[i];
   tutti_seal_close(c->fd);
+  tutti_sha256_wipe(c->keys, sizeof c->keys);
   free(c->out);
   free(c);
   r->conns[i] = r->conns[--r->nconns];
@@ -54,7 +55,7 @@ int tutti_bs_root_oldest_pending(const struct root* r, int* count) {
   int best = -1;
   *count = 0;
   for (int i = 0; i < r->nconns; i++) {
-    if (r->conns[i]->state == CONN_HELLO) {
+    if (tutti_bs_conn_presenting(r->conns[i]->state)) {
       (*count)++;
       if (best < 0 || r->conns[i]->deadline < r->conns[best]->deadline) {
         best = i;
@@ -154,7 +155,7 @@ static void complete(struct root* r) {
     if (c->state == CONN_JOINED) {
       queue(c, TUTTI_BS_TABLE, r->table, (size_t)r->nranks * TUTTI_SOCKET_ADDR_WIRE,
             token ? r->job->token : NULL, token ? TUTTI_BS_SECRET : 0);
-    } else if (c->state == CONN_HELLO) {
+    } else if (tutti_bs_conn_presenting(c->state)) {
       c->state =
           CONN_DEAD; /* strangers still presenting themselves; tutti_bs_root_tick() drops them */
     }
@@ -271,53 +272,114 @@ static void on_hello(struct root* r, struct conn* c, double now) {
   }
 }
 
+/* What the root proves and checks on connection c: the admitted secret
+ * (the job's token once it has one) and the id's (an intruder's). */
+static struct tutti_bs_proof_of proof_of(const struct root* r, const struct conn* c) {
+  return (struct tutti_bs_proof_of){TUTTI_HELLO_ROOT, r->packed, c->in, HELLO_BYTES};
+}
+
+/* A whole hello is in: the root proves the secret first (util/hello.h). */
+static int on_hello_bytes(struct root* r, struct conn* c) {
+  memcpy(c->keys[0], r->pub.secret, TUTTI_BS_SECRET);
+  memcpy(c->keys[1], r->job != NULL ? r->derived : r->pub.secret, TUTTI_BS_SECRET);
+  const unsigned char* keys[2] = {c->keys[0], c->keys[1]};
+  const struct tutti_bs_proof_of pf = proof_of(r, c);
+  if (tutti_bs_prove(&pf, keys, c->proof) != 0) {
+    return -1;
+  }
+  c->state = CONN_PROOF;
+  c->proof_off = 0;
+  return 0;
+}
+
+/* A process that sent tutti's hello but did not prove this job's secret:
+ * said loudly here (a rank of another job, or ranks given different ids);
+ * that process says why on its side. */
+static void refused(struct root* r, const struct conn* c, const char* how) {
+  WARN(
+      "bootstrap root at %s: a process (from %s) that sent tutti's bootstrap hello %s: it holds "
+      "another secret (a rank of another job on the same address, NCCL_COMM_ID; ranks given "
+      "different ids; or a stranger); it was refused",
+      r->where, c->where, how);
+}
+
+/* The connector's MAC is in: which secret it proves decides what it is. */
+static int on_mac(struct root* r, struct conn* c, double now) {
+  const unsigned char* keys[2] = {c->keys[0], c->keys[1]};
+  const struct tutti_bs_proof_of pf = proof_of(r, c);
+  const int k = tutti_bs_which_key(&pf, keys, c->proof, c->mac);
+  if (k < 0) {
+    refused(r, c, "answered the root's proof with a wrong MAC");
+    return -1;
+  }
+  c->intruder = k == 1 && r->job != NULL;
+  if (c->intruder || (r->job != NULL && r->job->poisoned)) {
+    on_intruder(r, c); /* a member after the job was stopped hears the same cause */
+    return 0;
+  }
+  if (r->complete) {
+    new_round(r, now);
+  }
+  on_hello(r, c, now);
+  return 0;
+}
+
+/* Bytes of the connection's hello, then of its MAC: -1 to drop it. */
+static int read_presenting(struct root* r, struct conn* c, double now) {
+  const int hello = c->state == CONN_HELLO;
+  ssize_t n = hello ? tutti_seal_recv(c->fd, c->in + c->got, HELLO_BYTES - c->got)
+                    : tutti_seal_recv(c->fd, c->mac + c->mac_got, TUTTI_BS_MAC - c->mac_got);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+    return 0;
+  }
+  if (n <= 0) {
+    /* A peer without the key costs nothing, as any stranger; it is named
+     * if the job then misses a rank (fail_missing). */
+    const char* why = tutti_seal_why(c->fd);
+    if (why != NULL) {
+      snprintf(r->refused, sizeof r->refused, "%s", why);
+    } else if (!hello) {
+      refused(r, c, "closed after the root's proof instead of proving the secret");
+    }
+    return -1;
+  }
+  if (!hello) {
+    c->mac_got += (size_t)n;
+    return c->mac_got == TUTTI_BS_MAC ? on_mac(r, c, now) : 0;
+  }
+  c->got += (size_t)n;
+  if (tutti_bootstrap_handshake_check(c->in, c->got, TUTTI_BS_HELLO, TUTTI_BS_HELLO_LEN) != 0) {
+    INFO(TUTTI_BOOTSTRAP,
+         "bootstrap root at %s: dropped a connection from %s that did not send a tutti "
+         "bootstrap hello",
+         r->where, c->where);
+    return -1;
+  }
+  return c->got == HELLO_BYTES ? on_hello_bytes(r, c) : 0;
+}
+
 /* Progress on one connection; returns -1 when it should be closed. */
 int tutti_bs_root_serve(struct root* r, struct conn* c, short revents, double now) {
-  if (c->state == CONN_HELLO && (revents & (POLLIN | POLLHUP | POLLERR))) {
-    ssize_t n = tutti_seal_recv(c->fd, c->in + c->got, HELLO_BYTES - c->got);
+  if ((c->state == CONN_HELLO || c->state == CONN_MAC) &&
+      (revents & (POLLIN | POLLHUP | POLLERR))) {
+    if (read_presenting(r, c, now) != 0) {
+      return -1;
+    }
+  }
+  if (c->state == CONN_PROOF) { /* at once: a new socket's buffer takes it */
+    ssize_t n = tutti_seal_send(c->fd, c->proof + c->proof_off, TUTTI_BS_PROOF - c->proof_off);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
       return 0;
     }
     if (n <= 0) {
-      /* A peer without the key costs nothing, as any stranger; it is named
-       * if the job then misses a rank (fail_missing). */
-      const char* why = tutti_seal_why(c->fd);
-      if (why != NULL) {
-        snprintf(r->refused, sizeof r->refused, "%s", why);
-      }
       return -1;
     }
-    c->got += (size_t)n;
-    const int ours = tutti_bootstrap_handshake_check(c->in, c->got, r->pub.secret, TUTTI_BS_HELLO,
-                                                     TUTTI_BS_HELLO_LEN) == 0;
-    c->intruder = !ours && r->job != NULL &&
-                  tutti_bootstrap_handshake_check(c->in, c->got, r->derived, TUTTI_BS_HELLO,
-                                                  TUTTI_BS_HELLO_LEN) == 0;
-    if (!ours && !c->intruder) {
-      if (tutti_bootstrap_other_job(c->in, c->got, r->pub.secret)) {
-        /* A tutti rank with another job's secret: said loudly here; the
-         * rank hears its connection closed and says why on its side. */
-        WARN(
-            "bootstrap root at %s: a rank of another job (from %s) tried to join: two jobs use "
-            "the same address (NCCL_COMM_ID), or its ranks were given different ids; it was "
-            "refused",
-            r->where, c->where);
-      } else {
-        INFO(TUTTI_BOOTSTRAP,
-             "bootstrap root at %s: dropped a connection from %s that did not "
-             "present this job's secret",
-             r->where, c->where);
-      }
-      return -1;
+    c->proof_off += (size_t)n;
+    if (c->proof_off == TUTTI_BS_PROOF) {
+      c->state = CONN_MAC;
+      c->mac_got = 0;
     }
-    if (c->got == HELLO_BYTES && (c->intruder || (r->job != NULL && r->job->poisoned))) {
-      on_intruder(r, c); /* a member after the job was stopped hears the same cause */
-    } else if (c->got == HELLO_BYTES) {
-      if (r->complete) {
-        new_round(r, now);
-      }
-      on_hello(r, c, now);
-    }
+    return 0;
   } else if (c->state == CONN_JOINED && (revents & (POLLIN | POLLHUP | POLLERR))) {
     char byte;
     ssize_t n = tutti_seal_recv(c->fd, &byte, 1);
@@ -349,7 +411,7 @@ int tutti_bs_root_tick(struct root* r, double now) {
   for (int i = r->nconns - 1; i >= 0; i--) {
     struct conn* c = r->conns[i];
     /* Too slow to present itself: a stranger or a stuck client. */
-    if (c->state == CONN_DEAD || (c->state == CONN_HELLO && now >= c->deadline)) {
+    if (c->state == CONN_DEAD || (tutti_bs_conn_presenting(c->state) && now >= c->deadline)) {
       tutti_bs_root_conn_drop(r, i);
     }
   }

@@ -14,14 +14,25 @@
 #define ROOT_FLUSH_S 2.0 /* past its life, the root waits this long for replies to drain */
 #define HELLO_BYTES (TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + TUTTI_BS_HELLO_LEN)
 
-enum conn_state { CONN_HELLO, CONN_JOINED, CONN_REPLY, CONN_DEAD };
+/* A connection presents itself (HELLO), is sent the root's proof (PROOF),
+ * proves the secret (MAC), and only then joins. */
+enum conn_state { CONN_HELLO, CONN_PROOF, CONN_MAC, CONN_JOINED, CONN_REPLY, CONN_DEAD };
+
+/* Still presenting itself: bounded by its deadline, counted as pending. */
+static inline int tutti_bs_conn_presenting(enum conn_state s) {
+  return s == CONN_HELLO || s == CONN_PROOF || s == CONN_MAC;
+}
 
 struct conn {
   int fd;
   enum conn_state state;
-  double deadline; /* CONN_HELLO: by when the handshake must be complete */
+  double deadline; /* presenting: by when the handshake must be complete */
   size_t got;
   unsigned char in[HELLO_BYTES];
+  unsigned char proof[TUTTI_BS_PROOF]; /* sent: the root's nonce and MACs */
+  unsigned char mac[TUTTI_BS_MAC];     /* received: the connector's */
+  size_t proof_off, mac_got;
+  unsigned char keys[2][TUTTI_BS_SECRET]; /* what the proof was of: admitted, the id's */
   unsigned char* out;
   size_t out_len, out_off;
   int rank;
@@ -37,7 +48,8 @@ struct root {
   unsigned char derived[TUTTI_BS_SECRET];
   struct tutti_bs_job* job; /* TUTTI_ID_FLAG_LEARN, once the job has its token */
   char where[TUTTI_SOCKET_ADDR_STRLEN];
-  double life_s, deadline; /* TUTTI_TIMEOUT bounds the root's own life */
+  unsigned char packed[TUTTI_SOCKET_ADDR_WIRE]; /* the bound address, as the id holds it */
+  double life_s, deadline;                      /* TUTTI_TIMEOUT bounds the root's own life */
   struct conn** conns;
   struct pollfd* pfd;
   int nconns, cap;

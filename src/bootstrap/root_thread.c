@@ -50,7 +50,7 @@ static void sooner(double* t, double now, double x) {
 static int next_wake_ms(const struct root* r, double now) {
   double t = now + 1.0;
   for (int i = 0; i < r->nconns; i++) {
-    if (r->conns[i]->state == CONN_HELLO) {
+    if (tutti_bs_conn_presenting(r->conns[i]->state)) {
       sooner(&t, now, r->conns[i]->deadline);
     }
   }
@@ -79,7 +79,8 @@ static void* root_main(void* arg) {
       r->pfd[base++] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
     }
     for (int i = 0; i < r->nconns; i++) {
-      short ev = r->conns[i]->state == CONN_REPLY ? POLLOUT : POLLIN;
+      const enum conn_state st = r->conns[i]->state;
+      short ev = st == CONN_REPLY || st == CONN_PROOF ? POLLOUT : POLLIN;
       r->pfd[base + i] = (struct pollfd){.fd = r->conns[i]->fd, .events = ev};
     }
     if (poll(r->pfd, (nfds_t)(base + r->nconns), next_wake_ms(r, now)) <= 0) {
@@ -142,6 +143,7 @@ ncclResult_t tutti_bootstrap_root_start(union tutti_socket_addr* addr,
   r->job = (flags & TUTTI_ID_FLAG_LEARN) ? tutti_bs_job_find(&r->pub.addr, secret) : NULL;
   memcpy(r->pub.secret, r->job != NULL ? r->job->token : secret, TUTTI_BS_SECRET);
   tutti_socket_format(addr, r->where, sizeof r->where);
+  tutti_socket_addr_pack(addr, r->packed); /* the port bound: what the id names, ranks dial */
   r->pfd = malloc(sizeof *r->pfd);
   pthread_attr_t attr;
   pthread_t thread;

@@ -1,6 +1,7 @@
 /* The tcp transport's connection setup (see tcp_connect.h): every pair's
- * sockets, each opened with a hello carrying the job secret and answered
- * with an acknowledgement; strangers are dropped. */
+ * sockets, each opened with a hello, then both ends prove the job's secret
+ * without sending it (util/hello.h: the listener first); strangers are
+ * dropped. */
 #include "transport/tcp_connect.h"
 
 #include <errno.h>
@@ -11,23 +12,28 @@
 #include <unistd.h>
 
 #include "util/check.h"
+#include "util/hello.h"
 #include "util/param.h"
 #include "util/seal.h"
 #include "util/socket.h"
 
-#define HELLO_LEN 48 /* "tuttiTC1", secret, comm hash, from, to, socket index, nsocks */
-#define ACK_LEN 24   /* "tuttiTA1", comm hash, rank, socket index */
-#define HELLO_S 5.0  /* time a new connection has to present itself */
+#define HELLO_LEN 48 /* "tuttiTC2", nonce, comm hash, from, to, socket index, nsocks */
+#define PROOF_LEN (TUTTI_HELLO_NONCE + TUTTI_HELLO_MAC) /* listener: its nonce, its MAC */
+#define MAC_LEN TUTTI_HELLO_MAC                         /* connector: its MAC */
+#define HELLO_S 5.0 /* time a new connection has to present itself */
 
-/* A connection during setup: ours waiting for an ack, or a stranger-until-
- * proven-otherwise waiting for its hello. */
+/* A connection during setup: ours sending its hello and waiting for the
+ * listener's proof, or a stranger-until-proven-otherwise whose hello, then
+ * MAC, this rank waits for. */
 struct tutti_tcp_pending {
   int fd;
   int out;
-  int peer, idx; /* outgoing only */
+  int proved;    /* incoming: our proof is sent, its MAC is awaited */
+  int peer, idx; /* outgoing; incoming once its hello is in */
   size_t got, sent;
-  unsigned char buf[HELLO_LEN];
-  unsigned char hello[HELLO_LEN]; /* outgoing: ours, sent from the event loop */
+  unsigned char buf[HELLO_LEN];   /* what is being read: a hello, a proof, a MAC */
+  unsigned char hello[HELLO_LEN]; /* the connector's: ours, sent from the event loop, or its */
+  unsigned char nonce[TUTTI_HELLO_NONCE]; /* incoming: ours, in the proof */
   double deadline;
 };
 
@@ -163,14 +169,10 @@ static ncclResult_t push_hello(struct tutti_tcp_setup* su, int i) {
 static const char* bad_hello(const struct tutti_tcp_setup* su, const unsigned char* h, int* from,
                              int* idx) {
   const struct tutti_transport_comm* tc = su->tc;
-  unsigned diff = 0;
-  for (int i = 0; i < 16; i++) {
-    diff |= h[8 + i] ^ tc->secret[i];
-  }
   *from = (int)tutti_socket_get32(h + 32);
   *idx = (int)tutti_socket_get32(h + 40);
-  if (memcmp(h, "tuttiTC1", 8) != 0 || diff != 0) {
-    return "it did not present this job's secret";
+  if (memcmp(h, "tuttiTC2", 8) != 0) {
+    return "it did not send a tutti TCP transport hello";
   }
   if (get64(h + 24) != tc->comm_hash || (int)tutti_socket_get32(h + 36) != tc->rank) {
     return "it is meant for another communicator or rank";
@@ -185,48 +187,113 @@ static const char* bad_hello(const struct tutti_tcp_setup* su, const unsigned ch
   return NULL;
 }
 
-/* A complete hello or ack arrived on pending connection i. */
-static ncclResult_t complete(struct tutti_tcp_setup* su, int i) {
+/* What the MACs of connection p are of: the listener's address as
+ * published (the one the connector dialled), the connector's hello, the
+ * listener's nonce. */
+static struct tutti_hello_transcript transcript(const struct tutti_tcp_setup* su,
+                                                const struct tutti_tcp_pending* p,
+                                                const unsigned char* nonce) {
+  const int listener = p->out ? p->peer : su->tc->rank;
+  return (struct tutti_hello_transcript){TUTTI_HELLO_TCP, rec_of(su, listener) + 8, p->hello,
+                                         HELLO_LEN, nonce};
+}
+
+static void established(struct tutti_tcp_setup* su, int i) {
   struct tutti_tcp_pending* p = &su->pend[i];
-  const struct tutti_transport_comm* tc = su->tc;
-  int from = p->peer, idx = p->idx;
-  if (p->out) {
-    if (memcmp(p->buf, "tuttiTA1", 8) != 0 || get64(p->buf + 8) != tc->comm_hash ||
-        (int)tutti_socket_get32(p->buf + 16) != p->peer ||
-        (int)tutti_socket_get32(p->buf + 20) != p->idx) {
-      char who[160];
-      peer_name(su, p->peer, who, sizeof who);
-      return tutti_error(ncclSystemError,
-                         "rank %d: %s answered TCP connection %d with a wrong acknowledgement: "
-                         "is another program listening there?",
-                         tc->rank, who, p->idx);
-    }
-  } else {
-    const char* why = bad_hello(su, p->buf, &from, &idx);
-    unsigned char ack[ACK_LEN];
-    memcpy(ack, "tuttiTA1", 8);
-    put64(ack + 8, tc->comm_hash);
-    tutti_socket_put32(ack + 16, (uint32_t)tc->rank);
-    tutti_socket_put32(ack + 20, (uint32_t)idx);
-    if (why != NULL || tutti_seal_send(p->fd, ack, ACK_LEN) != ACK_LEN) {
-      INFO(TUTTI_NET, "rank %d dropped a connection to its TCP listener: %s", tc->rank,
-           why != NULL ? why : "it closed before the acknowledgement");
-      tutti_seal_close(p->fd);
-      su->pend[i] = su->pend[--su->npend];
-      return ncclSuccess;
-    }
-  }
-  su->fds[(size_t)from * (size_t)su->nsocks + (size_t)idx] = p->fd;
+  su->fds[(size_t)p->peer * (size_t)su->nsocks + (size_t)p->idx] = p->fd;
   su->left--;
   su->pend[i] = su->pend[--su->npend];
+}
+
+static void refuse(struct tutti_tcp_setup* su, int i, const char* why) {
+  INFO(TUTTI_NET, "rank %d dropped a connection to its TCP listener: %s", su->tc->rank, why);
+  tutti_seal_close(su->pend[i].fd);
+  su->pend[i] = su->pend[--su->npend];
+}
+
+/* The listener's proof is in: checked, and answered with our MAC. */
+static ncclResult_t on_proof(struct tutti_tcp_setup* su, int i) {
+  struct tutti_tcp_pending* p = &su->pend[i];
+  const struct tutti_hello_transcript t = transcript(su, p, p->buf);
+  unsigned char mac[MAC_LEN];
+  if (tutti_hello_check(su->tc->secret, TUTTI_HELLO_LISTENER, &t, p->buf + TUTTI_HELLO_NONCE) !=
+      0) {
+    char who[160];
+    peer_name(su, p->peer, who, sizeof who);
+    return tutti_error(ncclRemoteError,
+                       "rank %d: %s did not prove this job's secret on TCP connection %d, so "
+                       "nothing more was sent to it: another program holds that rank's port "
+                       "(did the rank die?), or the ranks were given different unique ids",
+                       su->tc->rank, who, p->idx);
+  }
+  tutti_hello_mac(su->tc->secret, TUTTI_HELLO_CONNECTOR, &t, mac);
+  /* 32 bytes on a socket that has carried 48: the buffer takes them at once. */
+  const ssize_t n = tutti_seal_send(p->fd, mac, MAC_LEN);
+  tutti_sha256_wipe(mac, sizeof mac);
+  if (n != MAC_LEN) {
+    char who[160];
+    peer_name(su, p->peer, who, sizeof who);
+    return tutti_error(ncclRemoteError,
+                       "rank %d: sending its proof on TCP connection %d to %s "
+                       "failed: %s",
+                       su->tc->rank, p->idx, who,
+                       n < 0 ? tutti_seal_strerror(p->fd, errno) : "a short send");
+  }
+  established(su, i);
   return ncclSuccess;
 }
 
-/* Reads what pending connection i has; removes it when done or dropped. */
+/* An incoming hello is in: checked, then proved to (util/hello.h). */
+static void on_hello(struct tutti_tcp_setup* su, int i) {
+  struct tutti_tcp_pending* p = &su->pend[i];
+  const char* why = bad_hello(su, p->buf, &p->peer, &p->idx);
+  if (why != NULL) {
+    refuse(su, i, why);
+    return;
+  }
+  memcpy(p->hello, p->buf, HELLO_LEN);
+  unsigned char proof[PROOF_LEN];
+  if (tutti_hello_nonce(p->nonce) != 0) {
+    refuse(su, i, "getrandom failed making a nonce");
+    return;
+  }
+  const struct tutti_hello_transcript t = transcript(su, p, p->nonce);
+  memcpy(proof, p->nonce, TUTTI_HELLO_NONCE);
+  tutti_hello_mac(su->tc->secret, TUTTI_HELLO_LISTENER, &t, proof + TUTTI_HELLO_NONCE);
+  if (tutti_seal_send(p->fd, proof, PROOF_LEN) != PROOF_LEN) {
+    refuse(su, i, "it closed before this rank's proof");
+    return;
+  }
+  p->proved = 1;
+  p->got = 0;
+}
+
+/* The connector's MAC is in: it proves the job's secret, or it is dropped. */
+static void on_mac(struct tutti_tcp_setup* su, int i) {
+  struct tutti_tcp_pending* p = &su->pend[i];
+  const struct tutti_hello_transcript t = transcript(su, p, p->nonce);
+  if (tutti_hello_check(su->tc->secret, TUTTI_HELLO_CONNECTOR, &t, p->buf) != 0) {
+    snprintf(su->refused, sizeof su->refused,
+             "a connection claiming to be rank %d did not prove this job's secret", p->peer);
+    refuse(su, i, su->refused);
+    return;
+  }
+  if (su->fds[(size_t)p->peer * (size_t)su->nsocks + (size_t)p->idx] >= 0) {
+    refuse(su, i, "that socket is already connected");
+    return;
+  }
+  established(su, i);
+}
+
+/* How many bytes pending connection i reads next. */
+static size_t wanted(const struct tutti_tcp_pending* p) {
+  return p->out ? PROOF_LEN : p->proved ? MAC_LEN : HELLO_LEN;
+}
+
+/* Reads what pending connection i has; moves it on when a message is in. */
 static ncclResult_t service(struct tutti_tcp_setup* su, int i) {
   struct tutti_tcp_pending* p = &su->pend[i];
-  size_t want = (p->out ? ACK_LEN : HELLO_LEN) - p->got;
-  ssize_t n = tutti_seal_recv(p->fd, p->buf + p->got, want);
+  ssize_t n = tutti_seal_recv(p->fd, p->buf + p->got, wanted(p) - p->got);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
     return ncclSuccess;
   }
@@ -249,7 +316,18 @@ static ncclResult_t service(struct tutti_tcp_setup* su, int i) {
     return ncclSuccess;
   }
   p->got += (size_t)n;
-  return p->got == (p->out ? ACK_LEN : HELLO_LEN) ? complete(su, i) : ncclSuccess;
+  if (p->got < wanted(p)) {
+    return ncclSuccess;
+  }
+  if (p->out) {
+    return on_proof(su, i);
+  }
+  if (p->proved) {
+    on_mac(su, i);
+  } else {
+    on_hello(su, i);
+  }
+  return ncclSuccess;
 }
 
 static ncclResult_t timed_out(const struct tutti_tcp_setup* su, double t) {
@@ -302,8 +380,7 @@ ncclResult_t tutti_tcp_connect_all(struct tutti_tcp_setup* su, int lfd) {
     struct tutti_socket_io io = {deadline, NULL, who, "TCP transport setup"};
     tutti_socket_addr_unpack(rec_of(su, r) + 8, &addr);
     unsigned char hello[HELLO_LEN];
-    memcpy(hello, "tuttiTC1", 8);
-    memcpy(hello + 8, tc->secret, 16);
+    memcpy(hello, "tuttiTC2", 8);
     put64(hello + 24, tc->comm_hash);
     tutti_socket_put32(hello + 32, (uint32_t)tc->rank);
     tutti_socket_put32(hello + 36, (uint32_t)r);
@@ -313,6 +390,11 @@ ncclResult_t tutti_tcp_connect_all(struct tutti_tcp_setup* su, int lfd) {
       tutti_socket_put32(hello + 40, (uint32_t)s);
       res = tutti_socket_connect(&addr, &io,
                                  "does NCCL_SOCKET_IFNAME pick an interface the hosts share?", &fd);
+      if (res == ncclSuccess && tutti_hello_nonce(hello + 8) != 0) {
+        tutti_seal_close(fd);
+        res = tutti_error(ncclSystemError, "rank %d: getrandom failed making a TCP nonce: %s",
+                          tc->rank, strerror(errno));
+      }
       if (res == ncclSuccess) {
         add_pending(su, fd, 1, r, s, hello);
         res = push_hello(su, su->npend - 1);

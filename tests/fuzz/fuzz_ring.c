@@ -1,5 +1,7 @@
 /* The bootstrap ring: what arrives on a rank's listener while it waits for
- * its predecessor (a preamble and a RING frame: pending_read), and what
+ * its predecessor (a preamble and a RING frame, then a MAC answering the
+ * rank's proof: pending_step; with bit 7 of byte 3, a valid MAC follows a
+ * hello that was whole), and what
  * arrives from the predecessor during all-gathers and barriers (frame
  * headers, then blocks).
  *
@@ -21,6 +23,13 @@ static void init_rank(struct tutti_bootstrap* b, uint8_t shape) {
   b->timeout_s = 5;
   b->listen_fd = b->next_fd = b->prev_fd = -1;
   memcpy(b->secret, fuzz_secret, sizeof fuzz_secret);
+  static union tutti_socket_addr addrs[8];
+  for (int r = 0; r < b->nranks; r++) {
+    memset(&addrs[r], 0, sizeof addrs[r]);
+    addrs[r].sin.sin_family = AF_INET;
+    tutti_socket_set_port(&addrs[r], 30000 + r);
+  }
+  b->addrs = addrs;
   snprintf(b->next_desc, sizeof b->next_desc, "rank %d at next", (b->rank + 1) % b->nranks);
   snprintf(b->prev_desc, sizeof b->prev_desc, "rank %d at prev",
            (b->rank - 1 + b->nranks) % b->nranks);
@@ -29,26 +38,36 @@ static void init_rank(struct tutti_bootstrap* b, uint8_t shape) {
 static void handshake(struct tutti_bootstrap* b, uint8_t piece, struct fuzz_in* in) {
   int fds[2];
   fuzz_pair(fds);
-  struct pending p = {.fd = fds[0]};
+  struct pending p = {.fd = fds[0], .stage = PEND_HELLO};
+  unsigned char mac[TUTTI_BS_MAC]; /* outlives the loop's step: it is sent from there */
   int st = 0;
   while (st == 0 && fuzz_left(in)) {
     size_t got;
     const uint8_t* bytes = fuzz_take(in, (size_t)(piece % 16 + 1), &got);
+    if (p.stage == PEND_MAC && (piece & 0x80)) { /* a peer holding the secret answers */
+      unsigned char packed[TUTTI_SOCKET_ADDR_WIRE];
+      const struct tutti_bs_proof_of pf = proof_of(b, b->rank, p.in, packed);
+      if (tutti_bs_answer(&pf, fuzz_secret, p.proof, mac) == 0) {
+        bytes = mac;
+        got = sizeof mac;
+      }
+    }
     fuzz_write(fds[1], bytes, got);
-    st = pending_read(b, &p);
+    st = pending_step(b, &p);
     FUZZ_ASSERT(p.got <= RING_HELLO_BYTES, "got %zu", p.got);
   }
   if (st == 1) {
-    /* Accepted: it must be exactly a genuine hello from rank-1. */
+    /* Accepted: it must be exactly a genuine hello from rank-1 (any nonce). */
     unsigned char want[RING_HELLO_BYTES];
-    tutti_bootstrap_preamble(want, fuzz_secret);
+    memcpy(want, p.in, TUTTI_BS_PREAMBLE);
     tutti_socket_put32(want + TUTTI_BS_PREAMBLE, TUTTI_BS_RING);
     tutti_socket_put32(want + TUTTI_BS_PREAMBLE + 4, TUTTI_BS_RING_LEN);
     tutti_socket_put32(want + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER,
                        (uint32_t)((b->rank - 1 + b->nranks) % b->nranks));
     tutti_socket_put32(want + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + 4, (uint32_t)b->nranks);
-    FUZZ_ASSERT(p.got == RING_HELLO_BYTES && memcmp(p.in, want, sizeof want) == 0,
-                "accepted something else than rank-1's hello");
+    FUZZ_ASSERT(
+        p.stage == PEND_MAC && p.got == TUTTI_BS_MAC && memcmp(p.in, want, sizeof want) == 0,
+        "accepted something else than rank-1's hello");
   }
   close(fds[0]);
   close(fds[1]);

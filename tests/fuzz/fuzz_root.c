@@ -1,13 +1,15 @@
 /* The bootstrap root's connection handling: what any process that can reach
- * the root's port sends it (a preamble with the job secret, a HELLO frame),
- * over several connections at once, in any pieces, with the clock moving.
+ * the root's port sends it (a preamble with a nonce, a HELLO frame, then a
+ * MAC answering the root's proof), over several connections at once, in
+ * any pieces, with the clock moving.
  *
  * The target compiles root.c itself, so that it drives the root's own
  * functions (serve, on_hello, tick) without its thread; each connection is a
  * socket pair whose far end the input writes into. The input is a script:
  *   0 open a connection           1 c n bytes   send n raw bytes on c
- *   2 c r n t addr   send a HELLO with the job's secret (rank r, nranks n;
- *                    bit 7 of addr's kind: the learned token, if any)
+ *   2 c r n t addr   send a HELLO (rank r, nranks n) and answer the root's
+ *                    proof with the job's secret (bit 7 of addr's kind:
+ *                    the learned token, if any; bit 6: a wrong MAC)
  *   3 c  half-close c             4 d   advance the clock d x 50 ms
  *   5 flush the replies and check they are well formed
  *   6 c  close c                  7 serve every connection */
@@ -23,6 +25,8 @@ static const unsigned char fuzz_secret[TUTTI_BS_SECRET] = {
 struct link {
   int far;        /* our end, -1 once closed */
   struct conn* c; /* the root's connection, NULL once the root dropped it */
+  int proved;     /* the root's proof was read off far */
+  unsigned char proof[TUTTI_BS_PROOF];
 };
 
 struct world {
@@ -80,6 +84,13 @@ static void serve_one(struct world* w, struct link* k, short revents) {
     tutti_bs_root_conn_drop(w->r, i);
   }
   sync_links(w);
+  /* The root's proof comes first on every connection that sent a whole
+   * hello: taken off here, so that check_reply sees only replies. */
+  if (k->c != NULL && k->far >= 0 && !k->proved && k->c->state == CONN_MAC) {
+    FUZZ_ASSERT(recv(k->far, k->proof, sizeof k->proof, MSG_DONTWAIT) == TUTTI_BS_PROOF,
+                "the root's proof");
+    k->proved = 1;
+  }
 }
 
 static struct link* pick(struct world* w, struct fuzz_in* in) {
@@ -117,8 +128,10 @@ static void hello(struct world* w, struct link* k, struct fuzz_in* in) {
   unsigned char m[HELLO_BYTES];
   int8_t rank = (int8_t)fuzz_u8(in), nranks = (int8_t)fuzz_u8(in);
   uint8_t t = fuzz_u8(in), kind = fuzz_u8(in);
-  /* A learning root's job presents its token; the id's secret is then an intruder's. */
-  tutti_bootstrap_preamble(m, w->r->job != NULL && (kind & 0x80) ? w->r->job->token : fuzz_secret);
+  /* A learning root's job proves its token; the id's secret is then an intruder's. */
+  const unsigned char* key = w->r->job != NULL && (kind & 0x80) ? w->r->job->token : fuzz_secret;
+  memcpy(m, "tuttiBS2", 8);
+  memset(m + 8, kind, TUTTI_HELLO_NONCE);
   tutti_socket_put32(m + TUTTI_BS_PREAMBLE, TUTTI_BS_HELLO);
   tutti_socket_put32(m + TUTTI_BS_PREAMBLE + 4, TUTTI_BS_HELLO_LEN);
   unsigned char* p = m + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER;
@@ -142,6 +155,15 @@ static void hello(struct world* w, struct link* k, struct fuzz_in* in) {
   }
   fuzz_write(k->far, m, sizeof m);
   serve_one(w, k, POLLIN);
+  if (k->c != NULL && k->proved && k->c->state == CONN_MAC && k->far >= 0) {
+    unsigned char mac[TUTTI_BS_MAC];
+    const struct tutti_bs_proof_of pf = proof_of(w->r, k->c);
+    if (tutti_bs_answer(&pf, key, k->proof, mac) != 0 || (kind & 0x40)) {
+      memset(mac, kind, sizeof mac); /* a stranger's guess */
+    }
+    fuzz_write(k->far, mac, sizeof mac);
+    serve_one(w, k, POLLIN);
+  }
 }
 
 static void step(struct world* w, struct fuzz_in* in) {
@@ -162,7 +184,7 @@ static void step(struct world* w, struct fuzz_in* in) {
         close(fds[1]);
         break;
       }
-      w->links[w->nlinks++] = (struct link){fds[1], r->conns[r->nconns - 1]};
+      w->links[w->nlinks++] = (struct link){fds[1], r->conns[r->nconns - 1], 0, {0}};
       break;
     }
     case 1: {

@@ -1,14 +1,15 @@
 /* The TCP transport's setup: the all-gathered records every rank publishes
  * (check_table), what strangers and peers send to a rank's TCP listener (a
- * 48-byte hello with the job secret: service, complete, bad_hello), and the
- * acknowledgements that come back on the connections a rank opened.
+ * 48-byte hello with a nonce: service, on_hello, bad_hello; then their MAC:
+ * on_mac), and the proofs that come back on the connections a rank opened
+ * (on_proof).
  *
  * The target compiles tcp_connect.c itself. Input: byte 0 the ring size, byte 1
  * the rank, byte 2 sockets per peer, byte 3 bit 0: the records come from
  * the input; then a script:
  *   0 a stranger connects             1 c n bytes   send n raw bytes on c
  *   2 c f t i   a genuine hello from rank f to rank t, socket i
- *   3 c   the acknowledgement c expects   4 c   close c */
+ *   3 c   the proof (outgoing) or MAC (incoming) c expects   4 c   close c */
 #include "transport/tcp_connect.c"
 
 #include "fuzz.h"
@@ -115,8 +116,8 @@ static void step(struct world* w, struct fuzz_in* in) {
       k = pick(w, in);
       int from = fuzz_u8(in) % tc->nranks, to = fuzz_u8(in) % 4 == 0 ? from : tc->rank;
       int idx = fuzz_u8(in) % 5;
-      memcpy(m, "tuttiTC1", 8);
-      memcpy(m + 8, fuzz_secret, 16);
+      memcpy(m, "tuttiTC2", 8);
+      memset(m + 8, 0x5a, TUTTI_HELLO_NONCE);
       put64(m + 24, fuzz_hash);
       tutti_socket_put32(m + 32, (uint32_t)from);
       tutti_socket_put32(m + 36, (uint32_t)to);
@@ -128,17 +129,26 @@ static void step(struct world* w, struct fuzz_in* in) {
       }
       break;
     }
-    case 3:
+    case 3: {
       k = pick(w, in);
-      if (k != NULL && k->out && k->far >= 0) {
-        memcpy(m, "tuttiTA1", 8);
-        put64(m + 8, fuzz_hash);
-        tutti_socket_put32(m + 16, (uint32_t)k->peer);
-        tutti_socket_put32(m + 20, (uint32_t)k->idx);
-        fuzz_write(k->far, m, ACK_LEN);
+      const int i = k != NULL && k->near >= 0 ? pend_index(&w->su, k->near) : -1;
+      if (i >= 0 && k->far >= 0 && (k->out || w->su.pend[i].proved)) {
+        const struct tutti_tcp_pending* p = &w->su.pend[i];
+        /* What a peer holding the secret sends: the listener's proof, the
+         * connector's MAC, both of the hello and nonce the code holds. */
+        memset(m, 0xa5, TUTTI_HELLO_NONCE);
+        const struct tutti_hello_transcript t = transcript(&w->su, p, k->out ? m : p->nonce);
+        if (k->out) {
+          tutti_hello_mac(fuzz_secret, TUTTI_HELLO_LISTENER, &t, m + TUTTI_HELLO_NONCE);
+          fuzz_write(k->far, m, PROOF_LEN);
+        } else {
+          tutti_hello_mac(fuzz_secret, TUTTI_HELLO_CONNECTOR, &t, m);
+          fuzz_write(k->far, m, MAC_LEN);
+        }
         serve(w, k);
       }
       break;
+    }
     default:
       k = pick(w, in);
       if (k != NULL && k->far >= 0) {

@@ -9,7 +9,7 @@ import struct
 HERE = os.path.dirname(os.path.abspath(__file__))
 SECRET = bytes([0x10, 0x21, 0x32, 0x43, 0x54, 0x65, 0x76, 0x87,
                 0x98, 0xA9, 0xBA, 0xCB, 0xDC, 0xED, 0xFE, 0x0F])
-PREAMBLE = b"tuttiBS1" + SECRET
+PREAMBLE = b"tuttiBS2" + bytes([0x5A] * 16)  # magic and a nonce: no secret travels
 HELLO, TABLE, ERROR, RING, GATHER, ENTER, LEAVE = 1, 2, 3, 4, 5, 6, 7
 
 
@@ -71,15 +71,16 @@ def root():
           bytes([3, 0]) + hello(1, 0, 1) + FLUSH)
     write("root", "slow_stranger", OPEN + bytes([1, 0, 3]) + PREAMBLE[:3] + tick(120) + OPEN +
           hello(1, 0, 1) + FLUSH)
-    wrong = bytearray(raw)
-    wrong[12] ^= 1
-    write("root", "wrong_secret", OPEN + bytes([1, 0, len(wrong)]) + bytes(wrong) + FLUSH)
+    # A whole hello answered with a MAC that proves nothing (kind bit 6).
+    write("root", "wrong_mac", OPEN * 2 + hello(0, 0, 2, kind=0x40) + hello(1, 1, 2) + FLUSH)
 
 
 def ring():
     # part, shape (nranks 2 + s % 7, rank (s >> 4) % nranks), bytes, piece
     hello = PREAMBLE + frame(RING, be32(1) + be32(2))
     write("ring", "hello_whole", bytes([0, 0, 0, 15]) + hello)
+    # piece bit 7: once the hello is in, a valid MAC answers the rank's proof.
+    write("ring", "hello_proved", bytes([0, 0, 0, 0x8F]) + hello + bytes(32))
     write("ring", "hello_bytewise", bytes([0, 0, 0, 0]) + hello)
     h4 = PREAMBLE + frame(RING, be32(2) + be32(4))
     write("ring", "hello_rank3_of_4", bytes([0, 0x33, 0, 7]) + h4)
@@ -121,6 +122,9 @@ def tcp():
           hello_op(1, 0, 1, 0))
     write("tcp", "stranger", bytes([0, 1, 1, 0]) + bytes([0, 1, 0, 16]) + b"SSH-2.0-OpenSSH_" +
           bytes([0]) + hello_op(1, 0, 1, 0) + bytes([4, 0]))
+    # rank 1 of 2: rank 0's hello, then its MAC answering the proof.
+    write("tcp", "incoming_proved", bytes([0, 1, 0, 0]) + bytes([0]) + hello_op(0, 0, 1, 0) +
+          bytes([3, 0]))
     write("tcp", "wrong_socket", bytes([0, 1, 0, 0]) + bytes([0]) + hello_op(0, 0, 1, 3))
     recs = b""
     for r in range(2):

@@ -223,17 +223,20 @@ static void attack(const struct listener* l) {
       case RIGHT_SECRET_HUGE:
       case RIGHT_SECRET_WRONG_TYPE:
       case HALF_FRAME:
-        tutti_bootstrap_preamble(m, kind == WRONG_SECRET ? bad : job_secret);
+        /* No secret travels any more: a whole hello is answered by a proof
+         * that the stranger cannot answer (WRONG_SECRET sends half). */
+        tutti_bootstrap_preamble(m);
         tutti_socket_put32(m + 24,
                            kind == RIGHT_SECRET_WRONG_TYPE ? TUTTI_BS_TABLE : TUTTI_BS_HELLO);
         tutti_socket_put32(m + 28, kind == RIGHT_SECRET_HUGE ? 0xfffffff0u : TUTTI_BS_HELLO_LEN);
         len = kind == HALF_FRAME ? 30 : 32;
         break;
-      case TCP_HELLO_WRONG: /* the TCP transport's hello, with a wrong secret */
-        memset(m, 0, 48);
-        memcpy(m, "tuttiTC1", 8);
+      case TCP_HELLO_WRONG: /* the TCP transport's hello, then a MAC of a wrong secret */
+        memset(m, 0, 48 + 32);
+        memcpy(m, "tuttiTC2", 8);
         memcpy(m + 8, bad, sizeof bad);
-        len = 48;
+        memcpy(m + 48, bad, sizeof bad);
+        len = 48 + 32;
         break;
       default:
         break;
@@ -318,7 +321,7 @@ static void* attacker_main(void* arg) {
 static void* trickle_main(void* arg) {
   (void)arg;
   unsigned char pre[TUTTI_BS_PREAMBLE];
-  tutti_bootstrap_preamble(pre, job_secret);
+  tutti_bootstrap_preamble(pre);
   for (int k = 0; !__atomic_load_n(&job_over, __ATOMIC_RELAXED); k = (k + 1) % 20) {
     pthread_mutex_lock(&lock);
     for (int i = 0; i < ntrickle; i++) {

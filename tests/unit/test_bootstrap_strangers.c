@@ -1,6 +1,7 @@
 /* Bootstrap against strangers: a client that knows the secret but claims a
  * rank outside the job, and connections that never say who they are (or
- * trickle bytes) on every listening port of this process, while a job runs. */
+ * trickle bytes, or cannot prove the secret) on every listening port of
+ * this process, while a job runs. */
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
@@ -24,7 +25,7 @@ static void test_bad_hello(void) {
   tutti_bootstrap_id_decode(&id, &f);
   unsigned char msg[TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + TUTTI_BS_HELLO_LEN] = {0};
   unsigned char* p = msg + TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER;
-  tutti_bootstrap_preamble(msg, f.secret);
+  tutti_bootstrap_preamble(msg);
   tutti_socket_put32(msg + TUTTI_BS_PREAMBLE, TUTTI_BS_HELLO);
   tutti_socket_put32(msg + TUTTI_BS_PREAMBLE + 4, TUTTI_BS_HELLO_LEN);
   tutti_socket_put32(p, 7);
@@ -37,9 +38,14 @@ static void test_bad_hello(void) {
   sleep_s(0.2);
   struct tutti_socket_io io = {tutti_socket_now() + 3, NULL, "the root", "fake rank"};
   int fd = -1;
-  unsigned char hdr[8] = {0};
+  unsigned char hdr[8] = {0}, proof[TUTTI_BS_PROOF], mac[TUTTI_BS_MAC], packed[24];
+  tutti_socket_addr_pack(&f.root, packed);
+  const struct tutti_bs_proof_of pf = {TUTTI_HELLO_ROOT, packed, msg, sizeof msg};
   CHECK(tutti_socket_connect(&f.root, &io, NULL, &fd) == ncclSuccess &&
             tutti_socket_send_all(fd, msg, sizeof msg, &io) == ncclSuccess &&
+            tutti_socket_recv_all(fd, proof, sizeof proof, &io) == ncclSuccess &&
+            tutti_bs_answer(&pf, f.secret, proof, mac) == 0 &&
+            tutti_socket_send_all(fd, mac, sizeof mac, &io) == ncclSuccess &&
             tutti_socket_recv_all(fd, hdr, 8, &io) == ncclSuccess &&
             tutti_socket_get32(hdr) == TUTTI_BS_ERROR,
         "the bad rank is answered with an error");
@@ -108,7 +114,7 @@ static int stranger(const union tutti_socket_addr* at, int kind, const unsigned 
   if (tutti_socket_connect(at, &io, NULL, &fd) != ncclSuccess) {
     return -1;
   }
-  unsigned char m[64], bad[16];
+  unsigned char m[TUTTI_BS_PREAMBLE + TUTTI_BS_HEADER + TUTTI_BS_HELLO_LEN] = {0}, bad[16];
   size_t len = 0;
   memcpy(bad, secret, 16);
   bad[5] ^= 1;
@@ -117,13 +123,30 @@ static int stranger(const union tutti_socket_addr* at, int kind, const unsigned 
       m[len] = (unsigned char)rand();
     }
   } else if (kind != SILENT && kind != TRICKLE) {
-    tutti_bootstrap_preamble(m, kind == WRONG_SECRET ? bad : secret);
+    tutti_bootstrap_preamble(m);
     tutti_socket_put32(m + 24, kind == HUGE_RING ? TUTTI_BS_RING : TUTTI_BS_HELLO);
     tutti_socket_put32(m + 28, kind == WRONG_SECRET ? TUTTI_BS_HELLO_LEN : 0xffffffffu);
-    len = kind == HALF_FRAME ? 28 : 32;
+    len = kind == HALF_FRAME ? 28 : kind == WRONG_SECRET ? sizeof m : 32;
   }
   if (len > 0) {
     tutti_socket_send_all(fd, m, len, &io);
+  }
+  if (kind == WRONG_SECRET) {
+    /* A whole hello: a root proves the secret first (a ring listener drops
+     * a root's hello); the stranger's MAC, made with another secret, gets
+     * it nothing more. */
+    unsigned char proof[TUTTI_BS_PROOF], mac[TUTTI_BS_MAC];
+    struct tutti_socket_io pio = {tutti_socket_now() + 0.5, NULL, "a listener", "stranger"};
+    if (tutti_socket_recv_all(fd, proof, sizeof proof, &pio) == ncclSuccess) {
+      unsigned char packed[24];
+      tutti_socket_addr_pack(at, packed);
+      const struct tutti_bs_proof_of pf = {TUTTI_HELLO_ROOT, packed, m, sizeof m};
+      CHECK(tutti_bs_answer(&pf, bad, proof, mac) != 0, "a listener proved a wrong secret");
+      for (size_t i = 0; i < sizeof mac; i++) {
+        mac[i] = (unsigned char)rand();
+      }
+      tutti_socket_send_all(fd, mac, sizeof mac, &io);
+    }
   }
   return fd;
 }
@@ -166,7 +189,7 @@ static void test_strangers(void) {
   }
   CHECK(nl >= nb + 3, "found the ranks' listeners (%d before, %d now)", nb, nl);
   memset(&tr, 0, sizeof tr);
-  tutti_bootstrap_preamble(tr.pre, secret);
+  tutti_bootstrap_preamble(tr.pre);
   for (int l = 0; l < nl; l++) {
     for (int k = 0; k < KINDS; k++) {
       int fd = stranger(&ls[l], k, secret);
