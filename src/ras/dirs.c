@@ -61,9 +61,17 @@ int tutti_ras_private_dir(int make, char* path, size_t len, char* why, size_t wh
    * 0700); one inherited from another user (sudo) is passed over, and the
    * folder in the shared temp directory taken, itself checked. */
   if (run != NULL && run[0] == '/' && stat(run, &st) == 0 && S_ISDIR(st.st_mode) &&
-      st.st_uid == geteuid() && snprintf(path, len, "%s/tutti", run) < (int)len &&
-      try_dir(make, path, why, why_len) == 0) {
-    return 0;
+      st.st_uid == geteuid() && snprintf(path, len, "%s/tutti", run) < (int)len) {
+    /* A client looks where this user's jobs make it: none made it yet
+     * means none answers, not a look in the temp directory's (which
+     * another of this user's jobs, started without $XDG_RUNTIME_DIR, may
+     * serve). */
+    if (!make && lstat(path, &st) != 0 && errno == ENOENT) {
+      return 0;
+    }
+    if (try_dir(make, path, why, why_len) == 0) {
+      return 0;
+    }
   }
   const int n = snprintf(path, len, "%s/tutti-%u", tmp != NULL && tmp[0] == '/' ? tmp : "/tmp",
                          (unsigned)geteuid());
