@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "call/doorbell.h"
@@ -247,7 +248,7 @@ static void* service_main(void* arg) {
   struct tutti_rma* r = arg;
   struct tutti_rma_nap nap = {
       &r->s.bell->ring, &r->s.bell->sleeping, r->spin, r->spin_max, r->yield, 0, 0, 0};
-  double last_check = 0;
+  double last_check = 0, held_since = 0;
   while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
     /* What host functions posted goes out (outbox.c), then what came in. */
     const int sent = tutti_rma_pump_out(r);
@@ -258,10 +259,20 @@ static void* service_main(void* arg) {
       continue;
     }
     if (__atomic_exchange_n(&r->held_back, 0, __ATOMIC_RELAXED)) {
-      tutti_rma_nap_reset(&nap); /* no sleep while a record waits for room */
-      sched_yield();
+      /* No long sleep while a record waits for room (a wait kernel frees
+       * it and rings no bell): yield, then nap 50 us at a time. */
+      tutti_rma_nap_reset(&nap);
+      const double t = tutti_socket_now();
+      held_since = held_since == 0 ? t : held_since;
+      if (t - held_since < 0.001) {
+        sched_yield();
+      } else {
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+      }
       continue;
     }
+    held_since = 0;
     const double t = tutti_socket_now();
     if (t - last_check >= 0.05) {
       last_check = t;
