@@ -1,22 +1,15 @@
 /* The proof RAS's processes give each other (ras/internal.h): nonces and
  * MACs keyed by a communicator's secret, which itself never travels. */
-#include <errno.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "ras/internal.h"
+#include "util/hello.h"
 #include "util/sha256.h"
 
+_Static_assert(TUTTI_RAS_NONCE == TUTTI_HELLO_NONCE, "RAS's nonces are the hellos'");
+
 int tutti_ras_nonce(unsigned char out[TUTTI_RAS_NONCE]) {
-  size_t got = 0;
-  while (got < TUTTI_RAS_NONCE) {
-    const ssize_t n = getrandom(out + got, TUTTI_RAS_NONCE - got, 0);
-    if (n < 0 && errno != EINTR) {
-      return -1;
-    }
-    got += n > 0 ? (size_t)n : 0;
-  }
-  return 0;
+  return tutti_hello_nonce(out);
 }
 
 void tutti_ras_mac(const unsigned char secret[16], const char* label, uint64_t hash,
