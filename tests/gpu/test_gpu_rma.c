@@ -15,7 +15,8 @@
  *            error naming the peer, the signal and the counts
  *   loop     two processes as hosts, then on one host through the service
  *            thread: a ring of put + wait issued many times without a
- *            synchronize (as a benchmark does), every size class, checked;
+ *            synchronize (as a benchmark does), every size class to 32 MB
+ *            (twice the receiver's landing), checked;
  *            gpu-test.sh runs it also with CUDA_DEVICE_MAX_CONNECTIONS=1 and
  *            under MPS, where streams share the GPU's hardware queues
  * Without a CUDA device it prints "SKIPPED: ..." and exits 77; any other
@@ -232,7 +233,10 @@ static void loop_body(int rank, void* arg, long* P, long* F) {
   ncclUniqueId id;
   CHECK(ncclGetUniqueId(&id) == ncclSuccess && ncclCommInitRank(&comm, n, id, rank) == ncclSuccess,
         "init");
-  const size_t win_bytes = 12u << 20;
+  /* Puts of 32 MB fill the receiver's landing (rma.landing, 16 MiB) many
+   * times over while its own puts are staged: records wait in the service
+   * communicator's queue for room. */
+  const size_t win_bytes = 96u << 20;
   unsigned char *win_buf = NULL, *src = NULL;
   int* one = NULL;
   CHECK(cudaMalloc((void**)&win_buf, win_bytes) == cudaSuccess &&
@@ -244,7 +248,7 @@ static void loop_body(int rank, void* arg, long* P, long* F) {
             ncclSuccess,
         "window registration");
   const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
-  const size_t sizes[] = {8, 4096, 65536 + 5, (1u << 20) + 13, 5u << 20};
+  const size_t sizes[] = {8, 4096, 65536 + 5, (1u << 20) + 13, 5u << 20, 32u << 20};
   for (int k = 0; k < (int)(sizeof sizes / sizeof sizes[0]); k++) {
     const size_t b = sizes[k];
     const int iters = (int)(win_bytes / b < 60 ? win_bytes / b : 60);
