@@ -36,9 +36,10 @@ static void chunk_release(char* host) {
 }
 
 extern "C" ncclResult_t td_land_init(struct td_land* l, uint64_t limit, size_t max_payload,
-                                     const int* abort_flag, double timeout_s, int rank,
-                                     const char** what) {
+                                     struct td_land_cursor* cursor, const int* abort_flag,
+                                     double timeout_s, int rank, const char** what) {
   memset(l, 0, sizeof *l);
+  l->cursor = cursor;
   l->alloc = chunk_alloc;
   l->release = chunk_release;
   l->abort_flag = abort_flag;
@@ -51,10 +52,6 @@ extern "C" ncclResult_t td_land_init(struct td_land* l, uint64_t limit, size_t m
   if (e == cudaSuccess) {
     memset(l->ctl, 0, sizeof *l->ctl);
     e = cudaHostGetDevicePointer((void**)&l->ctl_dev, l->ctl, 0);
-  }
-  if (e == cudaSuccess) {
-    *what = "cudaMalloc of the one-sided landing's cursor";
-    e = cudaMalloc((void**)&l->cursor, sizeof *l->cursor);
   }
   if (e != cudaSuccess) {
     land_fail(e, *what);
@@ -78,9 +75,6 @@ extern "C" void td_land_free(struct td_land* l) {
   }
   if (l->ctl != NULL) {
     cudaFreeHost(l->ctl);
-  }
-  if (l->cursor != NULL) {
-    cudaFree(l->cursor);
   }
   memset(l, 0, sizeof *l);
 }

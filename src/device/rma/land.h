@@ -100,7 +100,7 @@ struct td_land {
   int rank;
   struct td_land_ctl* ctl; /* host view */
   struct td_land_ctl* ctl_dev;
-  struct td_land_cursor* cursor; /* GPU memory */
+  struct td_land_cursor* cursor; /* GPU memory (the caller's) */
   struct td_land_chunk* chunks;
   int nchunks, cap_chunks;
   int cur;           /* the chunk being written */
@@ -112,11 +112,13 @@ struct td_land {
   pthread_mutex_t lock;
 };
 
-/* Makes the landing: its control words, the reader's cursor, its chunks
- * (land.cu), room for records of up to `max_payload` bytes. Call with the
- * communicator's GPU current. */
+/* Makes the landing: its control words, its chunks (land.cu), room for
+ * records of up to `max_payload` bytes; sets the reader's `cursor` (GPU
+ * memory of the caller's, which it frees). Call with the communicator's
+ * GPU current. */
 ncclResult_t td_land_init(struct td_land* l, uint64_t limit, size_t max_payload,
-                          const int* abort_flag, double timeout_s, int rank, const char** what);
+                          struct td_land_cursor* cursor, const int* abort_flag, double timeout_s,
+                          int rank, const char** what);
 void td_land_free(struct td_land* l);
 
 /* The producer's side (land.c: no CUDA call but through `alloc`). */

@@ -71,8 +71,9 @@ static cudaError_t rma_alloc(struct tutti_dev_comm* dc, struct td_rma* r, size_t
     e = cudaMalloc((void**)&r->sig_dev, bytes);
   }
   if (e == cudaSuccess) {
+    /* The landing's cursor after them: one allocation. */
     *what = "cudaMalloc of the consumed and landed signal counts";
-    e = cudaMalloc((void**)&r->consumed, 2 * bytes);
+    e = cudaMalloc((void**)&r->consumed, 2 * bytes + sizeof(struct td_land_cursor));
     r->landed = e == cudaSuccess ? r->consumed + bytes / sizeof *r->consumed : NULL;
   }
   cudaStream_t zero = NULL;
@@ -92,8 +93,9 @@ static cudaError_t rma_alloc(struct tutti_dev_comm* dc, struct td_rma* r, size_t
     cudaStreamDestroy(zero);
   }
   if (e == cudaSuccess &&
-      td_land_init(&r->land, r->land_limit, max_payload, &dc->host_flags[TD_FLAG_ABORT],
-                   dc->timeout_s, dc->rank, what) != ncclSuccess) {
+      td_land_init(&r->land, r->land_limit, max_payload,
+                   (struct td_land_cursor*)(r->landed + bytes / sizeof *r->landed),
+                   &dc->host_flags[TD_FLAG_ABORT], dc->timeout_s, dc->rank, what) != ncclSuccess) {
     return cudaErrorMemoryAllocation; /* *what names the step */
   }
   /* The counters direct puts raise, for this host's other processes. */
