@@ -93,6 +93,7 @@ enum tutti_knob {
   TUTTI_KNOB_NET_POLL,     /* device proxy: receives tested on the running kernel's channels */
   TUTTI_KNOB_NET_YIELD,    /* device proxy: yields between passes that moved nothing */
   TUTTI_KNOB_RMA_LANDING,  /* device one-sided: pinned bytes landed data may wait in */
+  TUTTI_KNOB_TCP_DIRECT,   /* host TCP: slots the calling thread moves itself, at most */
   TUTTI_KNOB_COUNT
 };
 /* Its value: TUTTI_TUNE's, else the default (override.c). */
