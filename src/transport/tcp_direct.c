@@ -59,21 +59,60 @@ static int direct_send(struct tutti_proxy_peer* base) {
   return r == 0;
 }
 
+/* Whether socket k's current record is the proxy's to receive. */
+static int for_proxy(const struct tutti_tcp_peer* p) {
+  for (int s = 0; s < p->nsocks; s++) {
+    const struct tutti_tcp_sock* k = &p->socks[s];
+    if (!k->dead && tutti_tcp_sock_in_data(k) && k->rsize > p->direct_bytes) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
 static int direct_recv(struct tutti_proxy_peer* base) {
   struct tutti_tcp_peer* p = (struct tutti_tcp_peer*)base;
   const uint64_t limit = p->direct_bytes;
-  if (limit == 0 || pthread_mutex_trylock(&p->lock) != 0) {
+  /* The caller reads this peer's sockets while it spins and yields; once
+   * it announced that it may sleep on its doorbell (a last pass follows),
+   * the proxy reads again, and rings the doorbell when something comes.
+   * The flag is the proxy's to read under the lock, but may be cleared
+   * without it: stored before the proxy's `sleeping` is loaded (in the
+   * wake), as the proxy stores that before it builds its poll set. */
+  const int armed = __atomic_load_n(&base->px->rank_bell->sleeping, __ATOMIC_SEQ_CST) != 0;
+  if (limit == 0) {
+    return 0;
+  }
+  if (pthread_mutex_trylock(&p->lock) != 0) {
+    if (armed && __atomic_load_n(&p->caller_reads, __ATOMIC_SEQ_CST)) {
+      __atomic_store_n(&p->caller_reads, 0, __ATOMIC_SEQ_CST);
+      tutti_proxy_wake(base->px);
+    }
     return 0;
   }
   /* The peer may wait for this rank's call record (a call that sends it
    * nothing) before it sends what this rank waits for. */
   const int left = send_due(p, limit);
   const int moved = recv_due(p, limit);
+  /* A large record next: the proxy's, pipelined. */
+  const uint32_t was = __atomic_load_n(&p->caller_reads, __ATOMIC_SEQ_CST);
+  const uint32_t now = !armed && !for_proxy(p);
+  p->caller_seen++;
+  if (now != was) {
+    __atomic_store_n(&p->caller_reads, now, __ATOMIC_SEQ_CST);
+  }
   pthread_mutex_unlock(&p->lock);
-  if (left == 1) {
-    tutti_proxy_wake(base->px); /* the rest of a record needs POLLOUT */
+  if (left == 1 || (was && !now)) {
+    tutti_proxy_wake(base->px); /* POLLOUT for a record half sent; POLLIN */
   }
   return moved;
+}
+
+void tutti_tcp_direct_reclaim(struct tutti_tcp_peer* p) {
+  if (__atomic_load_n(&p->caller_reads, __ATOMIC_SEQ_CST) && p->caller_seen == p->caller_checked) {
+    __atomic_store_n(&p->caller_reads, 0, __ATOMIC_SEQ_CST);
+  }
+  p->caller_checked = p->caller_seen;
 }
 
 void tutti_tcp_direct_install(struct tutti_tcp_peer* p) {

@@ -121,7 +121,8 @@ static int build_poll(struct tutti_tcp_proxy* px, struct tutti_tcp_peer* p, int 
   int now = news(p);
   for (int s = 0; s < p->nsocks; s++) {
     struct tutti_tcp_sock* k = &p->socks[s];
-    const int in = tutti_tcp_want_in(p, k, leaving);
+    const int in = tutti_tcp_want_in(p, k, leaving) &&
+                   (leaving || !__atomic_load_n(&p->caller_reads, __ATOMIC_SEQ_CST));
     short ev = (short)((in ? POLLIN : 0) | (tutti_tcp_want_out(p, k, leaving) ? POLLOUT : 0));
     /* With nothing wanted, poll still reports a hang-up; once seen, skip
      * the socket until I/O is wanted again (which then reveals it). */
@@ -205,11 +206,19 @@ void tutti_tcp_peer_free(struct tutti_tcp_peer* p) {
   tutti_proxy_peer_free(&p->base);
 }
 
-/* The heartbeat's turn: read it every check_ms. */
+/* The heartbeat's turn: read it every check_ms; and take back the reading
+ * of peers whose caller left. */
 static void tick(struct tutti_proxy* base, int leaving, double now) {
   struct tutti_tcp_proxy* px = (struct tutti_tcp_proxy*)base;
-  if (tutti_socket_heartbeat_s() > 0 && now >= px->next_check) {
-    check_alive(px, leaving);
+  if (now >= px->next_check) {
+    if (tutti_socket_heartbeat_s() > 0) {
+      check_alive(px, leaving);
+    }
+    for (int i = 0; i < px->nserved; i++) {
+      pthread_mutex_lock(&px->served[i]->lock);
+      tutti_tcp_direct_reclaim(px->served[i]);
+      pthread_mutex_unlock(&px->served[i]->lock);
+    }
     px->next_check = tutti_socket_now() + px->check_ms * 1e-3;
   }
 }

@@ -93,7 +93,17 @@ struct tutti_tcp_peer {
   uint32_t bye_reason; /* the first non-zero reason among them */
   int fail_sent;       /* the rank's failure was sent */
   size_t direct_bytes; /* the calling thread moves slots up to this size (0: none) */
-  uint64_t calls_out;  /* the rank's last call sent on any socket (by number) */
+  /* Non-zero while the calling thread reads this peer's sockets itself:
+   * the proxy leaves POLLIN out, so that bytes the caller takes do not
+   * wake it too (on two busy cores, a woken proxy that held the lock when
+   * preempted stalled the caller for milliseconds). Set by the caller's
+   * receive, cleared by it once it announced it may sleep or when it meets
+   * a record for the proxy, and by the proxy when the caller was not seen
+   * reading since its last check (tcp_direct.c). */
+  uint32_t caller_reads;
+  uint64_t caller_seen; /* the caller's receives so far, and at the last check */
+  uint64_t caller_checked;
+  uint64_t calls_out; /* the rank's last call sent on any socket (by number) */
 };
 
 /* One thread serving some of the communicator's TCP peers. */
@@ -143,6 +153,9 @@ static inline int tutti_tcp_sock_in_data(const struct tutti_tcp_sock* k) {
 /* The caller's own path (tcp_direct.c): installed in the peer's
  * tutti_proxy_peer hooks by tutti_tcp_peer_init. */
 void tutti_tcp_direct_install(struct tutti_tcp_peer* p);
+/* The proxy's heartbeat check, the lock held: a caller not seen reading
+ * since the last check has left; the proxy reads again. */
+void tutti_tcp_direct_reclaim(struct tutti_tcp_peer* p);
 
 /* Makes `p` serve `rank` over the connected sockets `fds` (taken over, even
  * on failure): private queues of the geometry of `buffsize`, and the two
