@@ -14,7 +14,7 @@ def load(path, mode):
     out = {}
     for r in d["records"]:
         v = r.get(mode) or r.get("out_of_place")
-        if v:
+        if v and r["bytes"] > 0:  # tutti-perf's all-gathers below 4 B a rank move nothing
             out[r["bytes"]] = (v["time_us"], v.get("wrong"))
     return out
 
@@ -34,16 +34,20 @@ def main():
         p = runs(d, "prev", coll, mode)
         y = runs(d, "mpi_yield", coll)
         b = runs(d, "mpi_busy", coll)
+        algos = sorted({p.split("/")[-1][5:].split("_" + coll)[0]
+                        for p in glob.glob(f"{d}/algo_*_{coll}_r*.json")})
+        al = {a: runs(d, f"algo_{a}", coll, mode) for a in algos}
         if not t or not (y or b):
             continue
         wrong = sum(1 for r in t + p for s in r if r[s][1] not in (None, 0))
         print(f"\n{coll}, 2 hosts x 1 rank: medians of {len(t)} rounds (µs); "
               f"rows with wrong values: {wrong}\n")
         head = "| bytes | tutti |" + (" previous |" if p else "") + \
+            "".join(f" {a} |" for a in algos) + \
             " MPI yield | MPI busy | ratio | per round |"
         print(head)
         print("|" + "---:|" * (head.count("|") - 1))
-        for s in sorted(t[0]):
+        for s in sorted(set(t[0]) & set((y or b)[0])):
             tt = med(r[s][0] for r in t if s in r)
             ref_rounds = []
             for i in range(len(t)):
@@ -57,6 +61,8 @@ def main():
             row = f"| {s} | {tt:.1f} |"
             if p:
                 row += f" {med(r[s][0] for r in p if s in r):.1f} |"
+            for a in algos:
+                row += f" {med(r[s][0] for r in al[a] if s in r):.1f} |"
             row += f" {ym:.1f} | {bm:.1f} | {ratio:.2f} |"
             row += f" {min(ref_rounds):.2f}–{max(ref_rounds):.2f} |" if ref_rounds else " – |"
             print(row)

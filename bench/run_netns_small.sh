@@ -7,7 +7,9 @@
 # (bench/netns_small_table.py) takes medians over REPS rounds and compares
 # tutti with the faster Open MPI mode per size. PREV=dir adds, per round, a
 # tutti-perf run on that build's libtutti.so (an A/B against an earlier
-# tree). Needs root, iproute2 and Open MPI (installed here when missing).
+# tree); ALGOS="Direct Ring" adds a run per algorithm (NCCL_ALGO), to set
+# the planner's table from; PSK=key a run encrypted (ncclSetEncryption,
+# tutti-perf's TUTTI_PERF_PSK). Needs root, iproute2 and Open MPI (installed here when missing).
 #   REPS=3 bash bench/run_netns_small.sh [COLL...]
 # Environment: BUILD (build/), OUT, MIN/MAX (8/64K), ITERS/WARM for tutti
 # and yielding Open MPI, BUSY_ITERS/BUSY_WARM for busy-polling Open MPI
@@ -67,6 +69,12 @@ for rep in $(seq 1 "$REPS"); do
     tutti tutti "$build" "$coll" "$rep"
     if [ -n "${PREV:-}" ]; then
       tutti prev "$PREV" "$coll" "$rep"
+    fi
+    for algo in ${ALGOS:-}; do
+      tutti "algo_$algo" "$build" "$coll" "$rep" NCCL_ALGO="$algo"
+    done
+    if [ -n "${PSK:-}" ]; then
+      tutti algo_encrypted "$build" "$coll" "$rep" TUTTI_PERF_PSK="$PSK"
     fi
     mpi mpi_yield "$coll" "$rep" "$ITERS" "$WARM" --mca mpi_yield_when_idle 1
     mpi mpi_busy "$coll" "$rep" "$BUSY_ITERS" "$BUSY_WARM"

@@ -5,13 +5,13 @@
 #include "util/socket.h"
 
 /* Whether socket k takes the rank's calls now: every call before a slot
- * of k's that waits to go; with none waiting, a call no socket carried yet
- * goes at once on the socket that carries the peer's next slot (so the
- * peer learns of a call that sends it nothing, and a small call's record
- * and slot leave together in one segment). Every socket still carries
- * every call ahead of its slots posted after it. */
+ * of k's that waits to go; a call no socket carried yet goes at once on
+ * the socket of the oldest slot not sent, or of the next slot when all
+ * went (so the peer learns of a call that sends it nothing, and a small
+ * call's record and slot leave together in one segment). Every socket
+ * still carries every call ahead of its slots posted after it. */
 static int calls_go_on(const struct tutti_tcp_peer* p, const struct tutti_tcp_sock* k) {
-  return k->snext < p->s_head || (k == &p->socks[p->s_head % (uint64_t)p->nsocks] &&
+  return k->snext < p->s_head || (k == &p->socks[p->s_tail % (uint64_t)p->nsocks] &&
                                   tutti_rec_call_after(p->base.px->rank_bell, p->calls_out) != 0);
 }
 
