@@ -9,7 +9,8 @@
 # tutti-perf run on that build's libtutti.so (an A/B against an earlier
 # tree); ALGOS="Direct Ring" adds a run per algorithm (NCCL_ALGO), to set
 # the planner's table from; PSK=key a run encrypted (ncclSetEncryption,
-# tutti-perf's TUTTI_PERF_PSK). Needs root, iproute2 and Open MPI (installed here when missing).
+# tutti-perf's TUTTI_PERF_PSK); VARIANTS="name:VAR=value,..." a run with
+# that environment each. Needs root, iproute2 and Open MPI (installed here when missing).
 #   REPS=3 bash bench/run_netns_small.sh [COLL...]
 # Environment: BUILD (build/), OUT, MIN/MAX (8/64K), ITERS/WARM for tutti
 # and yielding Open MPI, BUSY_ITERS/BUSY_WARM for busy-polling Open MPI
@@ -72,6 +73,9 @@ for rep in $(seq 1 "$REPS"); do
     fi
     for algo in ${ALGOS:-}; do
       tutti "algo_$algo" "$build" "$coll" "$rep" NCCL_ALGO="$algo"
+    done
+    for v in ${VARIANTS:-}; do # name:VAR=value[,VAR=value]
+      tutti "algo_${v%%:*}" "$build" "$coll" "$rep" $(tr , ' ' <<<"${v#*:}")
     done
     if [ -n "${PSK:-}" ]; then
       tutti algo_encrypted "$build" "$coll" "$rep" TUTTI_PERF_PSK="$PSK"

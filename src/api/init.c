@@ -297,6 +297,9 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
   const int local = tutti_topo_local_count(comm->host_of, n, comm->rank);
   struct tutti_wait_sizes w;
   tutti_tune_wait(local, &w);
+  if (tc->socket_passes) {
+    tutti_tune_wait_sockets(&w);
+  }
   er->spin_max = w.spin_max;
   er->spin_passes = w.spin;
   er->yield_passes = w.yield;

@@ -109,6 +109,9 @@ struct tutti_transport_comm {
   /* TCP: slots of at most this many bytes the calling thread moves itself
    * (tune's "tcp.direct"; 0: the proxy moves every one). */
   size_t tcp_direct_bytes;
+  /* Set by a transport whose connections read sockets on the caller's
+   * thread: a waiting pass costs system calls (tune: shorter spinning). */
+  int socket_passes;
 };
 
 struct tutti_transport {

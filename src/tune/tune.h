@@ -56,6 +56,9 @@ struct tutti_wait_sizes {
   int cores;
 };
 void tutti_tune_wait(int local_ranks, struct tutti_wait_sizes* w);
+/* A waiting pass reads sockets (the caller's own path over TCP): spinning
+ * stays short unless TUTTI_SPIN says otherwise. */
+void tutti_tune_wait_sockets(struct tutti_wait_sizes* w);
 
 /* override.c: TUTTI_TUNE, the one string that overrides the table's rows
  * and the sizes below: "coll[,coll]:lo-hi:@algorithm[#lo-hi:@algorithm]...;
