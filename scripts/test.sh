@@ -32,7 +32,7 @@ if [ "${TUTTI_SANITIZERS:-1}" = 1 ]; then
     # communicator, three ranks as threads: its proxies race if anything does),
     # and the one-sided tests (service threads, puts and waits from any thread);
     # RAS on one host (its listener reads what calls write, atomics only).
-    tests='unit\.|net\.(plugin|bw_smoke|cut|socket|matrix\.v11|rma\.v11)|coll\.procs\.default|coll\.withdraw\.|coll\.grow\.|coll\.rma\.tcp|coll\.rma_faults\.|tuttirun\.|check\.|ddp\.(equiv|resume)|ras\.(stall|slow|dead|two|record|disabled|verdicts|squat|forged_size|forged_lines|idle|symlink|other_user|encrypted)'
+    tests='unit\.|net\.(plugin|bw_smoke|cut|socket|matrix\.v11|rma\.v11)|coll\.procs\.default|coll\.withdraw\.|coll\.grow\.|coll\.rma\.tcp|coll\.rma_faults\.|tcp\.two\.|tuttirun\.|check\.|ddp\.(equiv|resume)|ras\.(stall|slow|dead|two|record|disabled|verdicts|squat|forged_size|forged_lines|idle|symlink|other_user|encrypted)'
     # TSan cannot follow a multi-threaded parent into a fork that starts
     # threads (the TCP proxy), so the TCP matrix (plain and encrypted) and the
     # attacked job run under ASan only, as do the fuzzers (their decoders are

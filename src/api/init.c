@@ -272,6 +272,7 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
   tc->comm_hash = comm->comm_hash;
   tc->buffsize = tutti_tune_queue_bytes(n, comm->nhosts);
   tc->board_slot_bytes = (size_t)tutti_tune_knob(TUTTI_KNOB_BOARD_SLOT);
+  tc->tcp_direct_bytes = (size_t)tutti_tune_knob(TUTTI_KNOB_TCP_DIRECT);
   tc->abort_flag = &comm->abort_flag;
   tc->send = calloc((size_t)n, sizeof *tc->send);
   tc->recv = calloc((size_t)n, sizeof *tc->recv);
@@ -296,6 +297,9 @@ static ncclResult_t connect_ranks(struct ncclComm* comm) {
   const int local = tutti_topo_local_count(comm->host_of, n, comm->rank);
   struct tutti_wait_sizes w;
   tutti_tune_wait(local, &w);
+  if (tc->socket_passes) {
+    tutti_tune_wait_sockets(&w);
+  }
   er->spin_max = w.spin_max;
   er->spin_passes = w.spin;
   er->yield_passes = w.yield;

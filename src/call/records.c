@@ -58,9 +58,15 @@ void tutti_rec_apply_call(struct tutti_doorbell* bell, const unsigned char* in) 
   c.red = in[22];
   c.device = in[23];
   c.tag = 0; /* a rank's profiler tag stays on its host: not on the wire */
-  /* A rewrite would blank the record for a moment, while the rank may read it. */
+  /* A rewrite would blank the record for a moment, while the rank may read
+   * it. An older call never replaces a newer one in its place: a socket
+   * that carried no slot for a while brings the calls it missed before its
+   * next slot (transport/tcp_ctl.c), and the peer made the newer call only
+   * after agreeing on the older one, so nobody waits for that any more. */
   struct tutti_call had;
-  if (c.seq != 0 && !tutti_doorbell_get_call(bell, c.seq, &had)) {
+  const uint64_t there =
+      __atomic_load_n(&bell->calls[c.seq % TUTTI_CALL_HISTORY].seq, __ATOMIC_ACQUIRE);
+  if (c.seq != 0 && there < c.seq && !tutti_doorbell_get_call(bell, c.seq, &had)) {
     tutti_doorbell_put_call(bell, &c);
   }
 }

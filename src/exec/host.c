@@ -121,6 +121,17 @@ static ncclResult_t lane_progress(struct tutti_op* op, struct tutti_lane_state* 
   return ncclSuccess;
 }
 
+/* Done but for a peer's call record: where that peer's records come
+ * through a thread (another host), read them from here instead of waiting
+ * for its wake-up. */
+static void drive_missing(struct tutti_op* op) {
+  const int p = tutti_agree_missing(tutti_exec_bells(op->er), &op->call);
+  struct tutti_conn* c = p >= 0 ? op->er->recv[p] : NULL;
+  if (c != NULL && c->ops->drive != NULL) {
+    c->ops->drive(c);
+  }
+}
+
 /* What this rank is in, in its doorbell, for peers that wait on it to say,
  * and its calls, for peers to compare (call/agree.c). */
 static void publish(struct tutti_op** ops, int nops, int active, int failed) {
@@ -266,6 +277,9 @@ ncclResult_t tutti_exec_run(struct tutti_op** ops, int nops) {
       if (left == 0 && !op->agreed) {
         NCCLCHECKGOTO(tutti_agree_check(tutti_exec_bells(op->er), &op->call, &left), res, out);
         op->agreed = left == 0;
+        if (!op->agreed) {
+          drive_missing(op);
+        }
       }
       pending += left;
     }

@@ -17,6 +17,13 @@ void tutti_proxy_poke(struct tutti_proxy* px) {
   (void)n; /* a full counter already means "wake up" */
 }
 
+void tutti_proxy_wake(struct tutti_proxy* px) {
+  if (__atomic_load_n(&px->sleeping, __ATOMIC_SEQ_CST)) {
+    __atomic_store_n(&px->sleeping, 0, __ATOMIC_SEQ_CST);
+    tutti_proxy_poke(px);
+  }
+}
+
 static void* proxy_main(void* arg) {
   struct tutti_proxy* px = arg;
   const struct tutti_proxy_ops* o = px->ops;

@@ -65,8 +65,10 @@ ncclResult_t tutti_proxy_start(struct tutti_proxy* px);
  * (for at most px->flush_s without progress), or with `abort` flush
  * nothing, then joins it and closes the eventfd. */
 void tutti_proxy_stop(struct tutti_proxy* px, int abort);
-/* Wakes the thread if it sleeps. */
+/* Wakes the thread (poke: whether or not it sleeps; wake: only when it
+ * announced that it may, after the caller's store of what it must see). */
 void tutti_proxy_poke(struct tutti_proxy* px);
+void tutti_proxy_wake(struct tutti_proxy* px);
 
 /* A peer a proxy serves: its private queues (one mapping, both ways), the
  * executor's two connections over them, and its stand-in doorbell. A
@@ -87,6 +89,18 @@ struct tutti_proxy_peer {
   uint32_t nslots;
   size_t slot_bytes;
   int gone; /* reported lost or departed: nothing more to report */
+  /* The calling thread's own path, where the proxy offers one (NULL:
+   * none; TCP's, tcp_direct.c). direct_send, after each post: moves it from
+   * the calling thread when nothing else is in flight; 1 when the thread
+   * has nothing left to do for it (no poke needed). direct_recv, when a
+   * receive finds nothing or the caller waits for the peer's call: reads
+   * what has come; 1 when anything did. */
+  int (*direct_send)(struct tutti_proxy_peer* p);
+  int (*direct_recv)(struct tutti_proxy_peer* p);
+  /* With direct_recv: non-zero while the thread waits for the rank to free
+   * a receive slot (stored before its last look at the queue's tail), so
+   * that only such a free pokes it. */
+  uint32_t want_free;
   /* The executor's view of this peer (tc->peer_bells[rank]): lost,
    * departed, its calls and failure as the far end sent them. */
   struct tutti_doorbell bell;

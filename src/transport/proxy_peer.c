@@ -23,10 +23,7 @@ static struct tutti_proxy_peer* peer_of(struct tutti_conn* c, int recv) {
 }
 
 static void wake(struct tutti_proxy_peer* p) {
-  if (__atomic_load_n(&p->px->sleeping, __ATOMIC_SEQ_CST)) {
-    __atomic_store_n(&p->px->sleeping, 0, __ATOMIC_SEQ_CST);
-    tutti_proxy_poke(p->px);
-  }
+  tutti_proxy_wake(p->px);
 }
 
 static void* conn_send_begin(struct tutti_conn* c) {
@@ -36,22 +33,41 @@ static void* conn_send_begin(struct tutti_conn* c) {
 static void conn_send_end(struct tutti_conn* c, size_t bytes) {
   struct tutti_proxy_peer* p = peer_of(c, 0);
   p->fifo_ops->send_end(c, bytes);
-  wake(p);
+  /* Sent from here, the thread need not wake: a wake-up per message was
+   * most of a small call's time (docs/design.md, "The caller's own path"). */
+  if (p->direct_send == NULL || !p->direct_send(p)) {
+    wake(p);
+  }
 }
 
 static const void* conn_recv_begin(struct tutti_conn* c, size_t* bytes) {
   struct tutti_proxy_peer* p = peer_of(c, 1);
   const void* got = p->fifo_ops->recv_begin(c, bytes);
+  if (got == NULL && p->direct_recv != NULL && p->direct_recv(p)) {
+    got = p->fifo_ops->recv_begin(c, bytes);
+  }
   if (got == NULL && p->poke_empty) {
     wake(p);
   }
   return got;
 }
 
+static void conn_drive(struct tutti_conn* c) {
+  struct tutti_proxy_peer* p = peer_of(c, 1);
+  if (p->direct_recv != NULL) {
+    p->direct_recv(p);
+  }
+}
+
 static void conn_recv_end(struct tutti_conn* c) {
   struct tutti_proxy_peer* p = peer_of(c, 1);
   p->fifo_ops->recv_end(c);
-  wake(p);
+  /* A thread that receives on its own is woken by its sockets, and by a
+   * free only when it said it waits for one (the tail's store above, then
+   * this load; the thread stores want_free, then reads the tail). */
+  if (p->direct_recv == NULL || __atomic_load_n(&p->want_free, __ATOMIC_SEQ_CST)) {
+    wake(p);
+  }
 }
 
 static const struct tutti_conn_ops proxy_conn_ops = {
@@ -59,6 +75,7 @@ static const struct tutti_conn_ops proxy_conn_ops = {
     .send_end = conn_send_end,
     .recv_begin = conn_recv_begin,
     .recv_end = conn_recv_end,
+    .drive = conn_drive,
 };
 
 ncclResult_t tutti_proxy_peer_init(struct tutti_proxy_peer* p, int rank, size_t buffsize,

@@ -83,6 +83,8 @@ static ncclResult_t start(struct tutti_transport_comm* tc, struct tcp_state* st,
     int* fds = su->fds + (size_t)r * (size_t)su->nsocks;
     const int ns = tutti_tcp_pair_socks(su, r);
     ncclResult_t res = tutti_tcp_peer_init(p, r, tc->buffsize, ns, fds);
+    p->direct_bytes = tc->tcp_direct_bytes;
+    tc->socket_passes |= p->direct_bytes > 0;
     for (int s = 0; s < ns; s++) {
       fds[s] = -1; /* the peer owns them now, even after a failure */
     }

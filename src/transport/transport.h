@@ -32,6 +32,10 @@ struct tutti_conn_ops {
    * (it has finished with what they pointed to). NULL where the queue's
    * far end is not the receiver itself (a proxy thread forwards it). */
   int (*send_idle)(struct tutti_conn* c);
+  /* Receiver: the caller waits for this peer (its call record, say) with
+   * nothing to receive: move what the transport can from this thread. NULL
+   * where the far end needs no help (the peer writes the queue itself). */
+  void (*drive)(struct tutti_conn* c);
 };
 
 /* Where a piece of a rank's buffer lies, as it offers it to a peer that
@@ -102,6 +106,12 @@ struct tutti_transport_comm {
   /* Set (alike on every rank) when the network transport joined the pairs
    * the TCP transport would otherwise take. */
   int net_joined;
+  /* TCP: slots of at most this many bytes the calling thread moves itself
+   * (tune's "tcp.direct"; 0: the proxy moves every one). */
+  size_t tcp_direct_bytes;
+  /* Set by a transport whose connections read sockets on the caller's
+   * thread: a waiting pass costs system calls (tune: shorter spinning). */
+  int socket_passes;
 };
 
 struct tutti_transport {

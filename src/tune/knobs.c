@@ -81,6 +81,14 @@ static const struct knob knobs[TUTTI_KNOB_COUNT] = {
      * (allocated when the first window is registered) in which data that
      * came through the service thread waits for a wait kernel to apply it. */
     [TUTTI_KNOB_RMA_LANDING] = {"rma.landing", 16 * MB, 8 * MB, INT64_MAX},
+    /* Host TCP (transport/tcp_direct.c): slots up to this size go from the
+     * calling thread to the socket and back when nothing else of the peer
+     * is in flight; larger ones through the proxy's pipeline, which
+     * receives slot k + 1 while the rank reduces slot k. Two namespace
+     * hosts on the 2-core VM (bench/RESULTS.md, "Small messages across
+     * namespace hosts"): 8 B - 64 KB 2.5-9x faster than through the proxy.
+     * 0: every slot through the proxy. */
+    [TUTTI_KNOB_TCP_DIRECT] = {"tcp.direct", 64 * KB, 0, INT64_MAX},
 };
 
 const char* tutti_tune_knob_name(enum tutti_knob k) {

@@ -114,3 +114,16 @@ void tutti_tune_wait(int local_ranks, struct tutti_wait_sizes* w) {
   w->spin = spin >= 0 ? (int)spin : (oversubscribed ? 0 : 8);
   w->yield = yield >= 0 ? (int)yield : (oversubscribed ? 1000 : 200);
 }
+
+void tutti_tune_wait_sockets(struct tutti_wait_sizes* w) {
+  /* Each pass is then a recv() per peer waited for, not a load: spinning
+   * grown to 4096 passes held the core for milliseconds, and with other
+   * jobs on the VM's two cores, where the peer, the kernel's network work
+   * and this rank's proxy all need one, calls took 1-2 ms in stretches
+   * (allreduce 4-16 KB across two namespace hosts, load 9: 961-1086 us
+   * adapting, 20-26 us spinning 8 passes at most, 20-31 us yielding at
+   * once; docs/history/results-diary.md, "2026-12-07"). */
+  if (tutti_param_spin_passes() < 0 && w->spin_max > 8) {
+    w->spin_max = 8;
+  }
+}

@@ -56,6 +56,9 @@ struct tutti_wait_sizes {
   int cores;
 };
 void tutti_tune_wait(int local_ranks, struct tutti_wait_sizes* w);
+/* A waiting pass reads sockets (the caller's own path over TCP): spinning
+ * stays short unless TUTTI_SPIN says otherwise. */
+void tutti_tune_wait_sockets(struct tutti_wait_sizes* w);
 
 /* override.c: TUTTI_TUNE, the one string that overrides the table's rows
  * and the sizes below: "coll[,coll]:lo-hi:@algorithm[#lo-hi:@algorithm]...;
@@ -93,6 +96,7 @@ enum tutti_knob {
   TUTTI_KNOB_NET_POLL,     /* device proxy: receives tested on the running kernel's channels */
   TUTTI_KNOB_NET_YIELD,    /* device proxy: yields between passes that moved nothing */
   TUTTI_KNOB_RMA_LANDING,  /* device one-sided: pinned bytes landed data may wait in */
+  TUTTI_KNOB_TCP_DIRECT,   /* host TCP: slots the calling thread moves itself, at most */
   TUTTI_KNOB_COUNT
 };
 /* Its value: TUTTI_TUNE's, else the default (override.c). */

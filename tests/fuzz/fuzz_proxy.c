@@ -3,10 +3,11 @@
  * {0xFFFFFFFF}{u32 reason}, over several sockets, in any pieces, with the
  * connection closing at any point.
  *
- * The target compiles tcp_proxy.c itself (proxy_peer.c comes from the library)
- * and turns the proxy's crank (pump) on the calling thread, acting as the
- * rank that reads the slots. Input: byte 0 sockets per peer (1 to 4); then
- * a script:
+ * The target compiles tcp_proxy.c itself (tcp_wire.c, tcp_direct.c and
+ * proxy_peer.c come from the library) and turns the proxy's crank (pump) on
+ * the calling thread, acting as the rank that reads the slots (whose
+ * receives also read the sockets themselves, tcp_direct.c). Input: byte 0
+ * sockets per peer (1 to 4); then a script:
  *   0 s n bytes   raw bytes on socket s     1 s hi lo   a record of that size
  *   2 s r         a goodbye with reason r   3 s         close socket s
  *   4             the rank posts a slot to send
@@ -148,7 +149,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   w.px.base.rank_bell = &w.bell;
   w.px.served = w.served;
   w.px.nserved = 1;
-  w.px.discard = malloc(DISCARD_BYTES);
+  w.px.discard = malloc(TUTTI_TCP_DISCARD);
   int steps = 0;
   for (; fuzz_left(&in) && steps < 128; steps++) {
     const uint8_t* at = in.p;

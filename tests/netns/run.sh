@@ -8,6 +8,7 @@
 #   run.sh TUTTIRUN JOB RAWBW trials [N]                N random faults in random collectives
 #   run.sh TUTTIRUN JOB RAWBW bw                        allreduce vs raw TCP rate
 #   run.sh TUTTIRUN JOB RAWBW grow GROW                 2 hosts grow to 3, shrink back to 2
+#   run.sh TUTTIRUN JOB RAWBW two run|kill TWO          two threads, two communicators
 # JOB is test_netns_job, RAWBW tcp_raw_bw. Exits 77 (skip) without namespaces.
 # With NET_PLUGIN=path (a network plugin, e.g. libnccl-net-tutti.so) every
 # rank loads it (NCCL_NET_PLUGIN) and hosts talk through it instead of the
@@ -351,6 +352,68 @@ grow() {
   [ $FAILED = 0 ] || show 30
 }
 
+# Two threads per process drive two communicators at once, small and large
+# calls interleaved (TWO is test_netns_two). `run`: 2 hosts x 1 rank, every
+# result checked. `kill`: 3 hosts x 1 rank call until host 2 is killed
+# mid-call; each survivor's two threads must fail naming rank 2 within
+# TUTTI_TIMEOUT (10 s), and none may have seen a wrong value before.
+two() {
+  local how=$1 bin=$2 nh=2 calls=300 limit=10 all
+  [ "$how" = kill ] && nh=3 calls=100000000
+  up $nh
+  unset NCCL_SOCKET_IFNAME TUTTI_HEARTBEAT_S
+  export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET TUTTI_TIMEOUT=$limit
+  local t0=$SECONDS
+  for ((i = 0; i < nh; i++)); do
+    ($HOSTS run "$i" timeout -s TERM 150 "$TUTTIRUN" --nnodes $nh --node_rank $i \
+      --nproc_per_node 1 --master_addr "$($HOSTS addr 0)" --master_port 29500 "$bin" job $calls \
+      >"$TMP/host$i.log" 2>&1; exit $?) &
+    PIDS[$i]=$!
+  done
+  if [ "$how" = kill ]; then
+    for ((t = 0; t < 300; t++)); do
+      [ "$(cat "$TMP"/host*.log 2>/dev/null | grep -c "looping")" = $((2 * nh)) ] && break
+      sleep 0.1
+    done
+    [ "$(cat "$TMP"/host*.log | grep -c "looping")" = $((2 * nh)) ] || fail "the job did not start"
+    sleep 2
+    local t_kill
+    t_kill=$(date +%s.%N)
+    $HOSTS kill 2
+    wait "${PIDS[2]}" 2>/dev/null
+    unset "PIDS[2]"
+    for i in 0 1; do finish $i; done
+    all=$(cat "$TMP"/host*.log)
+    for r in 0 1; do
+      for c in 0 1; do
+        LINE=$(grep -E "rank $r comm $c LOST" <<<"$all" | head -1)
+        [ -n "$LINE" ] || { fail "rank $r comm $c reported nothing"; continue; }
+        local at dt
+        at=$(sed -nE 's/.* LOST at ([0-9.]+) .*/\1/p' <<<"$LINE")
+        dt=$(awk -v a="$at" -v b="$t_kill" 'BEGIN {printf "%.2f", a - b}')
+        echo "rank $r comm $c detected the loss after $dt s: ${LINE#*: }"
+        grep -Eq "(rank 2 \(pid|after losing rank 2 )" <<<"$LINE" ||
+          fail "rank $r comm $c: the error does not name rank 2"
+        awk -v d="$dt" -v b=$limit 'BEGIN {exit !(d < b)}' || fail "rank $r comm $c took $dt s"
+        grep -Eq "rank $r comm $c: [1-9][0-9]* passed, 0 failed" <<<"$all" ||
+          fail "rank $r comm $c checked nothing, or saw a wrong value"
+      done
+    done
+  else
+    for ((i = 0; i < nh; i++)); do finish $i || fail "host $i: tuttirun exited with status $?"; done
+    all=$(cat "$TMP"/host*.log)
+    for ((r = 0; r < nh; r++)); do
+      for c in 0 1; do
+        grep -Eq "rank $r comm $c: $calls passed, 0 failed" <<<"$all" ||
+          fail "rank $r comm $c did not pass all $calls calls"
+      done
+    done
+  fi
+  grep -q "via $VIA/eth0" <<<"$all" || fail "no pair runs over $VIA/eth0"
+  echo "two $how: $(grep -Eo "comm [01]: [0-9]+ passed" <<<"$all" | awk '{s += $3} END {print s}') calls checked in $((SECONDS - t0)) s"
+  [ $FAILED = 0 ] || show 30
+}
+
 case "$WHAT" in
   job) job "$@" ;;
   rma) JOB_MODE=rma job "$@" ;;
@@ -359,6 +422,7 @@ case "$WHAT" in
   trials) trials "$@" ;;
   bw) bw ;;
   grow) grow "$@" ;;
+  two) two "$@" ;;
   *) echo "unknown scenario $WHAT"; exit 2 ;;
 esac
 exit $FAILED

@@ -13,6 +13,9 @@ add_executable(test_netns_grow ${CMAKE_CURRENT_LIST_DIR}/test_netns_grow.c
 target_include_directories(test_netns_grow PRIVATE ${CMAKE_SOURCE_DIR}/src
                                                    ${CMAKE_SOURCE_DIR}/tests/coll)
 target_link_libraries(test_netns_grow PRIVATE tutti_static)
+add_executable(test_netns_two ${CMAKE_CURRENT_LIST_DIR}/test_netns_two.c)
+target_include_directories(test_netns_two PRIVATE ${CMAKE_SOURCE_DIR}/tests/common)
+target_link_libraries(test_netns_two PRIVATE tutti_static)
 add_executable(tcp_raw_bw ${CMAKE_CURRENT_LIST_DIR}/tcp_raw_bw.c)
 target_link_libraries(tcp_raw_bw PRIVATE pthread)
 
@@ -21,6 +24,14 @@ foreach(algo default Ring Direct)
   set_tests_properties(tcp.procs.${algo} PROPERTIES TIMEOUT 300
                        ENVIRONMENT "NCCL_SHM_DISABLE=1;TUTTI_TIMEOUT=60")
 endforeach()
+
+# Two threads of one process, each driving its own communicator over TCP at
+# once (test_netns_two): small calls on the callers' own path, large ones
+# through the proxies, every result checked (in the sanitizers' lists:
+# ranks as threads, so TSan follows them).
+add_test(NAME tcp.two.threads COMMAND test_netns_two threads 2 60)
+set_tests_properties(tcp.two.threads PROPERTIES TIMEOUT 300
+                     ENVIRONMENT "NCCL_SHM_DISABLE=1;TUTTI_TIMEOUT=60")
 
 # The same, encrypted (ncclSetEncryption): bootstrap and TCP through util/seal.c.
 add_test(NAME tcp.procs.encrypted COMMAND test_coll_procs 2,3 default)
@@ -52,6 +63,12 @@ endforeach()
 # third), then shrink back to 2; every collective at each step.
 add_test(NAME netns.grow COMMAND ${TUTTI_NETNS_RUN} grow $<TARGET_FILE:test_netns_grow>)
 list(APPEND TUTTI_NETNS_TESTS netns.grow)
+# The same across hosts: 2 hosts run it checked; 3 hosts loop until host 2
+# is killed mid-call, and each survivor's two threads must name it.
+foreach(how run kill)
+  add_test(NAME netns.two.${how} COMMAND ${TUTTI_NETNS_RUN} two ${how} $<TARGET_FILE:test_netns_two>)
+  list(APPEND TUTTI_NETNS_TESTS netns.two.${how})
+endforeach()
 add_test(NAME netns.stall COMMAND ${TUTTI_NETNS_RUN} stall)
 add_test(NAME netns.trials COMMAND ${TUTTI_NETNS_RUN} trials 5)
 list(APPEND TUTTI_NETNS_TESTS netns.stall netns.trials)
