@@ -34,9 +34,9 @@ struct reader {
   struct td_land* l;
   struct td_land_cursor cur;
   uint64_t landed[64];
-  uint64_t applied;  /* records */
-  volatile int stop; /* 1: return once nothing is left */
-  volatile int pause;
+  uint64_t applied; /* records */
+  int stop;         /* 1: return once nothing is left (atomics: the main thread sets them) */
+  int pause;
 };
 
 /* One record at the cursor applied, as the wait kernel does: 1 when there was one. */
@@ -67,12 +67,12 @@ static int read_one(struct reader* rd) {
 static void* reader_main(void* arg) {
   struct reader* rd = arg;
   for (;;) {
-    if (rd->pause) {
+    if (__atomic_load_n(&rd->pause, __ATOMIC_ACQUIRE)) {
       usleep(1000);
       continue;
     }
     if (!read_one(rd)) {
-      if (rd->stop) {
+      if (__atomic_load_n(&rd->stop, __ATOMIC_ACQUIRE)) {
         return NULL;
       }
       usleep(50);
@@ -130,20 +130,20 @@ static void random_stream(void) {
     int got;
     while ((got = td_land_offer(&l, 1, (char*)dst + off, src, bytes, k)) == 0) {
       refused++;
-      rd.pause = 0; /* full: the reader comes back */
-      usleep(100);  /* as the service thread offers it again */
+      __atomic_store_n(&rd.pause, 0, __ATOMIC_RELEASE); /* full: the reader comes back */
+      usleep(100);                                      /* as the service thread offers it again */
     }
     ok = got == 1;
     memcpy(want + off, src, bytes);
     want_sig[k >= 0 ? k : 0] += k >= 0;
     /* Now and then the reader stops until the landing is full and refuses. */
     if (i % 700 == 350) {
-      rd.pause = 1;
+      __atomic_store_n(&rd.pause, 1, __ATOMIC_RELEASE);
     }
   }
   CHECK(refused > 0, "a full landing refused records (%ld times)", refused);
   CHECK(ok, "every record landed: %s", ncclGetLastError(NULL));
-  rd.stop = 1;
+  __atomic_store_n(&rd.stop, 1, __ATOMIC_RELEASE);
   pthread_join(th, NULL);
   CHECK(memcmp(dst, want, span) == 0, "the destination holds what was put, in order");
   CHECK(memcmp(rd.landed, want_sig, sizeof want_sig) == 0, "every signal counted once");
