@@ -29,24 +29,13 @@ static struct {
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
 static void drv_load(void) {
-  struct {
-    const char* name;
-    void** fn;
-  } syms[] = {
+  const struct td_driver_sym syms[] = {
       {"cuPointerGetAttributes", (void**)&drv.attrs},
       {"cuMemRetainAllocationHandle", (void**)&drv.retain},
       {"cuMemRelease", (void**)&drv.release},
       {"cuMemExportToShareableHandle", (void**)&drv.export_fd},
   };
-  int ok = 1;
-  for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    ok &= cudaGetDriverEntryPointByVersion(syms[i].name, syms[i].fn, 12000, cudaEnableDefault,
-                                           &q) == cudaSuccess &&
-          q == cudaDriverEntryPointSuccess;
-  }
-  (void)cudaGetLastError();
-  drv.ok = ok;
+  drv.ok = td_driver_load(syms, sizeof syms / sizeof syms[0]);
 }
 
 /* What an export holds: the kind and, for cudaMalloc, the IPC handle. A

@@ -39,11 +39,20 @@ static struct {
 } cu;
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 
+int td_driver_load(const struct td_driver_sym* syms, size_t n) {
+  int ok = 1;
+  for (size_t i = 0; i < n; i++) {
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    ok &= cudaGetDriverEntryPointByVersion(syms[i].name, syms[i].fn, 12000, cudaEnableDefault,
+                                           &q) == cudaSuccess &&
+          q == cudaDriverEntryPointSuccess;
+  }
+  (void)cudaGetLastError();
+  return ok;
+}
+
 static void cu_load(void) {
-  struct {
-    const char* name;
-    void** fn;
-  } syms[] = {
+  const struct td_driver_sym syms[] = {
       {"cuMemCreate", (void**)&cu.create},
       {"cuMemRelease", (void**)&cu.release},
       {"cuMemAddressReserve", (void**)&cu.reserve},
@@ -59,15 +68,7 @@ static void cu_load(void) {
       {"cuGetErrorName", (void**)&cu.err_name},
       {"cuMemGetAddressRange", (void**)&cu.addr_range},
   };
-  int ok = 1;
-  for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    ok &= cudaGetDriverEntryPointByVersion(syms[i].name, syms[i].fn, 12000, cudaEnableDefault,
-                                           &q) == cudaSuccess &&
-          q == cudaDriverEntryPointSuccess;
-  }
-  (void)cudaGetLastError();
-  cu.ok = ok;
+  cu.ok = td_driver_load(syms, sizeof syms / sizeof syms[0]);
 }
 
 static ncclResult_t cu_fail(CUresult r, const char* what, int dev) {

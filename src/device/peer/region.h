@@ -49,6 +49,14 @@ int td_region_base(const void* p, char** base);
 ncclResult_t td_region_grant(char* ptr, size_t size, int dev);
 /* Unmaps (and frees, for this process's own) a region; a no-op on NONE. */
 void td_region_free(struct td_region* r);
+/* A driver function the device layer calls through the runtime (the
+ * library links no libcuda): its name and where its address goes. */
+struct td_driver_sym {
+  const char* name;
+  void** fn;
+};
+/* Fills every `syms[i].fn` (CUDA 12.0's version of each): 1 when all were found. */
+int td_driver_load(const struct td_driver_sym* syms, size_t n);
 
 /* Suspending (device/suspend.cu): a cuMem region's memory is unmapped and
  * released while its addresses stay reserved, so pointers to it (the
