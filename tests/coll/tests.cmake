@@ -4,8 +4,16 @@ add_executable(test_coll_procs ${CMAKE_CURRENT_LIST_DIR}/test_coll_procs.c ${CMA
 target_include_directories(test_coll_procs PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_CURRENT_LIST_DIR}
   ${CMAKE_SOURCE_DIR}/tests/common)
 target_link_libraries(test_coll_procs PRIVATE tutti_static)
+# Under ThreadSanitizer (which looks for races between the threads of one
+# process: a rank's caller, proxy, service and RAS threads, as many at 4
+# ranks as at 8) up to 4 ranks: 8 processes under it took 500 s of 2 cores.
+if(TUTTI_SANITIZE MATCHES "thread")
+  set(procs_ranks 1,2,3,4)
+else()
+  set(procs_ranks 1,2,3,4,8)
+endif()
 foreach(algo default Ring Direct Tree Pull Board)
-  add_test(NAME coll.procs.${algo} COMMAND test_coll_procs 1,2,3,4,8 ${algo})
+  add_test(NAME coll.procs.${algo} COMMAND test_coll_procs ${procs_ranks} ${algo})
   set_tests_properties(coll.procs.${algo} PROPERTIES TIMEOUT 600 ENVIRONMENT "TUTTI_TIMEOUT=60")
 endforeach()
 # The checks of the checks: faults injected into results must be caught.
