@@ -25,6 +25,29 @@ skipped_reasons() {
   [ -f "$log" ] || return 0
   awk '/^[0-9]+\/[0-9]+ Test: /{name=$3} /SKIPPED|[Ss]kipped:/{if (name != "" && !(name in seen)) {seen[name]=1; sub(/^[ \t]+/, ""); print "skipped: " name ": " $0}}' "$log"
 }
+# Each stage's time, printed at the end with the slowest tests.
+stages=()
+logs=()
+stage_start=$SECONDS
+stage_done() {
+  stages+=("$(printf '%6d s  %s' "$((SECONDS - stage_start))" "$1")")
+  stage_start=$SECONDS
+}
+
+# The slowest tests of a ctest log ("N/M Test #K: name ....   Passed   T sec").
+slowest() {
+  sed -n 's/^ *[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) .* \([0-9.]*\) sec$/\2 \1/p' "$1" |
+    sort -rn | head -n "$2" | awk -v tag="$3" '{printf "%8.1f s  %s%s\n", $1, tag, $2}'
+}
+report() {
+  echo "== stage times"
+  printf '%s\n' "${stages[@]}"
+  echo "== the slowest tests"
+  { for log in "$@"; do
+    [ -f "$log" ] && slowest "$log" 10 "$(basename "$(dirname "$log")"): "
+  done; } | sort -rn | head -n 10
+}
+
 if [ "${TUTTI_SANITIZERS:-1}" = 1 ]; then
   for san in address,undefined thread; do
     dir=build-san-${san%%,*}
@@ -55,6 +78,7 @@ if [ "${TUTTI_SANITIZERS:-1}" = 1 ]; then
     # release build; the sanitizers check the host side.
     BUILD_DIR=$dir BUILD_TYPE=Debug CMAKE_ARGS="-DTUTTI_SANITIZE=$san -DTUTTI_CUDA=OFF" \
       bash scripts/build.sh >/dev/null
+    stage_done "build $dir"
     start=$SECONDS
     if ! (cd "$dir" && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       TSAN_OPTIONS=halt_on_error=1 ctest -j"$jobs" --output-on-failure -R "$tests" -E "$skip" \
@@ -64,13 +88,24 @@ if [ "${TUTTI_SANITIZERS:-1}" = 1 ]; then
       exit 1
     fi
     echo "== sanitizer build: $san: $(summary "$dir/ctest.log") in $((SECONDS - start)) s"
+    stage_done "tests $dir ($(summary "$dir/ctest.log"))"
+    logs+=("$dir/ctest.log")
   done
+  # The fuzzers ran under ASan, where what they find shows; the release
+  # build would repeat their 10 s each without its checks.
+  CTEST_EXCLUDE=${CTEST_EXCLUDE:-'^fuzz\.'}
 fi
 bash scripts/build.sh
-cd "${BUILD_DIR:-build}"
+out=${BUILD_DIR:-build}
+stage_done "build $out"
+cd "$out"
 rc=0
-ctest --output-on-failure -j"$jobs" ${CTEST_ARGS:-} || rc=$?
+ctest --output-on-failure -j"$jobs" ${CTEST_EXCLUDE:+-E "$CTEST_EXCLUDE"} ${CTEST_ARGS:-} 2>&1 |
+  tee ctest.log || rc=$?
+stage_done "tests $out ($(summary ctest.log))"
 # Skipped tests say why on the console (the GPU suite without a GPU, hosts
 # that cannot be made), not only in ctest's log.
 skipped_reasons
+cd - >/dev/null
+report "${logs[@]}" "$out/ctest.log"
 exit $rc

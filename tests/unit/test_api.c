@@ -39,7 +39,7 @@ static int count_shm(void) {
 }
 
 static int allreduce_ok(ncclComm_t comm, int rank, int n, size_t count) {
-  float* buf = malloc(count * sizeof(float));
+  float* buf = calloc(count, sizeof(float));
   for (size_t i = 0; i < count; i++)
     buf[i] = (float)(rank + 1);
   int ok = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL) == ncclSuccess;
