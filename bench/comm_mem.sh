@@ -43,14 +43,14 @@ mem() {
   local i=0
   for s in "${settings[@]}"; do
     echo "== tutti, $s"
-    env $(vars_of "$s") timeout 300 "$BIN/test_gpu_comm_mem" "$BIN/libnccl.so.2" procs 2 "${K:-4}" 2>&1 |
+    env $(vars_of "$s") timeout "${BENCH_LIMIT:-300}" "$BIN/test_gpu_comm_mem" "$BIN/libnccl.so.2" procs 2 "${K:-4}" 2>&1 |
       tee "$out/mem_$i.log" | grep -vE "^$"
     bench_status "mem tutti $s" "${PIPESTATUS[0]}"
     i=$((i + 1))
   done
   if [ -n "$nccl" ]; then
     echo "== NVIDIA NCCL ($nccl), each rank its own host"
-    timeout 300 "$BIN/test_gpu_comm_mem" "$nccl" hosts 2 "${K:-4}" 2>&1 | tee "$out/mem_nccl.log"
+    timeout "${BENCH_LIMIT:-300}" "$BIN/test_gpu_comm_mem" "$nccl" hosts 2 "${K:-4}" 2>&1 | tee "$out/mem_nccl.log"
     bench_status "mem NCCL" "${PIPESTATUS[0]}"
   fi
 }

@@ -12,7 +12,9 @@ def load(path, mode="out_of_place"):
     with open(path) as f:
         d = json.load(f)
     name = d["library"]["name"] if isinstance(d.get("library"), dict) else d.get("library", path)
-    rows = {r["bytes"]: r[mode] for r in d["records"] if r.get(mode)}
+    rows = {r["bytes"]: r[mode] for r in d.get("records", []) if r.get(mode)}
+    if not rows:
+        sys.exit(f"compare.py: FAILED: {path} has no rows ({mode})")
     return name, d.get("nranks"), d.get("collective"), rows
 
 

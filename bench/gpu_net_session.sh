@@ -12,7 +12,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 : "${BIN:?BIN must hold the binaries}" "${OUT:?}"
-BIN=$(cd "$BIN" && pwd)
+BIN=$(cd "$BIN" && pwd) || { echo "gpu_net_session: FAILED: no folder BIN=$BIN" >&2 && exit 1; }
+mkdir -p "$OUT"
 logs=$(mktemp -d)
 phases=${*:-check ordered net det}
 . bench/lib.sh
@@ -35,7 +36,7 @@ for ph in $phases; do
       ;;
     ordered)
       for p in net hosts; do
-        TUTTI_TIMEOUT=60 timeout 200 "$BIN/test_gpu_ordered" "$p" 2>&1 | tail -n 3
+        TUTTI_TIMEOUT=60 timeout "${BENCH_LIMIT:-200}" "$BIN/test_gpu_ordered" "$p" 2>&1 | tail -n 3
         bench_status "ordered $p" "${PIPESTATUS[0]}"
       done >"$OUT/ordered.txt"
       ;;

@@ -46,7 +46,7 @@ suite() {
   local modes=${MODES:-"streams streams-hosts streams-net streams-ring streams-ce streams-nop2p streams-ll128 memkinds hosts mps frames samegpu procs graph concurrent p2p net netkill"}
   for m in $modes; do
     local t0=$SECONDS
-    TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} TUTTI_GPU_TEST_LIMIT=${LIMIT:-300} timeout $((${LIMIT:-300} + 30)) \
+    TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-60} TUTTI_GPU_TEST_LIMIT=${LIMIT:-300} timeout "${BENCH_LIMIT:-$((${LIMIT:-300} + 30))}" \
       "$BIN/test_gpu" "$m" "${NRANKS:-2}" >"$out/suite_$m.log" 2>&1
     local rc=$?
     echo "$m: rc $rc, $((SECONDS - t0)) s: $(grep -E "^mode|SKIPPED" "$out/suite_$m.log" | tr '\n' ' ')"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the bench scripts: MPS started and stopped, and runs that fail
 # loudly. A run that could not start, timed out, exited non-zero or printed
 # no rows is noted in $bench_out/failures (a file, so that runs inside
@@ -6,6 +7,9 @@
 #   bench_init DIR                  where failures are noted (once, first)
 #   bench_wait LABEL LOG... -- PID...  each PID's exit, then LOG's rows
 #   bench_status LABEL RC [LOG]     one command's exit status (and rows)
+#   bench_run LABEL LOG CMD...      CMD under timeout ($BENCH_LIMIT s, default
+#                                   1800), its output in LOG, then bench_status
+#   bench_rows LOG                  how many result rows LOG holds
 #   bench_finish NAME               "NAME: PASSED", or FAILED and the list
 #   mps_start DIR / mps_stop        an MPS daemon for this script's runs
 
@@ -34,13 +38,26 @@ bench_rows() {
   awk '$1 ~ /^[0-9]+$/ {n++} END {print n + 0}' "$1" 2>/dev/null || echo 0
 }
 
+# The log's last line: what a program said when it gave up.
+bench_last() {
+  [ -s "$1" ] && tail -n 1 "$1" | cut -c 1-160 | sed 's/^/: /'
+}
+
 bench_status() {
   local label=$1 rc=$2 log=${3:-}
   if [ "$rc" -ne 0 ]; then
-    bench_fail "$label $(bench_why "$rc")${log:+ (log $log)}"
+    bench_fail "$label $(bench_why "$rc")${log:+ (log $log$(bench_last "$log"))}"
   elif [ -n "$log" ] && [ "$(bench_rows "$log")" -eq 0 ]; then
     bench_fail "$label printed no rows (log $log)"
   fi
+}
+
+bench_run() {
+  local label=$1 log=$2 rc=0
+  shift 2
+  timeout "${BENCH_LIMIT:-1800}" "$@" >"$log" 2>&1 || rc=$?
+  bench_status "$label" "$rc" "$log"
+  return 0
 }
 
 bench_wait() {
@@ -52,9 +69,9 @@ bench_wait() {
   done
   shift
   for pid in "$@"; do
-    wait "$pid"
-    rc=$?
-    [ "$rc" -eq 0 ] || bench_fail "$label rank $i $(bench_why "$rc") (log ${logs[$i]:-?})"
+    rc=0
+    wait "$pid" || rc=$?
+    [ "$rc" -eq 0 ] || bench_fail "$label rank $i $(bench_why "$rc") (log ${logs[$i]:-?}$(bench_last "${logs[$i]:-}"))"
     i=$((i + 1))
   done
   # Rank 0 prints the table.
@@ -75,10 +92,10 @@ bench_finish() {
 mps_start() {
   export CUDA_MPS_PIPE_DIRECTORY=$1/mps CUDA_MPS_LOG_DIRECTORY=$1/mps
   mkdir -p "$1/mps"
-  nvidia-cuda-mps-control -d || bench_fail "could not start MPS (nvidia-cuda-mps-control -d)"
+  nvidia-cuda-mps-control -d >/dev/null || bench_fail "could not start MPS (nvidia-cuda-mps-control -d)"
 }
 
 mps_stop() {
-  echo quit | nvidia-cuda-mps-control
+  echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 }

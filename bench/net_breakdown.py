@@ -51,6 +51,9 @@ def main():
         print(__doc__)
         return 2
     files = sorted(glob.glob(args[0] + ".*"), key=lambda p: int(p.rsplit(".", 1)[1]))
+    if not files:
+        print(f"net_breakdown.py: FAILED: no trace files {args[0]}.*", file=sys.stderr)
+        return 1
     ranks = {}
     for p in files:
         head, ev = load(p)

@@ -16,6 +16,8 @@ def load(path, mode):
         v = r.get(mode) or r.get("out_of_place")
         if v and r["bytes"] > 0:  # tutti-perf's all-gathers below 4 B a rank move nothing
             out[r["bytes"]] = (v["time_us"], v.get("wrong"))
+    if not out:
+        sys.exit(f"netns_small_table.py: FAILED: {path} has no rows")
     return out
 
 
@@ -28,6 +30,7 @@ def main():
     colls = sys.argv[2:] or ["allreduce", "allgather", "reducescatter", "broadcast"]
     med = statistics.median
     worst = 0.0
+    tables = 0
     for coll in colls:
         mode = "in_place" if coll == "broadcast" else "out_of_place"
         t = runs(d, "tutti", coll, mode)
@@ -39,6 +42,7 @@ def main():
         al = {a: runs(d, f"algo_{a}", coll, mode) for a in algos}
         if not t or not (y or b):
             continue
+        tables += 1
         wrong = sum(1 for r in t + p for s in r if r[s][1] not in (None, 0))
         print(f"\n{coll}, 2 hosts x 1 rank: medians of {len(t)} rounds (µs); "
               f"rows with wrong values: {wrong}\n")
@@ -66,6 +70,8 @@ def main():
             row += f" {ym:.1f} | {bm:.1f} | {ratio:.2f} |"
             row += f" {min(ref_rounds):.2f}–{max(ref_rounds):.2f} |" if ref_rounds else " – |"
             print(row)
+    if not tables:
+        sys.exit(f"netns_small_table.py: FAILED: no runs of tutti and Open MPI in {d}")
     print(f"\nlargest ratio of medians: {worst:.2f}")
 
 

@@ -26,6 +26,12 @@ size = sys.argv[2] if len(sys.argv) > 2 else "64K"
 iters = sys.argv[3] if len(sys.argv) > 3 else "30000"
 reps = int(sys.argv[4]) if len(sys.argv) > 4 else 5
 qps = float(sys.argv[5]) if len(sys.argv) > 5 else 64
+limit = float(os.environ.get("BENCH_LIMIT", "1800"))  # seconds one run may take
+
+
+def label(queries):
+    return {False: "without queries", True: "with RAS queries", "standin": "with stand-in queries"}[
+        queries]
 
 
 def listener_ticks(launcher, seen):
@@ -99,14 +105,21 @@ def run(queries):
            "allreduce", "-b", size, "-e", size, "-n", iters, "-w", "500"]
     stop, stats, ticks = threading.Event(), [], {}
     t0 = time.time()
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    except OSError as e:
+        sys.exit(f"ras_query_cost: FAILED: run {label(queries)}: could not start {cmd[0]}: {e}")
     threads = [threading.Thread(target=sample, args=(p.pid, stop, ticks))]
     if queries:
         time.sleep(0.5)  # the job's listener is up
         threads.append(threading.Thread(target=ask, args=(path, stop, stats)))
     for t in threads:
         t.start()
-    out = p.communicate()[0]
+    try:
+        out = p.communicate(timeout=limit)[0]
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out = (p.communicate()[0] or "") + f"\ntimed out after {limit:g} s"
     took = time.time() - t0
     stop.set()
     for t in threads:
@@ -116,8 +129,8 @@ def run(queries):
         standin.wait()
     shutil.rmtree(run_dir, ignore_errors=True)
     m = re.search(r"Avg bus bandwidth\s*:\s*([0-9.]+)", out)
-    if not m:
-        return None, out
+    if not m or p.returncode != 0:
+        return None, f"exited with {p.returncode}: " + out
     # The listeners' CPU seconds per second of the run.
     return float(m.group(1)), (stats, sum(ticks.values()) / 1e9 / took, took)
 
@@ -129,8 +142,9 @@ def run_again(queries):
         busbw, stats = run(queries)
         if busbw is not None:
             return busbw, stats
-        print("a run failed, made again:\n" + stats[-600:])
-    sys.exit("three runs failed")
+        print(f"run {label(queries)} failed, made again:\n" + stats[-600:])
+    sys.exit(f"ras_query_cost: FAILED: run {label(queries)} failed three times (no 'Avg bus "
+             f"bandwidth' line, or a non-zero exit); its last words:\n" + stats[-600:])
 
 
 print("date: %s  host: %s  cpus: %d" % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -4,13 +4,17 @@
 # processes (2 and 4), allreduce and reduce-scatter, small sizes (MIN_S to
 # MAX_S) and large (MIN_L to MAX_L), checked (-c 1). Writes every run and a
 # markdown table of medians (time, and busbw of the deterministic mode over
-# the default's) under OUT.
+# the default's) under OUT. PREBUILT=1: BUILD_DIR holds the programs already.
+# A run that cannot start, times out (BENCH_LIMIT s), fails or prints no
+# rows is named at the end, and the script exits 1 (bench/lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
-BUILD_DIR=$build bash scripts/build.sh >/dev/null
+[ "${PREBUILT:-0}" = 1 ] || BUILD_DIR=$build bash scripts/build.sh >/dev/null
 out=${OUT:-bench/results/$(date -u +%Y-%m-%d)-deterministic}
 mkdir -p "$out"
+. bench/lib.sh
+bench_init "$out"
 REPS=${REPS:-4} RANKS=${RANKS:-"2 4"} COLLS=${COLLS:-"allreduce reducescatter"}
 MIN_S=${MIN_S:-8} MAX_S=${MAX_S:-64K} MIN_L=${MIN_L:-1M} MAX_L=${MAX_L:-64M}
 perf=$build/tools/tutti-perf/tutti-perf
@@ -23,14 +27,16 @@ for rep in $(seq 1 "$REPS"); do
       for mode in default det; do
         det=0
         [ $mode = det ] && det=1
-        TUTTI_DETERMINISTIC=$det "$run" -n "$n" --no_prefix "$perf" "$coll" -b "$MIN_S" -e "$MAX_S" \
-          -f 4 -n 2000 -w 500 -c 1 >"$out/${coll}_${mode}_np${n}_small_r$rep.txt"
-        TUTTI_DETERMINISTIC=$det "$run" -n "$n" --no_prefix "$perf" "$coll" -b "$MIN_L" -e "$MAX_L" \
-          -f 4 -n 20 -w 5 -c 1 >"$out/${coll}_${mode}_np${n}_large_r$rep.txt"
+        tag=${coll}_${mode}_np${n}
+        bench_run "$tag small round $rep" "$out/${tag}_small_r$rep.txt" env TUTTI_DETERMINISTIC=$det \
+          "$run" -n "$n" --no_prefix "$perf" "$coll" -b "$MIN_S" -e "$MAX_S" -f 4 -n 2000 -w 500 -c 1
+        bench_run "$tag large round $rep" "$out/${tag}_large_r$rep.txt" env TUTTI_DETERMINISTIC=$det \
+          "$run" -n "$n" --no_prefix "$perf" "$coll" -b "$MIN_L" -e "$MAX_L" -f 4 -n 20 -w 5 -c 1
       done
     done
   done
 done
+bench_finish run_det || exit 1
 /usr/bin/python3 - "$out" "$COLLS" "$RANKS" <<'PY' | tee "$out/deterministic.md"
 import glob, statistics, sys
 d, colls, ranks = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()

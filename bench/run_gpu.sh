@@ -8,14 +8,19 @@
 # (OUT_DIR.tgz: a remote runner may bring back only a few files). NVLink
 # multicast (NVLS) stays off.
 # Usage: bench/run_gpu.sh [COLL ...]    env: MIN MAX ITERS WARM NGPU MODES
+# (BUILD_DIR, default build-gpu/, is built unless PREBUILT=1). A run that
+# cannot start, times out (BENCH_LIMIT s), fails or prints no rows is named
+# at the end, and the script exits 1 (bench/lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0
-BUILD_DIR=build-gpu CMAKE_ARGS="-DTUTTI_CUDA=ON" bash scripts/build.sh >/dev/null
-nccl=${NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))')}
-tutti=$PWD/build-gpu/libtutti.so.0
-perf=build-gpu/tools/tutti-perf/tutti-perf
-run=build-gpu/tools/tuttirun/tuttirun
+build=${BUILD_DIR:-build-gpu}
+[ "${PREBUILT:-0}" = 1 ] || BUILD_DIR=$build CMAKE_ARGS="-DTUTTI_CUDA=ON" bash scripts/build.sh >/dev/null
+nccl=${NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))')} ||
+  { echo "run_gpu: FAILED: no NVIDIA NCCL to compare with (pip install nvidia-nccl-cu12, or NCCL_LIB)" >&2 && exit 1; }
+tutti=$(cd "$build" && pwd)/libtutti.so.0 || { echo "run_gpu: FAILED: no build folder $build" >&2 && exit 1; }
+perf=$build/tools/tutti-perf/tutti-perf
+run=$build/tools/tuttirun/tuttirun
 out=${OUT_DIR:-bench/results/$(date -u +%Y-%m-%d)-gpu}
 mkdir -p "$out"
 NGPU=${NGPU:-$(nvidia-smi -L | wc -l)}
@@ -37,14 +42,12 @@ for coll in $colls; do
       [ $lib = nccl ] && l=$nccl
       tag=${lib}_${coll}_${mode}
       if [ $mode = g ]; then
-        rc=0
-        "$perf" $coll -g "$NGPU" $flags --lib "$l" --label $lib --json "$out/$tag.json" >"$out/$tag.txt" 2>&1 || rc=$?
+        bench_run "$tag" "$out/$tag.txt" "$perf" $coll -g "$NGPU" $flags --lib "$l" --label $lib \
+          --json "$out/$tag.json"
       else
-        rc=0
-        "$run" -n "$NGPU" --no_prefix "$perf" $coll $flags --lib "$l" --label $lib \
-          --json "$out/$tag.json" >"$out/$tag.txt" 2>&1 || rc=$?
+        bench_run "$tag" "$out/$tag.txt" "$run" -n "$NGPU" --no_prefix "$perf" $coll $flags --lib "$l" \
+          --label $lib --json "$out/$tag.json"
       fi
-      bench_status "$tag" $rc "$out/$tag.txt"
     done
     echo "== $coll, $NGPU GPUs, $([ $mode = g ] && echo "one process" || echo "one process per GPU")"
     python3 bench/compare.py "$out/tutti_${coll}_${mode}.json" "$out/nccl_${coll}_${mode}.json" \

@@ -8,6 +8,8 @@
 # bench/results/<date>/netns-enc/. Needs root, iproute2 and a build in BUILD
 # (default build/).
 #   bash bench/run_netns_enc.sh [ROUNDS]   default: 3
+# A run that cannot start, times out (BENCH_LIMIT s), fails or prints no
+# rows is named, and the script exits 1 before the summary (bench/lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -18,6 +20,8 @@ modes="plain enc"
 rounds=${1:-3}
 out=bench/results/$(date -u +%Y-%m-%d)/netns-enc
 mkdir -p "$out"
+. bench/lib.sh
+bench_init "$out"
 export TUTTI_NETNS_ID=$(( (RANDOM << 8 ^ $$) % 65536 ))
 export TUTTI_JOB_SECRET="netns-enc-bench-$TUTTI_NETNS_ID-$RANDOM"
 hosts="bash $root/tests/netns/hosts.sh"
@@ -29,16 +33,17 @@ echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  host: $(hostname)  cpus: $(nproc)  k
 
 # run NAME PSK BUILD ARGS...: tutti-perf allreduce on both hosts; rank 0's lines in $out/NAME.txt.
 run() {
-  local name=$1 psk=$2 b=$3
+  local name=$1 psk=$2 b=$3 pids=()
   shift 3
   for i in 0 1; do
-    $hosts run $i env TUTTI_PERF_PSK="$psk" "$b/tools/tuttirun/tuttirun" --nnodes 2 \
-      --node_rank $i --nproc_per_node 1 --master_addr "$a0" --master_port 29500 --no_prefix \
-      "$b/tools/tutti-perf/tutti-perf" allreduce -c 0 --device host "$@" \
+    $hosts run $i env TUTTI_PERF_PSK="$psk" timeout "${BENCH_LIMIT:-1800}" "$b/tools/tuttirun/tuttirun" \
+      --nnodes 2 --node_rank $i --nproc_per_node 1 --master_addr "$a0" --master_port 29500 \
+      --no_prefix "$b/tools/tutti-perf/tutti-perf" allreduce -c 0 --device host "$@" \
       >"$out/$name.$i.log" 2>&1 &
+    pids+=($!)
   done
-  wait
-  grep -E "^ +[0-9]+ " "$out/$name.0.log" >"$out/$name.txt"
+  bench_wait "$name" "$out/$name.0.log" "$out/$name.1.log" -- "${pids[@]}"
+  grep -E "^ +[0-9]+ " "$out/$name.0.log" >"$out/$name.txt" || true
 }
 
 key="bench-pre-shared-key-0123456789abcdef-$RANDOM"
@@ -74,6 +79,7 @@ summary() {
   awk -v mb="$(med "$b")" -v mp="$(med "$p")" -v me="$(med "$e")" 'BEGIN {
     printf "medians: plain / base %.2f, encrypted / plain %.2f\n", (mb > 0 ? mp / mb : 0), me / mp}'
 }
+bench_finish run_netns_enc || exit 1
 summary | tee "$out/summary.md"
 # One file of every run's lines (the folder stays small; logs are dropped).
 for f in "$out"/bw.*.txt "$out"/lat.*.txt; do

@@ -15,6 +15,8 @@
 # Environment: BUILD (build/), OUT, MIN/MAX (8/64K), ITERS/WARM for tutti
 # and yielding Open MPI, BUSY_ITERS/BUSY_WARM for busy-polling Open MPI
 # (whose calls took 8 ms each on the VM: a scheduler tick per message).
+# A run that cannot start, times out (BENCH_LIMIT s), fails or prints no
+# rows is named, and the script exits 1 before the table (bench/lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -26,6 +28,8 @@ fi
 out=${OUT:-bench/results/$(date -u +%Y-%m-%d)/netns-small}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+. bench/lib.sh
+bench_init "$out"
 mpi_bench=$(cd "$build" && pwd)/mpi_bench
 mpicc -O2 -o "$mpi_bench" bench/mpi_bench.c
 MIN=${MIN:-8} MAX=${MAX:-64K} ITERS=${ITERS:-1000} WARM=${WARM:-200} REPS=${REPS:-3}
@@ -42,26 +46,29 @@ echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  host: $(hostname)  cpus: $(nproc)  k
   "  cpu: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)" | tee "$out/machine.txt"
 
 tutti() { # tutti() LABEL BUILD COLL REP [ENV...]
-  local label=$1 b=$2 coll=$3 rep=$4
+  local label=$1 b=$2 coll=$3 rep=$4 pids=()
   shift 4
   for i in 0 1; do
-    $hosts run $i env "$@" "$b/tools/tuttirun/tuttirun" --nnodes 2 --node_rank $i \
+    $hosts run $i env "$@" timeout "${BENCH_LIMIT:-1800}" "$b/tools/tuttirun/tuttirun" --nnodes 2 --node_rank $i \
       --nproc_per_node 1 --master_addr "$a0" --master_port $((29500 + rep % 50)) --no_prefix \
       "$b/tools/tutti-perf/tutti-perf" "$coll" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARM" \
       -c 1 --device host --json "$out/${label}_${coll}_r$rep.json" \
       >"$out/${label}_${coll}_r$rep.$i.txt" 2>&1 &
+    pids+=($!)
   done
-  wait
+  bench_wait "$label $coll round $rep" "$out/${label}_${coll}_r$rep.0.txt" \
+    "$out/${label}_${coll}_r$rep.1.txt" -- "${pids[@]}"
 }
 
 mpi() { # mpi() LABEL COLL REP ITERS WARM [MCA...]
   local label=$1 coll=$2 rep=$3 n=$4 w=$5
   shift 5
-  $hosts run 0 mpirun --allow-run-as-root --hostfile "$out/hostfile" -np 2 --map-by node \
+  bench_run "$label $coll round $rep" "$out/${label}_${coll}_r$rep.txt" \
+    $hosts run 0 mpirun --allow-run-as-root --hostfile "$out/hostfile" -np 2 --map-by node \
     --mca plm_rsh_agent "$root/bench/netns_agent.sh" --mca btl tcp,self \
     --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 "$@" \
     "$mpi_bench" "$coll" -b "$MIN" -e "$MAX" -f 2 -n "$n" -w "$w" \
-    --json "$out/${label}_${coll}_r$rep.json" >"$out/${label}_${coll}_r$rep.txt" 2>&1
+    --json "$out/${label}_${coll}_r$rep.json"
 }
 
 for rep in $(seq 1 "$REPS"); do
@@ -84,4 +91,5 @@ for rep in $(seq 1 "$REPS"); do
     mpi mpi_busy "$coll" "$rep" "$BUSY_ITERS" "$BUSY_WARM"
   done
 done
+bench_finish run_netns_small || exit 1
 /usr/bin/python3 bench/netns_small_table.py "$out" $colls | tee "$out/compare.md"

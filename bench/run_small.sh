@@ -7,16 +7,21 @@
 # COLL picks another collective (allgather, reducescatter, broadcast) and
 # MIN/MAX/FACTOR the sizes; PREV_LIB=path/libtutti.so adds a third run per
 # pair, tutti-perf on that library (a previous build), for an A/B.
-# Needs: openmpi-bin libopenmpi-dev (installed here if missing).
+# Needs: openmpi-bin libopenmpi-dev (installed here if missing). PREBUILT=1:
+# BUILD_DIR holds the programs already. A run that cannot start, times out
+# (BENCH_LIMIT s), fails or prints no rows is named at the end, and the
+# script exits 1 (bench/lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v mpicc >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null
 fi
 build=${BUILD_DIR:-build}
-BUILD_DIR=$build bash scripts/build.sh >/dev/null
+[ "${PREBUILT:-0}" = 1 ] || BUILD_DIR=$build bash scripts/build.sh >/dev/null
 out=${OUT:-bench/results/$(date -u +%Y-%m-%d)-small}
 mkdir -p "$out"
+. bench/lib.sh
+bench_init "$out"
 mpicc -O2 -o "$build/mpi_bench" bench/mpi_bench.c
 # 2000 warm-up calls per size, both libraries: with 500, the first sizes of
 # a run (8-32 B) still landed while the scheduler settled, 10-30% slower.
@@ -31,12 +36,15 @@ for rep in $(seq 1 "$REPS"); do
   for n in 2 4; do
     echo "load $(cut -d' ' -f1 /proc/loadavg) before pair $rep, $n ranks" >>"$out/machine.txt"
     sizes="-b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARM"
-    "$run" -n $n --no_prefix "$perf" $COLL $sizes -c 1 >"$out/tutti_np${n}_r$rep.txt"
+    bench_run "tutti $n ranks round $rep" "$out/tutti_np${n}_r$rep.txt" \
+      "$run" -n $n --no_prefix "$perf" $COLL $sizes -c 1
     if [ -n "${PREV_LIB:-}" ]; then
-      "$run" -n $n --no_prefix "$perf" $COLL $sizes -c 1 --lib "$PREV_LIB" \
-        >"$out/prev_np${n}_r$rep.txt"
+      bench_run "previous build $n ranks round $rep" "$out/prev_np${n}_r$rep.txt" \
+        "$run" -n $n --no_prefix "$perf" $COLL $sizes -c 1 --lib "$PREV_LIB"
     fi
-    mpirun $mpirun_flags -np $n "$build/mpi_bench" $COLL $sizes >"$out/mpi_np${n}_r$rep.txt"
+    bench_run "Open MPI $n ranks round $rep" "$out/mpi_np${n}_r$rep.txt" \
+      mpirun $mpirun_flags -np $n "$build/mpi_bench" $COLL $sizes
   done
 done
+bench_finish run_small || exit 1
 /usr/bin/python3 bench/small_table.py "$out" "$COLL" | tee "$out/compare_small.md"

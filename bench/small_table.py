@@ -12,6 +12,8 @@ def load(path, col):
         p = line.split()
         if len(p) >= 5 and p[0].isdigit():
             rows[int(p[0])] = float(p[col])
+    if not rows:
+        sys.exit(f"small_table.py: FAILED: {path} has no rows")
     return rows
 
 
@@ -29,12 +31,14 @@ def main():
     d = sys.argv[1]
     coll = sys.argv[2] if len(sys.argv) > 2 else "allreduce"
     med = statistics.median
+    tables = 0
     for n in (2, 4):
         tf = sorted(glob.glob(f"{d}/tutti_np{n}_r*.txt"))
         mf = sorted(glob.glob(f"{d}/mpi_np{n}_r*.txt"))
         pf = sorted(glob.glob(f"{d}/prev_np{n}_r*.txt"))
         if not tf or not mf:
             continue
+        tables += 1
         out = [load(f, 5) for f in tf]
         inp = [load(f, 9) for f in tf]
         mpi = [load(f, 2) for f in mf]
@@ -57,6 +61,8 @@ def main():
                 p = med(r[s] for r in prev)
                 row += f" {p:.2f} | {p / a:.2f} |"
             print(row)
+    if not tables:
+        sys.exit(f"small_table.py: FAILED: no runs of tutti and Open MPI in {d} (tutti_np*, mpi_np*)")
 
 
 if __name__ == "__main__":

@@ -2,3 +2,8 @@
 # silent runs make a bench script fail and name the run.
 add_test(NAME bench.lib COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/lib_test.sh)
 set_tests_properties(bench.lib PROPERTIES TIMEOUT 60)
+# Every bench script that runs without a GPU, on fake programs (missing,
+# failing, hanging past a 1 s limit, printing no rows): each must exit
+# non-zero and name the run, and pass on a fake that prints proper rows.
+add_test(NAME bench.fail COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/fail_test.sh)
+set_tests_properties(bench.fail PROPERTIES TIMEOUT 240)

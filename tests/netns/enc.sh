@@ -6,6 +6,8 @@
 #   enc.sh TUTTIRUN JOB flip             one host alters a record as it sends it
 #   enc.sh TUTTIRUN JOB relay            a relay on the wire flips a bit of the root's answer
 #   enc.sh TUTTIRUN JOB hidden           OpenSSL hidden: ncclSetEncryption refuses
+#   enc.sh TUTTIRUN JOB nonces           the matrix on 2 hosts x 2 ranks while relay.py
+#                                        taps the bridge: no record's nonce may repeat
 # With NET_PLUGIN=path hosts talk through that network plugin instead of
 # the TCP transport: outside the encryption, as in NCCL, and every rank
 # must say so. Exits 77 without namespaces.
@@ -76,6 +78,7 @@ show() {
 job() {
   local nh=$1 np=$2 n=$(($1 * $2)) t0=$SECONDS
   up "$nh"
+  [ -z "${TAP:-}" ] || tap_start
   export TUTTI_TIMEOUT=30 NCCL_DEBUG=WARN
   for ((i = 0; i < nh; i++)); do start $i "$nh" "$np" X=1 -- matrix; done
   for ((i = 0; i < nh; i++)); do finish $i || fail "host $i: tuttirun exited with status $?"; done
@@ -161,10 +164,35 @@ hidden() {
   expect_failure 2 $t0 10 "install OpenSSL 3"
 }
 
+# 2 hosts x 2 ranks, the matrix (every collective, both directions of
+# every connection), with relay.py tapping the hosts' bridge: it finds the
+# nonce each record authenticates under, independent of util/seal.c's
+# counter, and fails naming the connection and the value if one repeats.
+nonces() {
+  python3 -c "import cryptography" 2>/dev/null || { echo "SKIPPED: no python3-cryptography"; exit 77; }
+  TAP=1 job 2 2
+  kill -INT "${PIDS[9]}"
+  wait "${PIDS[9]}" || fail "the tap saw a nonce repeat, or could not read the streams"
+  unset "PIDS[9]"
+  cat "$TMP/tap.out"
+  grep -Eq "tap: [0-9]{3,} records on ([2-9]|[1-9][0-9]+) encrypted" "$TMP/tap.out" ||
+    fail "the tap checked fewer than 100 records or 2 connections"
+}
+
+# relay.py's tap on the hosts' bridge, in the background until SIGINT.
+tap_start() {
+  python3 "$(dirname "$0")/relay.py" tap "tb$(printf %04x $((TUTTI_NETNS_ID % 65536)))" "$TEST_PSK" \
+    >"$TMP/tap.out" 2>&1 &
+  PIDS[9]=$!
+  for _ in $(seq 50); do grep -q tapping "$TMP/tap.out" && return; sleep 0.1; done
+  cat "$TMP/tap.out"
+  fail "the tap did not start"
+}
+
 case "$WHAT" in
   job) job "$@" ;;
-  wrongkey | flip | relay | hidden) "$WHAT" ;;
-  *) echo "usage: enc.sh TUTTIRUN JOB job HOSTS RANKS | wrongkey | flip | relay | hidden" >&2
+  wrongkey | flip | relay | hidden | nonces) "$WHAT" ;;
+  *) echo "usage: enc.sh TUTTIRUN JOB job HOSTS RANKS | wrongkey | flip | relay | hidden | nonces" >&2
     exit 2 ;;
 esac
 exit $FAILED

@@ -97,16 +97,18 @@ set_tests_properties(netns.bw PROPERTIES RUN_SERIAL TRUE)
 # ncclSetEncryption across hosts (tests/netns/enc.sh): the matrix with the
 # key on every rank (and through a network plugin, which stays outside the
 # encryption and must say so), a rank with another key, a record altered as
-# it is sent, a relay flipping a bit of the root's answer, OpenSSL hidden.
+# it is sent, a relay flipping a bit of the root's answer, OpenSSL hidden,
+# and a tap on the wire that fails the job if any record's nonce repeats.
 set(TUTTI_NETNS_ENC bash ${CMAKE_CURRENT_LIST_DIR}/enc.sh $<TARGET_FILE:tuttirun>
     $<TARGET_FILE:test_netns_job>)
 add_test(NAME netns.enc.job.2x2 COMMAND ${TUTTI_NETNS_ENC} job 2 2)
 add_test(NAME netns.enc.job.3x1 COMMAND ${TUTTI_NETNS_ENC} job 3 1)
 add_test(NAME netns.enc.plugin.job.2x1 COMMAND ${TUTTI_NETNS_ENC} job 2 1)
 set_tests_properties(netns.enc.plugin.job.2x1 PROPERTIES ENVIRONMENT "${TUTTI_NETNS_PLUGIN_ENV}")
-foreach(what wrongkey flip relay hidden)
+foreach(what wrongkey flip relay hidden nonces)
   add_test(NAME netns.enc.${what} COMMAND ${TUTTI_NETNS_ENC} ${what})
 endforeach()
 set_tests_properties(netns.enc.job.2x2 netns.enc.job.3x1 netns.enc.plugin.job.2x1
                      netns.enc.wrongkey netns.enc.flip netns.enc.relay netns.enc.hidden
+                     netns.enc.nonces
                      PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77 LABELS netns)
