@@ -169,7 +169,11 @@ hidden() {
 # nonce each record authenticates under, independent of util/seal.c's
 # counter, and fails naming the connection and the value if one repeats.
 nonces() {
-  python3 -c "import cryptography" 2>/dev/null || { echo "SKIPPED: no python3-cryptography"; exit 77; }
+  # The tap opens records with Python's cryptography: installed when missing.
+  python3 -c "import cryptography" 2>/dev/null ||
+    python3 -m pip install -q cryptography >/dev/null 2>&1 ||
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-cryptography >/dev/null 2>&1 || true
+  python3 -c "import cryptography" 2>/dev/null || { echo "SKIPPED: no python3-cryptography (pip and apt could not install it)"; exit 77; }
   TAP=1 job 2 2
   kill -INT "${PIDS[9]}"
   wait "${PIDS[9]}" || fail "the tap saw a nonce repeat, or could not read the streams"
