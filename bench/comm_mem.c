@@ -21,17 +21,15 @@
  * Exits 77 without a CUDA device. */
 #define _GNU_SOURCE
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "gpu_probe.h"
+#include "memjob.h"
 #include "nccl.h"
 
 #define MAXR 16
@@ -55,23 +53,19 @@ static struct {
 } nc;
 
 static int load(const char* path) {
-  void* h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
-  if (h == NULL) {
-    fprintf(stderr, "dlopen(%s): %s\n", path, dlerror());
-    return 0;
-  }
-  *(void**)&nc.get_unique_id = dlsym(h, "ncclGetUniqueId");
-  *(void**)&nc.init_rank = dlsym(h, "ncclCommInitRank");
-  *(void**)&nc.split = dlsym(h, "ncclCommSplit");
-  *(void**)&nc.all_reduce = dlsym(h, "ncclAllReduce");
-  *(void**)&nc.reduce_scatter = dlsym(h, "ncclReduceScatter");
-  *(void**)&nc.all_gather = dlsym(h, "ncclAllGather");
-  *(void**)&nc.destroy = dlsym(h, "ncclCommDestroy");
-  *(void**)&nc.version = dlsym(h, "ncclGetVersion");
-  *(void**)&nc.last_error = dlsym(h, "ncclGetLastError");
-  *(void**)&nc.mem_stats = dlsym(h, "ncclCommMemStats");
-  return nc.get_unique_id && nc.init_rank && nc.split && nc.all_reduce && nc.reduce_scatter &&
-         nc.all_gather && nc.destroy && nc.version && nc.last_error;
+  const struct memjob_sym syms[] = {
+      {"ncclGetUniqueId", (void**)&nc.get_unique_id, 0},
+      {"ncclCommInitRank", (void**)&nc.init_rank, 0},
+      {"ncclCommSplit", (void**)&nc.split, 0},
+      {"ncclAllReduce", (void**)&nc.all_reduce, 0},
+      {"ncclReduceScatter", (void**)&nc.reduce_scatter, 0},
+      {"ncclAllGather", (void**)&nc.all_gather, 0},
+      {"ncclCommDestroy", (void**)&nc.destroy, 0},
+      {"ncclGetVersion", (void**)&nc.version, 0},
+      {"ncclGetLastError", (void**)&nc.last_error, 0},
+      {"ncclCommMemStats", (void**)&nc.mem_stats, 1},
+  };
+  return memjob_load(path, syms, sizeof syms / sizeof syms[0]);
 }
 
 /* Points where every rank measures: before, after communicator c (1..K),
@@ -79,7 +73,7 @@ static int load(const char* path) {
 #define NAT (MAXK + 2)
 
 struct shared {
-  int n, arrived, gen;
+  struct memjob_sync sync;
   int dev[MAXR];
   int64_t free_b[NAT][MAXR];
   uint64_t stat[MAXK][MAXR]; /* ncclStatGpuMemTotal per communicator */
@@ -93,38 +87,9 @@ struct job {
   struct shared* sh;
 };
 
-static long passed, failed;
-#define FAILF(...)                \
-  do {                            \
-    failed++;                     \
-    fprintf(stderr, __VA_ARGS__); \
-    fputc('\n', stderr);          \
-  } while (0)
-#define EXPECT(cond, ...) \
-  do {                    \
-    if (cond) {           \
-      passed++;           \
-    } else {              \
-      FAILF(__VA_ARGS__); \
-    }                     \
-  } while (0)
-
 /* Every rank here, or 0 after two minutes (a rank that died). */
 static int barrier(struct shared* s) {
-  const int g = __atomic_load_n(&s->gen, __ATOMIC_ACQUIRE);
-  if (__atomic_add_fetch(&s->arrived, 1, __ATOMIC_ACQ_REL) == s->n) {
-    __atomic_store_n(&s->arrived, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->gen, g + 1, __ATOMIC_RELEASE);
-    return 1;
-  }
-  for (int waited = 0; __atomic_load_n(&s->gen, __ATOMIC_ACQUIRE) == g; waited++) {
-    if (waited > 600000) {
-      FAILF("a rank did not reach the barrier within 120 s");
-      return 0;
-    }
-    usleep(200);
-  }
-  return 1;
+  return memjob_barrier(&s->sync, 120);
 }
 
 static void measure(struct job* j, int r, int at) {
@@ -229,10 +194,7 @@ static void rank_body(struct job* j, struct bufs* b, int r) {
 
 static void rank_main(struct job* j, int r) {
   if (strcmp(j->mode, "hosts") == 0) {
-    char id[64];
-    snprintf(id, sizeof id, "comm-mem-host-%d", r);
-    setenv("NCCL_HOSTID", id, 1);
-    setenv("TUTTI_HOSTID", id, 1);
+    memjob_as_host("comm-mem-host", r);
   }
   const int dev = r % j->ngpu;
   j->sh->dev[r] = dev;
@@ -314,6 +276,15 @@ static void report(struct job* j, int dev) {
   }
 }
 
+/* One rank's process: its calls, then (a GPU's first rank) its GPU's figures. */
+static void rank_process(void* arg, int r) {
+  struct job* j = arg;
+  rank_main(j, r);
+  if (r < j->ngpu) {
+    report(j, r); /* rank r is GPU r's first */
+  }
+}
+
 static void run_job(struct job* j) {
   j->sh = mmap(NULL, sizeof *j->sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (j->sh == MAP_FAILED || nc.get_unique_id(&j->ids[0]) != ncclSuccess ||
@@ -322,44 +293,8 @@ static void run_job(struct job* j) {
     return;
   }
   memset(j->sh, 0, sizeof *j->sh);
-  j->sh->n = j->n;
-  int fds[2];
-  if (pipe(fds) != 0) {
-    FAILF("pipe failed");
-    return;
-  }
-  fflush(NULL);
-  for (int r = 0; r < j->n; r++) {
-    if (fork() == 0) {
-      close(fds[0]);
-      passed = failed = 0;
-      alarm(600);
-      rank_main(j, r);
-      if (r < j->ngpu) {
-        report(j, r); /* rank r is GPU r's first */
-      }
-      char line[64];
-      int len = snprintf(line, sizeof line, "%ld %ld\n", passed, failed);
-      _exit(write(fds[1], line, (size_t)len) == len ? 0 : 2);
-    }
-  }
-  close(fds[1]);
-  FILE* in = fdopen(fds[0], "r");
-  long p, f;
-  int got = 0;
-  while (in != NULL && fscanf(in, "%ld %ld", &p, &f) == 2) {
-    passed += p;
-    failed += f;
-    got++;
-  }
-  if (in != NULL) {
-    fclose(in);
-  }
-  for (int r = 0; r < j->n; r++) {
-    int st;
-    wait(&st);
-  }
-  failed += j->n - got; /* a rank that died */
+  j->sh->sync.n = j->n;
+  memjob_fork(j->n, rank_process, j);
 }
 
 int main(int argc, char** argv) {

@@ -26,17 +26,15 @@
  * Exits 77 without a CUDA device. */
 #define _GNU_SOURCE
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "gpu_probe.h"
+#include "memjob.h"
 #include "nccl.h"
 
 #define MAXR 16
@@ -58,25 +56,24 @@ static struct {
 } nc;
 
 static int load(const char* path) {
-  void* h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
-  if (h == NULL) {
-    fprintf(stderr, "dlopen(%s): %s\n", path, dlerror());
+  const struct memjob_sym syms[] = {
+      {"ncclGetUniqueId", (void**)&nc.get_unique_id, 0},
+      {"ncclCommInitRank", (void**)&nc.init_rank, 0},
+      {"ncclAllReduce", (void**)&nc.all_reduce, 0},
+      {"ncclCommDestroy", (void**)&nc.destroy, 0},
+      {"ncclGetVersion", (void**)&nc.version, 0},
+      {"ncclGetLastError", (void**)&nc.last_error, 0},
+      {"ncclCommSuspend", (void**)&nc.suspend, 1},
+      {"ncclCommResume", (void**)&nc.resume, 1},
+      {"ncclCommMemStats", (void**)&nc.mem_stats, 1},
+  };
+  if (!memjob_load(path, syms, sizeof syms / sizeof syms[0])) {
     return 0;
   }
-  *(void**)&nc.get_unique_id = dlsym(h, "ncclGetUniqueId");
-  *(void**)&nc.init_rank = dlsym(h, "ncclCommInitRank");
-  *(void**)&nc.all_reduce = dlsym(h, "ncclAllReduce");
-  *(void**)&nc.destroy = dlsym(h, "ncclCommDestroy");
-  *(void**)&nc.version = dlsym(h, "ncclGetVersion");
-  *(void**)&nc.last_error = dlsym(h, "ncclGetLastError");
-  *(void**)&nc.suspend = dlsym(h, "ncclCommSuspend");
-  *(void**)&nc.resume = dlsym(h, "ncclCommResume");
-  *(void**)&nc.mem_stats = dlsym(h, "ncclCommMemStats");
   if (nc.suspend == NULL || nc.resume == NULL || nc.mem_stats == NULL) {
     nc.suspend = NULL;
   }
-  return nc.get_unique_id && nc.init_rank && nc.all_reduce && nc.destroy && nc.version &&
-         nc.last_error;
+  return 1;
 }
 
 /* The points where every rank measures, in order. */
@@ -84,9 +81,7 @@ enum { AT_BEFORE, AT_INIT, AT_GRAPH, AT_SUSPENDED, AT_RESUMED, AT_DESTROYED, NAT
 
 /* Shared by the ranks (mapped before fork): a barrier and the figures. */
 struct shared {
-  int n;
-  int arrived;
-  int gen;
+  struct memjob_sync sync;
   int dev[MAXR];
   int64_t free_b[NAT][MAXR];
   int64_t host_b[NAT][MAXR];
@@ -101,45 +96,9 @@ struct job {
   struct shared* sh;
 };
 
-static long passed, failed;
-#define FAILF(...)                \
-  do {                            \
-    failed++;                     \
-    fprintf(stderr, __VA_ARGS__); \
-    fputc('\n', stderr);          \
-  } while (0)
-#define EXPECT(cond, ...) \
-  do {                    \
-    if (cond) {           \
-      passed++;           \
-    } else {              \
-      FAILF(__VA_ARGS__); \
-    }                     \
-  } while (0)
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Every rank here, or 0 after two minutes (a rank that died). */
 static int barrier(struct shared* s) {
-  const int g = __atomic_load_n(&s->gen, __ATOMIC_ACQUIRE);
-  if (__atomic_add_fetch(&s->arrived, 1, __ATOMIC_ACQ_REL) == s->n) {
-    __atomic_store_n(&s->arrived, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->gen, g + 1, __ATOMIC_RELEASE);
-    return 1;
-  }
-  const double t0 = now_s();
-  while (__atomic_load_n(&s->gen, __ATOMIC_ACQUIRE) == g) {
-    if (now_s() - t0 > 120) {
-      FAILF("a rank did not reach the barrier within 120 s");
-      return 0;
-    }
-    usleep(200);
-  }
-  return 1;
+  return memjob_barrier(&s->sync, 120);
 }
 
 /* MemTotal - MemAvailable of /proc/meminfo, in bytes. */
@@ -274,9 +233,9 @@ static void stats(ncclComm_t comm, int r, uint64_t* v) {
 /* Suspend, the checks while suspended, resume; the figures at both points. */
 static void cycle(struct job* j, struct bufs* b, ncclComm_t comm, cudaGraphExec_t ge, int r,
                   int first) {
-  double t0 = now_s();
+  double t0 = memjob_now();
   ncclResult_t res = nc.suspend(comm, NCCL_SUSPEND_MEM);
-  const double ts = now_s() - t0;
+  const double ts = memjob_now() - t0;
   EXPECT(res == ncclSuccess, "rank %d: ncclCommSuspend: %s", r, nc.last_error(comm));
   if (j->check) {
     uint64_t v[4];
@@ -294,9 +253,9 @@ static void cycle(struct job* j, struct bufs* b, ncclComm_t comm, cudaGraphExec_
   if (first) {
     measure(j, r, AT_SUSPENDED);
   }
-  t0 = now_s();
+  t0 = memjob_now();
   res = nc.resume(comm);
-  const double tr = now_s() - t0;
+  const double tr = memjob_now() - t0;
   EXPECT(res == ncclSuccess, "rank %d: ncclCommResume: %s", r, nc.last_error(comm));
   if (first) {
     j->sh->t_suspend[r] = ts;
@@ -369,10 +328,7 @@ static void rank_body(struct job* j, struct bufs* b, int r) {
 
 static void set_mode_env(const char* mode, int r) {
   if (strcmp(mode, "hosts") == 0) {
-    char id[64];
-    snprintf(id, sizeof id, "suspend-mem-host-%d", r);
-    setenv("NCCL_HOSTID", id, 1);
-    setenv("TUTTI_HOSTID", id, 1);
+    memjob_as_host("suspend-mem-host", r);
   } else if (strcmp(mode, "nop2p") == 0) {
     setenv("NCCL_P2P_DISABLE", "1", 1);
   } else if (strcmp(mode, "ipc") == 0) {
@@ -468,6 +424,15 @@ static void report(struct job* j, int dev) {
   EXPECT(left <= tol, "%s, GPU %d: %.2f MiB left after destroy", j->mode, dev, left / MIB);
 }
 
+/* One rank's process: its cycle, then (a GPU's first rank) its GPU's figures. */
+static void rank_process(void* arg, int r) {
+  struct job* j = arg;
+  rank_main(j, r);
+  if (r < j->ngpu) {
+    report(j, r); /* rank r is GPU r's first */
+  }
+}
+
 static void run_mode(const char* mode, int n, int ngpu, int check) {
   struct job j = {mode, n, ngpu, check, {{{0}}, {{0}}}, NULL};
   j.sh = mmap(NULL, sizeof *j.sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -477,44 +442,8 @@ static void run_mode(const char* mode, int n, int ngpu, int check) {
     return;
   }
   memset(j.sh, 0, sizeof *j.sh);
-  j.sh->n = n;
-  int fds[2];
-  if (pipe(fds) != 0) {
-    FAILF("pipe failed");
-    return;
-  }
-  fflush(NULL);
-  for (int r = 0; r < n; r++) {
-    if (fork() == 0) {
-      close(fds[0]);
-      passed = failed = 0;
-      alarm(600);
-      rank_main(&j, r);
-      if (r < ngpu) {
-        report(&j, r); /* rank r is GPU r's first */
-      }
-      char line[64];
-      int len = snprintf(line, sizeof line, "%ld %ld\n", passed, failed);
-      _exit(write(fds[1], line, (size_t)len) == len ? 0 : 2);
-    }
-  }
-  close(fds[1]);
-  FILE* in = fdopen(fds[0], "r");
-  long p, f;
-  int got = 0;
-  while (in != NULL && fscanf(in, "%ld %ld", &p, &f) == 2) {
-    passed += p;
-    failed += f;
-    got++;
-  }
-  if (in != NULL) {
-    fclose(in);
-  }
-  for (int r = 0; r < n; r++) {
-    int st;
-    wait(&st);
-  }
-  failed += n - got; /* a rank that died */
+  j.sh->sync.n = n;
+  memjob_fork(n, rank_process, &j);
   munmap(j.sh, sizeof *j.sh);
 }
 

@@ -30,7 +30,7 @@ if(TUTTI_HAVE_CUDA)
   # libnccl.so.2 with --check, every mode (processes sharing GPU memory, ranks
   # as hosts through the network proxy, NCCL_P2P_DISABLE, NCCL_CUMEM_ENABLE=0).
   add_executable(test_gpu_suspend ${CMAKE_SOURCE_DIR}/bench/suspend_mem.c
-    ${CMAKE_CURRENT_LIST_DIR}/gpu_probe.c)
+    ${CMAKE_SOURCE_DIR}/bench/memjob.c ${CMAKE_CURRENT_LIST_DIR}/gpu_probe.c)
   target_include_directories(test_gpu_suspend PRIVATE ${CMAKE_SOURCE_DIR}/include
     ${CMAKE_CURRENT_LIST_DIR} ${CUDAToolkit_INCLUDE_DIRS})
   target_link_libraries(test_gpu_suspend PRIVATE CUDA::cudart ${CMAKE_DL_LIBS})
@@ -46,7 +46,7 @@ if(TUTTI_HAVE_CUDA)
   # TUTTI_COMM_MEMORY): lean (the default) 96 MiB per rank, fitted to 28 MiB
   # 32 MiB; MemStats equal to the measure, nothing left after destroy.
   add_executable(test_gpu_comm_mem ${CMAKE_SOURCE_DIR}/bench/comm_mem.c
-    ${CMAKE_CURRENT_LIST_DIR}/gpu_probe.c)
+    ${CMAKE_SOURCE_DIR}/bench/memjob.c ${CMAKE_CURRENT_LIST_DIR}/gpu_probe.c)
   target_include_directories(test_gpu_comm_mem PRIVATE ${CMAKE_SOURCE_DIR}/include
     ${CMAKE_CURRENT_LIST_DIR} ${CUDAToolkit_INCLUDE_DIRS})
   target_link_libraries(test_gpu_comm_mem PRIVATE CUDA::cudart ${CMAKE_DL_LIBS})
