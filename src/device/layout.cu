@@ -12,6 +12,7 @@
 #include "device/launch/ce.h"
 #include "device/dev_comm.h"
 #include "device/kernels/mapped.h"
+#include "util/hash.h"
 
 extern "C" {
 #include "util/check.h"
@@ -236,12 +237,7 @@ void td_layout_make(struct td_layout* l, int nch, int n, size_t queue_bytes, int
 
 uint64_t td_layout_shape(const struct td_layout* l) {
   /* The shared region's fields come first: every one up to the private counters. */
-  const unsigned char* p = (const unsigned char*)l;
-  uint64_t h = 0xcbf29ce484222325ull; /* 64-bit FNV-1a, as util/hash.h */
-  for (size_t i = 0; i < offsetof(struct td_layout, sent_off); i++) {
-    h = (h ^ p[i]) * 0x100000001b3ull;
-  }
-  return h;
+  return tutti_hash(l, offsetof(struct td_layout, sent_off), TUTTI_HASH_INIT);
 }
 
 /* Every rank set up must lay out its region as the others do (the same

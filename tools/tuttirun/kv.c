@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "store.h"
+#include "util/hash.h"
 
 struct tr_kv_queue {
   char* key;
@@ -50,12 +51,8 @@ void tr_buf_drop(struct tr_buf* b, size_t n) {
   b->len -= n;
 }
 
-static size_t hash(const char* s) { /* FNV-1a */
-  uint64_t h = 1469598103934665603ull;
-  for (; *s != '\0'; s++) {
-    h = (h ^ (uint8_t)*s) * 1099511628211ull;
-  }
-  return (size_t)h;
+static size_t hash(const char* s) {
+  return (size_t)tutti_hash(s, strlen(s), TUTTI_HASH_INIT);
 }
 
 static struct tr_kv** slot(const struct tr_kv_table* t, const char* key) {
