@@ -18,6 +18,8 @@ from torch.futures import Future
 from . import _capi as C
 
 NAME = "tutti"
+# dtypes every reduce op takes as they are (bool and complex go the long way).
+_PLAIN = {k: v for k, v in C.DTYPES.items() if k is not torch.bool}
 
 
 class Work(_C10dWork):
@@ -122,6 +124,19 @@ class TuttiBackend(_C10dBackend):
     # -- collectives --------------------------------------------------------
 
     def allreduce(self, tensors, opts):
+        # The common call (one contiguous CPU tensor of a real type, an op
+        # NCCL has) straight to the C call: this is the small-message cost.
+        if len(tensors) == 1:
+            t = tensors[0]
+            dtype = _PLAIN.get(t.dtype)
+            op = C.REDOPS.get(opts.reduceOp.op)
+            if dtype is not None and op is not None and t.is_cpu and t.is_contiguous() \
+                    and not t.is_sparse and not self._pending and self._h is not None:
+                ptr = t.data_ptr()
+                rc = C.all_reduce(ptr, ptr, t.numel(), dtype, op, self._h, None)
+                if rc != 0:
+                    self._comm.check(rc, "all_reduce")
+                return Work(tensors)
         b = _Buf(_one(tensors, "all_reduce"), "all_reduce")
         op = C.redop(opts.reduceOp, "all_reduce", b.complex, b.orig.dtype)
         self._prologue()
