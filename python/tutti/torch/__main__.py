@@ -140,7 +140,10 @@ def _describe(p):
 
 def _cpu_backend_state(torch):
     """None when the `tutti` CPU backend is registered, else why it is not."""
-    import torch.distributed as dist
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return "not available (this torch has no torch.distributed)"
     if not dist.is_available():
         return "not available (this torch has no torch.distributed)"
     if "TUTTI" not in getattr(dist.Backend, "_plugins", {}):
