@@ -215,13 +215,30 @@ def check_errors(c):
     else:
         raise AssertionError("all_reduce BAND did not fail")
     c.count += 1
+    if c.n > 1 and c.rank < 2:
+        # A tag out of the posted order is an error on the receiver.
+        t = torch.zeros(2)
+        if c.rank == 0:
+            dist.send(torch.ones(2), dst=1, group=c.tg, tag=1)
+        else:
+            try:
+                dist.recv(t, src=0, group=c.tg, tag=2)
+            except RuntimeError as e:
+                assert "tag 2" in str(e) and "tag 1" in str(e), e
+            else:
+                raise AssertionError("recv with another tag did not fail")
+        c.count += 1
 
 
 def worker(rank, n, port, what, out):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     try:
-        # The default group on tutti ("tutti" = CPU only), Gloo beside it.
-        dist.init_process_group("tutti", rank=rank, world_size=n)
+        # The default group on tutti ("tutti" = CPU only, or split by device
+        # as "cpu:tutti,cuda:nccl" would be, which needs a GPU), Gloo beside it.
+        dist.init_process_group("tutti" if what == "ops" else "cpu:tutti,cuda:gloo",
+                                rank=rank, world_size=n)
+        cpu = dist.group.WORLD._get_backend(torch.device("cpu"))
+        assert type(cpu).__name__ == "TuttiBackend", type(cpu)
         gloo = dist.new_group(backend="gloo")
         c = Checker(rank, n, None, gloo)
         c.tg = dist.new_group(backend="tutti")  # and a second tutti group
