@@ -301,6 +301,8 @@ PYEOF
     [ $rc = 0 ] && grep -q "^verdict: PyTorch uses tutti" torch-check.txt ||
       fail "python -m tutti.torch check on torch $version (exit $rc)"
     grep -q "NCCL version 2.32.6 (tutti " torch-check.txt || fail "the child printed no tutti banner"
+    grep -q '^tutti CPU backend (init_process_group("tutti")): ok' torch-check.txt ||
+      fail "python -m tutti.torch check did not run the tutti CPU backend's all_reduce"
     echo "python.torch_pypi: ok (torch $version)"
     ;;
 
