@@ -2,8 +2,8 @@
 each rank (1 to 4 processes, spawned) runs every operation on a tutti group
 and on a Gloo group with the same inputs and requires the same bits; then
 DDP and FSDP2 (fully_shard) for 20 steps on each, requiring the same losses;
-then a rank that dies, whose peer's next call must fail with tutti's error
-within TUTTI_TIMEOUT rather than hang.
+then a rank that dies and one that hangs, whose peer's next call must fail
+with tutti's error within TUTTI_TIMEOUT rather than hang.
 
     python torch_cpu.py [--ranks 1,2,3,4] [--only ops|train|death]
 
@@ -256,12 +256,14 @@ def worker(rank, n, port, what, out):
         out.put((rank, 0, traceback.format_exc()))
 
 
-def dying(rank, n, port, out):
+def dying(rank, n, port, how, out):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("tutti", rank=rank, world_size=n)
     t = torch.ones(1024)
     dist.all_reduce(t)
     if rank == 1:
+        if how == "hang":
+            time.sleep(120)  # alive, silent: only TUTTI_TIMEOUT can tell
         os._exit(3)  # dies without a word
     time.sleep(0.5)
     start = time.monotonic()
@@ -304,20 +306,22 @@ def run_group(what, n, limit):
     return sum(k for _, k, _ in results), errs
 
 
-def run_death(timeout_s):
-    ps, q = launch(dying, 2, ())
+def run_death(timeout_s, how):
+    ps, q = launch(dying, 2, (how,))
     try:
         msg, took = q.get(timeout=timeout_s + 60)
     except Exception:
         msg, took = "no answer (hung?)", None
+    ps[0].join(timeout=10)
     for p in ps:
-        p.join(timeout=10)
         if p.is_alive():
             p.kill()
-    print(f"  survivor after its peer died: {took and round(took, 1)} s: {msg[:300]}")
+        p.join()
+    print(f"  survivor after its peer {'hung' if how == 'hang' else 'died'}: "
+          f"{took and round(took, 1)} s: {msg[:300]}", flush=True)
     if took is None or "tutti" not in msg or took > timeout_s + 5:
-        return [f"the survivor did not fail with tutti's error within TUTTI_TIMEOUT "
-                f"({timeout_s} s): {msg}"]
+        return [f"the survivor of a peer that {how}s did not fail with tutti's error within "
+                f"TUTTI_TIMEOUT ({timeout_s} s): {msg}"]
     return []
 
 
@@ -346,9 +350,10 @@ def main():
         checks += k
         errs += e
     if a.only in (None, "death"):
-        e = run_death(float(os.environ["TUTTI_TIMEOUT"]))
-        checks += 1
-        errs += e
+        for how in ("exit", "hang"):
+            e = run_death(float(os.environ["TUTTI_TIMEOUT"]), how)
+            checks += 1
+            errs += e
     for e in errs:
         print("FAILED:", e)
     print(f"torch_cpu: {checks - len(errs)} passed, {len(errs)} failed "
