@@ -3,7 +3,9 @@ in Python whose every operation is one call (or one group of calls) into
 tutti's C API on host buffers. Registered by `import tutti.torch`.
 
 Calls run to completion before they return, as Gloo's do from the caller's
-view: a Work is done when it is handed back. Point-to-point calls are the
+view: a Work is done when it is handed back (though torch 2.15's wrapper
+around a Python Work answers is_completed() False: it passes on wait() and
+get_future() only). Point-to-point calls are the
 exception: send and recv wait, unissued, until the next wait(), collective
 or barrier, and then go as one group, so that isend/irecv pairs posted in
 any order (batch_isend_irecv, rings) cannot deadlock."""
