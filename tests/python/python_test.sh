@@ -7,6 +7,8 @@
 #   python_test.sh pip_install SRC WORK PYTHON   pip install SRC into a fresh venv
 #   python_test.sh torch_pypi  SRC WORK PYTHON VERSION   PyTorch VERSION from PyPI (its CUDA
 #                              wheels, ~3 GB, kept in ~/.cache/tutti) imports on tutti
+#   python_test.sh torch_cpu   SRC WORK VERSION   the `tutti` CPU backend against Gloo
+#                              (torch_cpu.py) in python.torch_pypi's environment
 # Exits 77 (skipped) when PYTHON cannot make a virtual environment with pip
 # and python3-venv cannot be installed (not root, or no apt-get).
 set -uo pipefail
@@ -299,7 +301,31 @@ PYEOF
     [ $rc = 0 ] && grep -q "^verdict: PyTorch uses tutti" torch-check.txt ||
       fail "python -m tutti.torch check on torch $version (exit $rc)"
     grep -q "NCCL version 2.32.6 (tutti " torch-check.txt || fail "the child printed no tutti banner"
+    grep -q '^tutti CPU backend (init_process_group("tutti")): ok' torch-check.txt ||
+      fail "python -m tutti.torch check did not run the tutti CPU backend's all_reduce"
     echo "python.torch_pypi: ok (torch $version)"
+    ;;
+
+  torch_cpu)
+    # torch.distributed's `tutti` backend on CPU tensors against Gloo, in the
+    # environment python.torch_pypi made (torch from PyPI, tutti's wheel).
+    version=$1
+    tv=$work/venv-torch-$version
+    if ! [ -x "$tv/bin/python" ] || ! "$tv/bin/python" -c 'import torch' 2>/dev/null; then
+      echo "SKIPPED: no PyTorch $version in $tv (python.torch_pypi makes it): the tutti CPU backend is NOT tested"
+      exit 77
+    fi
+    # The *_object collectives go through numpy, which torch does not pull in.
+    if ! "$tv/bin/python" -c 'import numpy' 2>/dev/null; then
+      cache=${TUTTI_CACHE:-${HOME:-/tmp}/.cache/tutti}/torch-$version
+      "$tv/bin/python" -m pip install -q --no-index --find-links "$cache" numpy >/dev/null 2>&1 ||
+        { "$tv/bin/python" -m pip download -q -d "$cache" numpy >"$work/pip-numpy.log" 2>&1 &&
+          "$tv/bin/python" -m pip install -q --no-index --find-links "$cache" numpy; } ||
+        { tail -n 20 "$work/pip-numpy.log"; fail "pip install numpy into $tv"; }
+    fi
+    "$tv/bin/python" -W ignore::UserWarning "$src/tests/python/torch_cpu.py" ||
+      fail "the tutti CPU backend (torch_cpu.py)"
+    echo "python.torch_cpu: ok (torch $version)"
     ;;
 
   pip_install)

@@ -43,7 +43,13 @@ add_test(NAME python.pip_install COMMAND ${PY_TEST} pip_install ${CMAKE_SOURCE_D
 add_test(NAME python.torch_pypi COMMAND ${PY_TEST} torch_pypi ${CMAKE_SOURCE_DIR} ${PY_WORK}
   ${Python3_EXECUTABLE} 2.15.0)
 set_tests_properties(python.torch_pypi PROPERTIES TIMEOUT 1200 FIXTURES_REQUIRED python_wheel
-  SKIP_RETURN_CODE 77 ENVIRONMENT "TUTTI_TIMEOUT=60")
+  FIXTURES_SETUP python_torch_pypi SKIP_RETURN_CODE 77 ENVIRONMENT "TUTTI_TIMEOUT=60")
+# torch.distributed's `tutti` backend on CPU tensors, in that environment:
+# every operation against Gloo on 1-4 ranks, DDP and FSDP2, a dying rank
+# (whose peer must fail within TUTTI_TIMEOUT).
+add_test(NAME python.torch_cpu COMMAND ${PY_TEST} torch_cpu ${CMAKE_SOURCE_DIR} ${PY_WORK} 2.15.0)
+set_tests_properties(python.torch_cpu PROPERTIES TIMEOUT 600 FIXTURES_REQUIRED python_torch_pypi
+  SKIP_RETURN_CODE 77 ENVIRONMENT "TUTTI_TIMEOUT=5")
 set_tests_properties(python.tools python.torch_check python.switch python.pip_install PROPERTIES
   TIMEOUT 300 FIXTURES_REQUIRED python_wheel)
 set_tests_properties(python.wheel python.tools python.torch_check python.switch python.pip_install

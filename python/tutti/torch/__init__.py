@@ -20,6 +20,9 @@ tutti. When torch was imported first but loaded no libnccl.so.2 (a CPU-only
 build, or NCCL linked in) the import succeeds, warning in the second case,
 since tutti cannot replace NCCL linked into torch.
 
+It also registers torch.distributed's `tutti` backend for CPU tensors
+(`init_process_group("cpu:tutti,cuda:nccl")`, _cpu.py) when torch is there.
+
 `python -m tutti.torch check` says which library serves PyTorch's NCCL.
 """
 import ctypes
@@ -80,3 +83,24 @@ if "torch" in sys.modules:
 
 #: The loaded library (ctypes handle): tutti's C API, as PyTorch sees it.
 library = ctypes.CDLL(path, mode=os.RTLD_GLOBAL)
+
+
+def _register_cpu_backend():
+    """torch.distributed's `tutti` backend for CPU tensors (_cpu.py), where
+    this torch can take a backend written in Python (torch 2.x: c10d's
+    Backend class and register_backend's `devices`)."""
+    try:
+        import inspect
+
+        import torch.distributed as dist
+        if not dist.is_available() or "devices" not in inspect.signature(
+                dist.Backend.register_backend).parameters:
+            return
+        from . import _cpu
+    except ImportError:
+        return  # no torch, or one without torch.distributed
+    _cpu.register()
+
+
+# After the library: importing torch now binds its NCCL to tutti.
+_register_cpu_backend()

@@ -3,7 +3,8 @@ that imported tutti.torch first (this one, and a child started to prove it).
 
 Exit status: 0 when PyTorch's NCCL calls go to tutti, or when this PyTorch
 has no NCCL at all (CPU-only builds; nothing to serve, said so); 1 when they
-go to another library (or NCCL linked into torch); 2 on a usage error."""
+go to another library (or NCCL linked into torch), or when the `tutti`
+backend for CPU tensors fails its 2-rank all_reduce; 2 on a usage error."""
 import argparse
 import os
 import re
@@ -63,6 +64,33 @@ else:
     sys.exit(0 if rc == 0 else 1)
 """
 
+# The `tutti` backend for CPU tensors: a 2-rank all_reduce through
+# torch.distributed, ranks as spawned processes over a TCP store.
+_CPU_CHILD = r"""
+import os, sys
+import tutti.torch
+import torch, torch.distributed as dist
+import torch.multiprocessing as mp
+
+def rank_main(rank, port):
+    dist.init_process_group("tutti", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2)
+    t = torch.arange(4, dtype=torch.float32) + rank
+    dist.all_reduce(t)
+    ok = t.tolist() == [1.0, 3.0, 5.0, 7.0]
+    dist.destroy_process_group()
+    if not ok:
+        raise SystemExit(f"rank {rank}: {t.tolist()}")
+
+if __name__ == "__main__":
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(rank_main, args=(port,), nprocs=2)
+    print("child: 2-rank all_reduce on the tutti CPU backend: ok", flush=True)
+"""
+
 _BANNER = re.compile(r"NCCL version (\S+)(?: \(tutti ([^)]*)\))?")
 
 
@@ -87,9 +115,40 @@ def _run_child(timeout):
     return m.group(0), m.group(2), out, p.returncode
 
 
+def _check_cpu_backend(timeout):
+    """(ok, message) of a 2-rank CPU all_reduce through the `tutti` backend."""
+    import tempfile
+    env = dict(os.environ)
+    top = os.path.dirname(os.path.dirname(os.path.abspath(tutti.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (top, env.get("PYTHONPATH")) if x)
+    with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
+        f.write(_CPU_CHILD)
+        f.flush()
+        try:
+            p = subprocess.run([sys.executable, "-W", "ignore", f.name], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False, f"no answer within {timeout:.0f} s"
+    out = p.stdout.decode(errors="replace").strip().splitlines()
+    return p.returncode == 0, "\n".join("  | " + line for line in out[-8:])
+
+
 def _describe(p):
     t = is_tutti(p)
     return f"{p} ({'tutti' if t else 'not tutti' if t is False else 'not loaded as a library'})"
+
+
+def _cpu_backend_state(torch):
+    """None when the `tutti` CPU backend is registered, else why it is not."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return "not available (this torch has no torch.distributed)"
+    if not dist.is_available():
+        return "not available (this torch has no torch.distributed)"
+    if "TUTTI" not in getattr(dist.Backend, "_plugins", {}):
+        return "not registered (this torch cannot take a backend written in Python)"
+    return None
 
 
 def check(args):
@@ -116,6 +175,17 @@ def check(args):
               f"({'tutti' if prov[1] else 'not tutti'})")
     if has_nccl:
         print(f"torch.cuda.nccl.version(): {torch.cuda.nccl.version()}")
+
+    cpu = _cpu_backend_state(torch)
+    if cpu is None and not args.no_child:
+        ok, out = _check_cpu_backend(args.timeout)
+        print(f"tutti CPU backend (init_process_group(\"tutti\")): {'ok' if ok else 'FAILED'}"
+              f"\n{out}")
+        if not ok:
+            print("verdict: FAILED: the tutti backend for CPU tensors does not work (above)")
+            return 1
+    elif cpu is not None:
+        print(f"tutti CPU backend: {cpu}")
 
     banner = tutti_ver = None
     if not args.no_child:
