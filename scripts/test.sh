@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 # tree, not into /tmp.
 export TUTTI_RECORD_DIR=${TUTTI_RECORD_DIR:-$PWD/build-ras-records}
 mkdir -p "$TUTTI_RECORD_DIR"
-jobs=$(nproc)
+# Twice as many tests as cores at once: most wait more than they compute,
+# and those that keep cores busy say so (PROCESSORS, tests/CMakeLists.txt).
+jobs=$(($(nproc) * 2))
 
 # "N passed, M failed of T" from a ctest log's summary line.
 summary() {
