@@ -100,7 +100,7 @@ endforeach()
 # forced algorithm against the fold in rank order, bit for bit, on inputs
 # that make the order visible; and the default mode's ring unchanged.
 add_executable(test_ordered ${CMAKE_CURRENT_LIST_DIR}/test_ordered.c
-                            ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
+  ${CMAKE_SOURCE_DIR}/tests/common/cuts.c ${CMAKE_SOURCE_DIR}/tests/common/procs.c)
 target_include_directories(test_ordered PRIVATE ${CMAKE_SOURCE_DIR}/src
   ${CMAKE_SOURCE_DIR}/tests/common)
 target_link_libraries(test_ordered PRIVATE tutti_static m)
