@@ -302,7 +302,8 @@ static void run_cuts(ncclComm_t comm, int n, int r, int* k) {
   const size_t chunk = cuts_chunk_bytes(n, nhosts), slot = cuts_board_bytes();
   for (size_t es = 1; es <= 8; es *= 2) {
     for (int c = 0; c < C_NCOLL; c++) {
-      const int split = c == C_ALLREDUCE || c == C_REDUCE || c == C_BROADCAST || c == C_BCAST;
+      /* Split into n blocks: the ring allreduce's, the pull broadcast's. */
+      const int split = c == C_ALLREDUCE || c == C_BROADCAST;
       const unsigned shape = CUTS_WHOLE | (split ? CUTS_SPLIT : 0);
       size_t cs[2 * CUTS_MAX];
       int len = 0;
