@@ -287,16 +287,16 @@ static ncclDataType_t type_of_size(size_t es, size_t turn) {
   return by_size[row][turn % 4];
 }
 
-/* Every collective at the cut points of the chunk (and of the board's slot,
- * where its rounds are small), for each element size: blocks of k*chunk - 1,
- * k*chunk and k*chunk + 1 elements with count % n in {0, 1, n - 1}. Each
- * count goes in place or out of place in turn (both for each collective and
- * size), the reductions' ops in turn. */
 static int ranks_per_host(void) {
   const char* v = getenv("TEST_RANKS_PER_HOST");
   return v != NULL && atoi(v) > 0 ? atoi(v) : 0;
 }
 
+/* Every collective at the cut points of the chunk (and of the board's slot,
+ * where its rounds are small), for each element size: blocks of k*chunk - 1,
+ * k*chunk and k*chunk + 1 elements, with count % n in {0, 1, n - 1} where
+ * the vector is split into blocks. Each count goes in place or out of place
+ * in turn (both for each collective and size), the reductions' ops in turn. */
 static void run_cuts(ncclComm_t comm, int n, int r, int* k) {
   const int rph = ranks_per_host(), nhosts = rph > 0 ? (n + rph - 1) / rph : 1;
   const size_t chunk = cuts_chunk_bytes(n, nhosts), slot = cuts_board_bytes();
