@@ -1,15 +1,24 @@
 /* Every collective x datatype x reduction x in-place/out-of-place x count,
  * with ranks as separate processes over shared memory, checked bit for bit
- * (a tolerance only for avg on floating types). Usage:
- *   test_coll_procs [nranks,...] [algo,...]     (defaults: 1,2,3,4,8 and default,Ring,Direct)
+ * (a tolerance only for avg on floating types), and every collective at the
+ * chunked algorithms' cut points (tests/common/cuts.h) for every element
+ * size. Each rank waits a random while before each call (seeded: the seed
+ * is printed, TEST_SEED repeats it; TEST_JITTER_US bounds the wait, 0 none),
+ * so that a peer's late or early arrival is not left to chance. Usage:
+ *   test_coll_procs [nranks,...] [algo,...] [nranks,...]
+ *   (defaults: 1,2,3,4,8, default,Ring,Direct, none; "-" is none; the third list runs
+ *   only the cut points); TEST_RANKS_PER_HOST=k makes hosts of k ranks.
  * Prints one summary line per configuration and a final "N passed, N failed". */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "checker.h"
+#include "cuts.h"
 #include "procs.h"
 #include "nccl.h"
 #include "reduce/reduce.h"
@@ -28,7 +37,28 @@ enum {
 };
 static const char* cname[C_NCOLL] = {"AllReduce", "Reduce",   "ReduceScatter", "Broadcast", "Bcast",
                                      "AllGather", "AlltoAll", "Gather",        "Scatter"};
-static const size_t counts[] = {0, 1, 7, 1031, 20011};
+/* Counts past the queue and its pieces come from the cut points. */
+static const size_t counts[] = {0, 1, 7, 1031};
+
+static unsigned long long jitter_seed;
+static uint64_t jitter_state;
+static unsigned jitter_us = 200;
+
+/* splitmix64: the same waits for the same seed, rank and call. */
+static uint64_t jitter_next(void) {
+  uint64_t z = (jitter_state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Before each call: no wait one time in four, else up to jitter_us. */
+static void jitter(void) {
+  const uint64_t v = jitter_next();
+  if (jitter_us > 0 && (v & 3) != 0) {
+    usleep((useconds_t)((v >> 2) % jitter_us));
+  }
+}
 
 static long passed, failed;
 static int nprinted;
@@ -91,6 +121,7 @@ static void run_case(ncclComm_t comm, int n, int r, int c, ncclDataType_t t, int
     }
   }
   chk_fill(send, t, reduces(c) ? (op == ncclNumOps ? ncclSum : op) : ncclSum, r, 0, in_elems);
+  jitter();
   ncclResult_t res = ncclSuccess;
   switch (c) {
     case C_ALLREDUCE:
@@ -189,6 +220,7 @@ static void run_p2p(ncclComm_t comm, int n, int r) {
   int32_t* in = malloc((size_t)n * count * 4);
   for (size_t i = 0; i < (size_t)n * count; i++)
     out[i] = (int32_t)(r * 100000 + (int)i);
+  jitter();
   ncclGroupStart();
   for (int p = 0; p < n; p++) {
     ncclSend(out + (size_t)p * count, count, ncclInt32, p, comm, NULL);
@@ -220,6 +252,7 @@ static void run_group_allreduces(ncclComm_t comm, int n, int r) {
   enum { K = 7 };
   const size_t counts_k[K] = {1, 1000, 3, 20011, 2, 4097, 16};
   int32_t* bufs[K];
+  jitter();
   ncclGroupStart();
   for (int g = 0; g < K; g++) {
     bufs[g] = malloc(counts_k[g] * sizeof(int32_t));
@@ -242,14 +275,64 @@ static void run_group_allreduces(ncclComm_t comm, int n, int r) {
           ncclGetLastError(comm));
 }
 
-static int run_rank(int n, int r, ncclUniqueId id) {
+/* One datatype of each element size, taken in turn, so that every type
+ * meets some cut. */
+static ncclDataType_t type_of_size(size_t es, size_t turn) {
+  static const ncclDataType_t by_size[4][4] = {
+      {ncclInt8, ncclUint8, ncclFloat8e4m3, ncclFloat8e5m2},
+      {ncclFloat16, ncclBfloat16, ncclFloat16, ncclBfloat16},
+      {ncclInt32, ncclUint32, ncclFloat32, ncclInt32},
+      {ncclInt64, ncclUint64, ncclFloat64, ncclInt64}};
+  const int row = es == 1 ? 0 : es == 2 ? 1 : es == 4 ? 2 : 3;
+  return by_size[row][turn % 4];
+}
+
+static int ranks_per_host(void) {
+  const char* v = getenv("TEST_RANKS_PER_HOST");
+  return v != NULL && atoi(v) > 0 ? atoi(v) : 0;
+}
+
+/* Every collective at the cut points of the chunk (and of the board's slot,
+ * where its rounds are small), for each element size: blocks of k*chunk - 1,
+ * k*chunk and k*chunk + 1 elements, with count % n in {0, 1, n - 1} where
+ * the vector is split into blocks. Each count goes in place or out of place
+ * in turn (both for each collective and size), the reductions' ops in turn. */
+static void run_cuts(ncclComm_t comm, int n, int r, int* k) {
+  const int rph = ranks_per_host(), nhosts = rph > 0 ? (n + rph - 1) / rph : 1;
+  const size_t chunk = cuts_chunk_bytes(n, nhosts), slot = cuts_board_bytes();
+  for (size_t es = 1; es <= 8; es *= 2) {
+    for (int c = 0; c < C_NCOLL; c++) {
+      /* Split into n blocks: the ring allreduce's, the pull broadcast's. */
+      const int split = c == C_ALLREDUCE || c == C_BROADCAST;
+      const unsigned shape = CUTS_WHOLE | (split ? CUTS_SPLIT : 0);
+      size_t cs[2 * CUTS_MAX];
+      int len = 0;
+      cuts_counts(cs, &len, 2 * CUTS_MAX, chunk, es, n, 1, shape, 0);
+      if (split && nhosts > 1 && nhosts < n) { /* Hier: the ring of hosts splits by hosts */
+        cuts_counts(cs, &len, 2 * CUTS_MAX, chunk, es, nhosts, 1, CUTS_SPLIT, 0);
+      }
+      /* The board's slot only where a round is no larger than the chunk's
+       * share of a queue set (TUTTI_TUNE board.slot=4k): 1 MB slots would
+       * take minutes here. */
+      cuts_counts(cs, &len, 2 * CUTS_MAX, slot, es, n, 1, shape, (size_t)(n + 1) * chunk / es);
+      for (int i = 0; i < len && failed == 0; i++) {
+        const int op = reduces(c) ? (i + c) % (ncclNumOps + 1) : 0;
+        run_case(comm, n, r, c, type_of_size(es, (size_t)i), op, cs[i], (i + (int)es) & 1,
+                 (*k)++ % n);
+      }
+    }
+  }
+}
+
+static int run_rank(int n, int r, ncclUniqueId id, int cuts_only) {
   ncclComm_t comm;
   if (ncclCommInitRank(&comm, n, id, r) != ncclSuccess) {
     FAILF("rank %d/%d: init failed: %s", r, n, ncclGetLastError(NULL));
     return 0;
   }
   int k = 0;
-  for (int c = 0; c < C_NCOLL; c++) {
+  run_cuts(comm, n, r, &k);
+  for (int c = 0; c < C_NCOLL && !cuts_only; c++) {
     for (int t = 0; t < ncclNumTypes; t++) {
       int nops = reduces(c) ? ncclNumOps + 1 : 1;
       for (int op = 0; op < nops; op++) {
@@ -271,7 +354,7 @@ static int run_rank(int n, int r, ncclUniqueId id) {
    * spend minutes here; the small counts above cover 4 and 8 ranks. */
   const int big_colls[] = {C_ALLREDUCE, C_REDUCESCATTER, C_ALLGATHER, C_BROADCAST};
   const int big_ops[] = {ncclSum, ncclAvg, ncclNumOps};
-  for (size_t ci = 0; n <= 3 && ci < sizeof big_colls / sizeof big_colls[0]; ci++) {
+  for (size_t ci = 0; n <= 3 && !cuts_only && ci < sizeof big_colls / sizeof big_colls[0]; ci++) {
     const int c = big_colls[ci];
     for (int t = 0; t < ncclNumTypes; t++) {
       for (size_t oi = 0; oi < (reduces(c) ? 3u : 1u); oi++) {
@@ -281,20 +364,36 @@ static int run_rank(int n, int r, ncclUniqueId id) {
       }
     }
   }
-  run_p2p(comm, n, r);
-  run_group_allreduces(comm, n, r);
+  if (!cuts_only) {
+    run_p2p(comm, n, r);
+    run_group_allreduces(comm, n, r);
+  }
   ncclCommDestroy(comm);
   return 1;
 }
 
+struct child_arg {
+  int n;
+  int cuts_only;
+};
+
 static void rank_child(int r, void* arg, long* p, long* f) {
-  const int n = *(const int*)arg;
+  const struct child_arg* ca = arg;
+  const int n = ca->n;
+  jitter_state = jitter_seed ^ ((uint64_t)(r + 1) << 32) ^ (uint64_t)n;
+  /* TEST_RANKS_PER_HOST=k: ranks as hosts of k ranks (NCCL_HOSTID), so that
+   * the hierarchical algorithm has hosts to cross. */
+  if (ranks_per_host() > 0) {
+    char host[32];
+    snprintf(host, sizeof host, "procs-host-%d", r / ranks_per_host());
+    setenv("NCCL_HOSTID", host, 1);
+  }
   ncclUniqueId id; /* from NCCL_COMM_ID (procs_comm_id): the same on every rank */
   if (ncclGetUniqueId(&id) != ncclSuccess) {
     fprintf(stderr, "rank %d/%d: ncclGetUniqueId: %s\n", r, n, ncclGetLastError(NULL));
     failed++;
   } else {
-    run_rank(n, r, id);
+    run_rank(n, r, id, ca->cuts_only);
   }
   *p = passed;
   *f = failed;
@@ -303,6 +402,15 @@ static void rank_child(int r, void* arg, long* p, long* f) {
 int main(int argc, char** argv) {
   const char* nlist = argc > 1 ? argv[1] : "1,2,3,4,8";
   const char* alist = argc > 2 ? argv[2] : "default,Ring,Direct";
+  const char* clist = argc > 3 ? argv[3] : "";
+  const char* seed = getenv("TEST_SEED");
+  jitter_seed = seed != NULL
+                    ? strtoull(seed, NULL, 0)
+                    : (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 20);
+  if (getenv("TEST_JITTER_US") != NULL)
+    jitter_us = (unsigned)atoi(getenv("TEST_JITTER_US"));
+  printf("jitter: up to %u us before each call, seed %llu (TEST_SEED=%llu repeats it)\n", jitter_us,
+         jitter_seed, jitter_seed);
   /* Small queues, so that counts far exceed them. */
   setenv("NCCL_BUFFSIZE", "65536", 0);
   if (getenv("TEST_PSK") != NULL) { /* tcp.procs.encrypted: ncclSetEncryption, then the forks */
@@ -322,17 +430,24 @@ int main(int argc, char** argv) {
       unsetenv("NCCL_ALGO");
     else
       setenv("NCCL_ALGO", algo, 1);
-    char nbuf[128];
-    snprintf(nbuf, sizeof nbuf, "%s", nlist);
+    char nbuf[256];
+    /* The full matrix at nlist's rank counts, then the cut points at clist's. */
+    snprintf(nbuf, sizeof nbuf, "%s%s%s", nlist, clist[0] ? ",/," : "", clist);
+    struct child_arg ca = {0, 0};
     for (char *ns = NULL, *tok = strtok_r(nbuf, ",", &ns); tok; tok = strtok_r(NULL, ",", &ns)) {
-      int n = atoi(tok);
+      if (strcmp(tok, "/") == 0 || strcmp(tok, "-") == 0) {
+        ca.cuts_only |= tok[0] == '/';
+        continue; /* "-": no rank counts in this list */
+      }
+      ca.n = atoi(tok);
       if (procs_comm_id() != 0) {
         fprintf(stderr, "no free loopback port for NCCL_COMM_ID\n");
         return 1;
       }
       long p = 0, f = 0;
-      procs_run(n, rank_child, &n, &p, &f);
-      printf("algo %-7s nranks %d: %ld passed, %ld failed\n", algo, n, p, f);
+      procs_run(ca.n, rank_child, &ca, &p, &f);
+      printf("algo %-7s nranks %d%s: %ld passed, %ld failed\n", algo, ca.n,
+             ca.cuts_only ? " (cut points)" : "", p, f);
       fflush(stdout);
       tp += p;
       tf += f;

@@ -2,7 +2,9 @@
  * order of a floating-point fold visible (tests/common/fold_ref.h):
  * allreduce, reduce-scatter and reduce of every floating type and two
  * integer types, with sum, product, max, min, avg and PreMulSum, in place
- * and out of place, counts from one element to several rounds of a queue.
+ * and out of place, counts from one element to past a chunk: blocks of
+ * chunk - 1, chunk and chunk + 1 elements with count % n in {0, 1, n - 1}
+ * (tests/common/cuts.h), each element size in turn.
  *
  *   test_ordered MODE NRANKS[,NRANKS...] EXPECT
  *   MODE    threads (one process), procs (one host), hosts (every rank its
@@ -21,6 +23,7 @@
 #include <string.h>
 
 #include "algo/pattern.h"
+#include "cuts.h"
 #include "fold_ref.h"
 #include "nccl.h"
 #include "procs.h"
@@ -29,7 +32,8 @@
 static const ncclDataType_t types[] = {ncclFloat32,    ncclFloat64,    ncclFloat16, ncclBfloat16,
                                        ncclFloat8e4m3, ncclFloat8e5m2, ncclInt32,   ncclUint8};
 #define NTYPES (sizeof types / sizeof types[0])
-static const size_t counts[] = {1, 7, 1000, 150001}; /* elements of the whole vector */
+/* Elements of the whole vector; past a queue: the cut points. */
+static const size_t counts[] = {1, 7, 1000};
 #define NCOUNTS (sizeof counts / sizeof counts[0])
 enum { ALLREDUCE, REDUCESCATTER, REDUCE, NCOLLS };
 static const char* const coll_names[NCOLLS] = {"allreduce", "reducescatter", "reduce"};
@@ -151,7 +155,19 @@ done:
   free(recv);
 }
 
-static void run_cases(ncclComm_t comm, int rank, int n, struct counts* c) {
+/* One type of `es` bytes, taken in turn. */
+static ncclDataType_t type_of_size(size_t es, size_t turn) {
+  ncclDataType_t of[NTYPES];
+  size_t k = 0;
+  for (size_t ti = 0; ti < NTYPES; ti++) {
+    if (tutti_type_size(types[ti]) == es) {
+      of[k++] = types[ti];
+    }
+  }
+  return of[turn % k];
+}
+
+static void run_cases(ncclComm_t comm, int rank, int n, int nhosts, struct counts* c) {
   for (int coll = 0; coll < NCOLLS; coll++) {
     for (size_t k = 0; k < NCOUNTS; k++) {
       /* Reduce-scatter: the whole vector a multiple of n. */
@@ -163,6 +179,25 @@ static void run_cases(ncclComm_t comm, int rank, int n, struct counts* c) {
             one_case(comm, rank, n, coll, types[ti], op, total, ip, c);
           }
         }
+      }
+    }
+  }
+  /* The cut points of the chunk this placement's queues give: types, ops
+   * and placements in turn. A reduce-scatter's shard is one block. */
+  const size_t chunk = cuts_chunk_bytes(n, nhosts);
+  for (int coll = 0; coll < NCOLLS; coll++) {
+    for (size_t es = 1, ei = 0; es <= 8; es *= 2, ei++) {
+      if (chunk > (256u << 10) && ei != (size_t)(coll + n) % 4) {
+        continue; /* chunks of megabytes (default queues): one size a collective, in turn */
+      }
+      size_t cs[CUTS_MAX];
+      int len = 0;
+      cuts_counts(cs, &len, CUTS_MAX, chunk, es, n, 1,
+                  coll == REDUCESCATTER ? CUTS_WHOLE : CUTS_WHOLE | CUTS_SPLIT, 0);
+      for (int i = 0; i < len; i++) {
+        const size_t total = coll == REDUCESCATTER ? cs[i] * (size_t)n : cs[i];
+        one_case(comm, rank, n, coll, type_of_size(es, (size_t)i), (i + coll) % FR_NOPS, total,
+                 (i + (int)es) & 1, c);
       }
     }
   }
@@ -180,7 +215,8 @@ static void rank_body(int rank, int n, const ncclUniqueId* id, struct counts* c)
     c->failed++;
     return;
   }
-  run_cases(comm, rank, n, c);
+  const int nhosts = strcmp(mode, "hosts") == 0 ? n : strcmp(mode, "pairs") == 0 ? (n + 1) / 2 : 1;
+  run_cases(comm, rank, n, nhosts, c);
   ncclCommDestroy(comm);
 }
 

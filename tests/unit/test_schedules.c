@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "algo/algo.h"
+#include "cuts.h"
 #include "exec/exec.h"
 #include "harness.h"
 #include "transport/mem.h"
@@ -111,6 +112,8 @@ static void setup_buffers(struct rankbuf* b, enum tutti_coll c, int n, int r, in
 
 static const int32_t* host_layout; /* for the hierarchical algorithm; NULL: one host */
 static int inter_algo;             /* its exchange among hosts: ring or tree */
+static int deterministic;          /* the ordered builders (algo/ordered.c) */
+#define QUEUE_BYTES (32 * 1024)    /* the in-memory world's queues */
 
 /* The board of the simulated host: 16 KB slots, so that the largest count
  * tested takes an all-gather several rounds (and is too large for a board
@@ -141,7 +144,7 @@ struct op_spec {
  * -1 some algorithm does not implement its collective. */
 static int run_group(int n, size_t count, const struct op_spec* spec, int k) {
   struct tutti_mem_world* w = NULL;
-  if (tutti_mem_world_create(n, 32 * 1024, &w) != ncclSuccess)
+  if (tutti_mem_world_create(n, QUEUE_BYTES, &w) != ncclSuccess)
     return 0;
   struct tutti_board board = board_for(n);
   struct tutti_exec_rank* er = calloc((size_t)n, sizeof *er);
@@ -179,7 +182,8 @@ static int run_group(int n, size_t count, const struct op_spec* spec, int k) {
       op->er = &er[r];
       op->args = (struct tutti_coll_args){
           sp->coll, count,    sizeof(int32_t), n,
-          r,        sp->root, sp->in_place,    4 * tutti_mem_world_piece(w)};
+          r,        sp->root, sp->in_place,    cuts_chunk_of_queue(QUEUE_BYTES)};
+      op->args.deterministic = deterministic;
       if (host_layout != NULL) {
         op->args.host_of = host_layout;
         op->args.nhosts = nh;
@@ -354,7 +358,7 @@ static int run_board_group(int n, size_t count) {
  * and receives the matching messages, all as one fused operation set. */
 static int run_p2p(int n, size_t count) {
   struct tutti_mem_world* w = NULL;
-  if (tutti_mem_world_create(n, 32 * 1024, &w) != ncclSuccess)
+  if (tutti_mem_world_create(n, QUEUE_BYTES, &w) != ncclSuccess)
     return 0;
   const int k = 3, offs[3] = {1, 3, 0};
   struct tutti_exec_rank* er = calloc((size_t)n, sizeof *er);
@@ -411,14 +415,50 @@ static int run_p2p(int n, size_t count) {
   return ok;
 }
 
+/* The counts of collective `c` at n ranks: a few small ones, then the cut
+ * points of the chunk and the board's slot (tests/common/cuts.h): blocks of
+ * k*chunk - 1, k*chunk and k*chunk + 1 elements (k = 1, 2 up to 2 ranks, 1
+ * beyond), count % n in {0, 1, n - 1} where the vector is split by ranks
+ * (and by hosts, `nhosts`). From 9 ranks on the small counts only, but at
+ * 16 and 64 the cut points of allreduce (which splits the vector). */
+static int counts_for(enum tutti_coll c, int n, int nhosts, size_t* out) {
+  static const size_t small[] = {0, 1, 5};
+  int len = 0;
+  for (size_t i = 0; i < sizeof small / sizeof small[0]; i++)
+    out[len++] = small[i];
+  const int split =
+      c == TUTTI_COLL_ALLREDUCE || c == TUTTI_COLL_REDUCE || c == TUTTI_COLL_BROADCAST;
+  if (n > 8 && ((n != 16 && n != 64) || c != TUTTI_COLL_ALLREDUCE))
+    return len;
+  const int kmax = n <= 2 ? 2 : 1;
+  const unsigned shape = CUTS_WHOLE | (split ? CUTS_SPLIT : 0);
+  const size_t units[2] = {cuts_chunk_of_queue(QUEUE_BYTES), BOARD_SLOT};
+  for (int u = 0; u < 2; u++) {
+    cuts_counts(out, &len, 4 * CUTS_MAX, units[u], sizeof(int32_t), n, kmax,
+                n > 8 ? CUTS_SPLIT : shape, 0);
+    if (split && nhosts > 1 && nhosts < n)
+      cuts_counts(out, &len, 4 * CUTS_MAX, units[u], sizeof(int32_t), nhosts, kmax, CUTS_SPLIT, 0);
+  }
+  if (n == 64) {
+    /* 64 ranks (seconds a run): only block 0 one past the chunk, alone. */
+    const size_t u = cuts_chunk_of_queue(QUEUE_BYTES) / sizeof(int32_t);
+    int kept = 3;
+    for (int i = 3; i < len; i++) {
+      if (out[i] % 64 == 1 && out[i] / 64 % u == 0)
+        out[kept++] = out[i];
+    }
+    len = kept;
+  }
+  return len;
+}
+
 /* Every rank runs in this one thread: scripts/test.sh leaves it out of
  * the ThreadSanitizer build, which has nothing to find here. */
 #define SCHED_MAX_RANKS 64
 
 int main(void) {
   const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 32, 64};
-  /* Queues hold 32 KB: the last two counts need several pieces, then several rounds. */
-  const size_t counts[] = {0, 1, 5, 3 * 1024 + 7, 20000};
+  size_t counts[4 * CUTS_MAX];
   for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
     int n = ns[ni];
     if (n > SCHED_MAX_RANKS) {
@@ -430,23 +470,35 @@ int main(void) {
       if (algo == TUTTI_ALGO_PULL && n > 16) {
         continue; /* a lane per peer each way, as Direct: the sanitizer builds' time goes here */
       }
+      /* The ordered builders replace Ring and Tree for reductions: both modes. */
+      const int nmodes = algo == TUTTI_ALGO_RING || algo == TUTTI_ALGO_TREE ? 2 : 1;
       for (int c = 0; c < TUTTI_COLL_SEND; c++) {
-        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+        const int ncounts = counts_for(c, n, 1, counts);
+        for (int ci = 0; ci < ncounts; ci++) {
           size_t count = counts[ci];
-          if (n >= 8 && count > 4000)
-            continue; /* rounds: covered at small n */
-          if (n >= 24 && count > 1024 &&
-              (c == TUTTI_COLL_ALLTOALL || c == TUTTI_COLL_ALLGATHER || c == TUTTI_COLL_GATHER ||
-               c == TUTTI_COLL_REDUCESCATTER || c == TUTTI_COLL_SCATTER)) {
+          if (n >= 24 && count > 1024 && c != TUTTI_COLL_ALLREDUCE && c != TUTTI_COLL_REDUCE &&
+              c != TUTTI_COLL_BROADCAST) {
             count = 301; /* n^2 * count memory: keep the large cases moderate */
           }
+          if (n > 8 && count > 1024 && algo != TUTTI_ALGO_RING &&
+              (algo != TUTTI_ALGO_TREE || n > 16))
+            continue; /* the cut points at 16 and 64 ranks: the ring's (ordered too), the tree's at
+                         16 */
           for (int ip = 0; ip < 2; ip++) {
-            int root = n / 2;
-            int ok = run_case(algo, c, n, count, ip, root);
-            if (ok < 0)
-              continue;
-            CHECK(ok, "%s %s n=%d count=%zu %s root=%d", tutti_algo_get(algo)->name,
-                  tutti_coll_name(c), n, count, ip ? "in-place" : "out-of-place", root);
+            if (count > 1024 && ip != (ci + c) % 2)
+              continue; /* cut points: in place and out of place in turn */
+            for (deterministic = 0; deterministic < nmodes; deterministic++) {
+              if (deterministic && count < 1024)
+                continue; /* ordered: the cut points */
+              int root = n / 2;
+              int ok = run_case(algo, c, n, count, ip, root);
+              if (ok < 0)
+                continue;
+              CHECK(ok, "%s%s %s n=%d count=%zu %s root=%d", tutti_algo_get(algo)->name,
+                    deterministic ? " (deterministic)" : "", tutti_coll_name(c), n, count,
+                    ip ? "in-place" : "out-of-place", root);
+            }
+            deterministic = 0;
           }
         }
       }
@@ -472,15 +524,25 @@ int main(void) {
         layout[r] = kind < 3 ? r / (kind + 1) : kind == 3 ? r % 3 : (r * r) % 5 / 2;
       }
       host_layout = layout;
+      int nh = 0;
+      for (int r = 0; r < n; r++)
+        nh = layout[r] + 1 > nh ? layout[r] + 1 : nh;
+      const int ncounts = n <= 8 ? counts_for(TUTTI_COLL_ALLREDUCE, n, nh, counts) : 3;
       for (int tree = 0; tree < 2; tree++) {
         inter_algo = tree ? TUTTI_ALGO_TREE : TUTTI_ALGO_RING;
-        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
-          if (n >= 8 && counts[ci] > 4000)
-            continue;
+        for (int ci = 0; ci < ncounts; ci++) {
           for (int ip = 0; ip < 2; ip++) {
+            /* The cut points once per layout and exchange, placements and
+             * the ordered builder in turn. */
+            const int cut = counts[ci] > 1024;
+            if (cut && ip != (ci + kind + tree) % 2)
+              continue;
+            deterministic = cut && (ci + kind) % 3 == 0;
             CHECK(run_case(TUTTI_ALGO_HIER, TUTTI_COLL_ALLREDUCE, n, counts[ci], ip, 0) == 1,
-                  "Hier AllReduce n=%d layout %d (%s among hosts) count=%zu %s", n, kind,
-                  tree ? "tree" : "ring", counts[ci], ip ? "in-place" : "out-of-place");
+                  "Hier%s AllReduce n=%d layout %d (%s among hosts) count=%zu %s",
+                  deterministic ? " (deterministic)" : "", n, kind, tree ? "tree" : "ring",
+                  counts[ci], ip ? "in-place" : "out-of-place");
+            deterministic = 0;
           }
         }
       }
