@@ -10,7 +10,10 @@
 # tree); ALGOS="Direct Ring" adds a run per algorithm (NCCL_ALGO), to set
 # the planner's table from; PSK=key a run encrypted (ncclSetEncryption,
 # tutti-perf's TUTTI_PERF_PSK); VARIANTS="name:VAR=value,..." a run with
-# that environment each. Needs root, iproute2 and Open MPI (installed here when missing).
+# that environment each. LOOPBACK=1: the two ranks on this host instead,
+# each its own NCCL_HOSTID (so tutti takes TCP over loopback, as between
+# hosts) against Open MPI's tcp,self over lo. Needs root, iproute2 and
+# Open MPI (installed here when missing).
 #   REPS=3 bash bench/run_netns_small.sh [COLL...]
 # Environment: BUILD (build/), OUT, MIN/MAX (8/64K), ITERS/WARM for tutti
 # and yielding Open MPI, BUSY_ITERS/BUSY_WARM for busy-polling Open MPI
@@ -36,18 +39,35 @@ MIN=${MIN:-8} MAX=${MAX:-64K} ITERS=${ITERS:-1000} WARM=${WARM:-200} REPS=${REPS
 BUSY_ITERS=${BUSY_ITERS:-$ITERS} BUSY_WARM=${BUSY_WARM:-$WARM}
 export TUTTI_NETNS_ID=$(((RANDOM << 8 ^ $$) % 65536))
 export TUTTI_JOB_SECRET="netns-small-$TUTTI_NETNS_ID-$RANDOM"
+loopback=${LOOPBACK:-0}
 hosts="bash $root/tests/netns/hosts.sh"
-trap '$hosts down' EXIT
-$hosts up 2
-a0=$($hosts addr 0)
-a1=$($hosts addr 1)
-printf '%s slots=1\n%s slots=1\n' "$a0" "$a1" >"$out/hostfile"
+if [ "$loopback" = 1 ]; then
+  a0=127.0.0.1
+else
+  trap '$hosts down' EXIT
+  $hosts up 2
+  a0=$($hosts addr 0)
+  a1=$($hosts addr 1)
+  printf '%s slots=1\n%s slots=1\n' "$a0" "$a1" >"$out/hostfile"
+fi
+echo "mode: $([ "$loopback" = 1 ] && echo "loopback, a host id per rank" || echo "two namespace hosts")" \
+  | tee -a "$out/machine.txt"
 echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  host: $(hostname)  cpus: $(nproc)  kernel: $(uname -r)" \
   "  cpu: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)" | tee "$out/machine.txt"
 
 tutti() { # tutti() LABEL BUILD COLL REP [ENV...]
   local label=$1 b=$2 coll=$3 rep=$4 pids=()
   shift 4
+  if [ "$loopback" = 1 ]; then
+    # shellcheck disable=SC2016 # LOCAL_RANK is the rank's, set by tuttirun
+    bench_run "$label $coll round $rep" "$out/${label}_${coll}_r$rep.0.txt" \
+      env "$@" "$b/tools/tuttirun/tuttirun" --nproc_per_node 2 --master_addr 127.0.0.1 \
+      --master_port $((29500 + rep % 50)) --no_prefix \
+      sh -c 'NCCL_HOSTID=loopback-$LOCAL_RANK exec "$@"' sh \
+      "$b/tools/tutti-perf/tutti-perf" "$coll" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARM" \
+      -c 1 --device host --json "$out/${label}_${coll}_r$rep.json"
+    return
+  fi
   for i in 0 1; do
     $hosts run $i env "$@" timeout "${BENCH_LIMIT:-1800}" "$b/tools/tuttirun/tuttirun" --nnodes 2 --node_rank $i \
       --nproc_per_node 1 --master_addr "$a0" --master_port $((29500 + rep % 50)) --no_prefix \
@@ -63,6 +83,13 @@ tutti() { # tutti() LABEL BUILD COLL REP [ENV...]
 mpi() { # mpi() LABEL COLL REP ITERS WARM [MCA...]
   local label=$1 coll=$2 rep=$3 n=$4 w=$5
   shift 5
+  if [ "$loopback" = 1 ]; then
+    bench_run "$label $coll round $rep" "$out/${label}_${coll}_r$rep.txt" \
+      mpirun --allow-run-as-root -np 2 --mca btl tcp,self --mca btl_tcp_if_include lo "$@" \
+      "$mpi_bench" "$coll" -b "$MIN" -e "$MAX" -f 2 -n "$n" -w "$w" \
+      --json "$out/${label}_${coll}_r$rep.json"
+    return
+  fi
   bench_run "$label $coll round $rep" "$out/${label}_${coll}_r$rep.txt" \
     $hosts run 0 mpirun --allow-run-as-root --hostfile "$out/hostfile" -np 2 --map-by node \
     --mca plm_rsh_agent "$root/bench/netns_agent.sh" --mca btl tcp,self \
