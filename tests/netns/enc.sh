@@ -143,16 +143,20 @@ flip() {
 # inside the table's record): rank 1 must refuse it, rank 0 then fail.
 relay() {
   up 2
-  export TUTTI_TIMEOUT=6
+  export TUTTI_TIMEOUT=10
   local a0 t0=$SECONDS
   a0=$($HOSTS addr 0)
   ($HOSTS run 0 python3 "$(dirname "$0")/relay.py" "$a0:29601" "$a0:29501" 90 \
     >"$TMP/relay.out" 2>&1; exit 0) &
   PIDS[9]=$!
-  sleep 0.3
+  # The relay listening before the ranks start (Python starts slowly on busy cores).
+  for _ in $(seq 50); do
+    $HOSTS run 0 ss -ltn 2>/dev/null | grep -q ":29601 " && break
+    sleep 0.2
+  done
   start 0 2 1 X=1 -- matrix
   MP=29600 start 1 2 1 X=1 -- matrix
-  expect_failure 2 $t0 20 "does not authenticate"
+  expect_failure 2 $t0 30 "does not authenticate"
 }
 
 # OpenSSL hidden on every host: ncclSetEncryption refuses with what to install.

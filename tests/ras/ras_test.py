@@ -101,16 +101,22 @@ def settled(doc):
         (r["state"] != "waiting" or r["current"]["waited_s"] >= 0.5) for r in ranks)
 
 
-def ask_settled(job, tool, limit=15.0):
-    """Asks until the held-up job has settled (on a loaded machine a rank
-    may take a while to reach its wait), at most `limit` seconds; the last
-    answer either way, for the checks to judge."""
+def ask_settled(job, tool, limit=15.0, ready=settled):
+    """Asks until the answer is `ready` (on a loaded machine a rank may take
+    a while to reach its wait, or to learn of a death), at most `limit`
+    seconds; the last answer either way, for the checks to judge."""
     t0 = time.time()
     while True:
         doc, took = job.ask(tool)
-        if settled(doc) or time.time() - t0 > limit:
+        if ready(doc) or time.time() - t0 > limit:
             return doc, took
         time.sleep(0.5)
+
+
+def rank3_dead(doc):
+    """The dead case's answer once every survivor has learnt of rank 3."""
+    cs = [c for c in doc["communicators"] if c["size"] == 4]
+    return len(cs) == 1 and cs[0]["ranks"][3]["state"] == "dead" and bool(verdicts(doc, "dead"))
 
 
 def check_stalled(doc, comm, holder, waiters, call):
@@ -219,7 +225,9 @@ def main():
             if [r["state"] for r in comm_of(again, 4)["ranks"]] != \
                     ["waiting", "waiting", "idle", "waiting"]:
                 fail("the job's own answer differs", again)
-            if asked > 1.0 or took > 2.0:
+            # Bounds that a server blocked on the job would miss, with room
+            # for a sanitizer build on busy cores (typically 0.01 and 0.2 s).
+            if asked > 3.0 or took > 6.0:
                 fail("the answer took %.2f s (tutti-ras: %.2f s)" % (asked, took))
             print("ok: the job answered in %.3f s (tutti-ras in %.2f s)" % (asked, took))
         finally:
@@ -248,7 +256,7 @@ def main():
                 if "flight record: " + d not in line:
                     fail("rank %d's error names no flight record: %s" % (r, line))
             time.sleep(1.5)  # whoever served clients may have been rank 3
-            doc, _ = j.ask(tool)
+            doc, _ = ask_settled(j, tool, ready=rank3_dead)
             c = comm_of(doc, 4)
             if c["ranks"][3]["state"] != "dead":
                 fail("rank 3 is not dead", doc)
