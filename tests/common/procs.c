@@ -1,11 +1,10 @@
 /* See procs.h. */
 #include "procs.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
+#include "port.h"
+
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,20 +53,11 @@ void procs_run(int n, procs_fn fn, void* arg, long* passed, long* failed) {
 }
 
 int procs_comm_id(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {0};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || bind(fd, (struct sockaddr*)&a, sizeof a) != 0 ||
-      getsockname(fd, (struct sockaddr*)&a, &len) != 0) {
-    if (fd >= 0) {
-      close(fd);
-    }
+  int port = test_loopback_port();
+  if (port == 0) {
     return -1;
   }
-  close(fd);
   char id[64];
-  snprintf(id, sizeof id, "127.0.0.1:%d", ntohs(a.sin_port));
+  snprintf(id, sizeof id, "127.0.0.1:%d", port);
   return setenv("NCCL_COMM_ID", id, 1);
 }

@@ -14,6 +14,7 @@
 #include "bootstrap/internal.h"
 #include "boot_ranks.h"
 #include "harness.h"
+#include "port.h"
 #include "util/check.h"
 
 static int count_fds(void) {
@@ -68,19 +69,10 @@ static void test_jobs(void) {
   }
 }
 
-static int free_port(void) {
-  union tutti_socket_addr a;
-  int fd;
-  tutti_socket_parse("127.0.0.1:0", AF_INET, &a);
-  tutti_socket_listen(&a, &fd);
-  close(fd);
-  return tutti_socket_port(&a);
-}
-
 static void test_comm_id(void) {
   static struct rank_arg a[4];
   char env[64];
-  snprintf(env, sizeof env, "127.0.0.1:%d", free_port());
+  snprintf(env, sizeof env, "127.0.0.1:%d", test_loopback_port());
   setenv("NCCL_COMM_ID", env, 1);
   ncclUniqueId id1 = new_id(), id2 = new_id(), id3;
   CHECK(memcmp(&id1, &id2, sizeof id1) == 0, "NCCL_COMM_ID gives the same id every time");
@@ -123,7 +115,7 @@ static void test_comm_id(void) {
   CHECK(tutti_bootstrap_init(&id1, 0, 0, 1, NULL, &b) == ncclInvalidArgument, "nranks 0 refused");
   CHECK(tutti_bootstrap_init(&id1, -1, 4, 1, NULL, &b) == ncclInvalidArgument, "rank -1 refused");
   /* IPv6 loopback. */
-  snprintf(env, sizeof env, "[::1]:%d", free_port());
+  snprintf(env, sizeof env, "[::1]:%d", test_loopback_port());
   setenv("NCCL_COMM_ID", env, 1);
   id1 = new_id();
   setup(a, 2, &id1, 2, 10, 100);
@@ -132,7 +124,7 @@ static void test_comm_id(void) {
     CHECK(a[i].res == ncclSuccess && a[i].data_ok, "IPv6 NCCL_COMM_ID rank %d: %s", i, a[i].err);
   }
   /* Nobody runs the root: rank 1 gives up at its deadline, naming the address. */
-  snprintf(env, sizeof env, "127.0.0.1:%d", free_port());
+  snprintf(env, sizeof env, "127.0.0.1:%d", test_loopback_port());
   setenv("NCCL_COMM_ID", env, 1);
   id1 = new_id();
   unsetenv("NCCL_COMM_ID");

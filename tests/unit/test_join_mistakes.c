@@ -22,6 +22,7 @@
 #include "bootstrap/internal.h"
 #include "harness.h"
 #include "nccl.h"
+#include "port.h"
 
 static double now(void) {
   struct timespec ts;
@@ -317,7 +318,7 @@ int main(void) {
   own_ids();
   dead_root();
   char port[64];
-  snprintf(port, sizeof port, "127.0.0.1:%d", 20000 + (int)(getpid() % 20000));
+  snprintf(port, sizeof port, "127.0.0.1:%d", test_loopback_port());
   setenv("NCCL_COMM_ID", port, 1);
   two_jobs();
   size_t nvars;
@@ -325,10 +326,10 @@ int main(void) {
   for (size_t i = 0; i < nvars; i++) {
     unsetenv(launchers[i]); /* no launcher names these jobs */
   }
-  snprintf(port, sizeof port, "127.0.0.1:%d", 20000 + (int)((getpid() + 7919) % 20000));
+  snprintf(port, sizeof port, "127.0.0.1:%d", test_loopback_port());
   setenv("NCCL_COMM_ID", port, 1);
   one_job_no_identity();
-  snprintf(port, sizeof port, "127.0.0.1:%d", 20000 + (int)((getpid() + 15877) % 20000));
+  snprintf(port, sizeof port, "127.0.0.1:%d", test_loopback_port());
   setenv("NCCL_COMM_ID", port, 1);
   two_jobs_no_identity();
   return test_summary("join_mistakes");
