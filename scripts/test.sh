@@ -27,24 +27,6 @@ skipped_reasons() {
   [ -f "$log" ] || return 0
   awk '/^[0-9]+\/[0-9]+ Test: /{name=$3} /SKIPPED|[Ss]kipped:/{if (name != "" && !(name in seen)) {seen[name]=1; sub(/^[ \t]+/, ""); print "skipped: " name ": " $0}}' "$log"
 }
-# ctest starts the tests it knows to be long first, from the times of its
-# last run in that build tree; a fresh tree starts from tests/costs/<stage>.txt
-# (a full run on 2 cores), so that no 70 s test starts last and runs alone.
-# TUTTI_SAVE_COSTS=1 writes this run's times back there.
-seed_costs() {
-  local dir=$1 name=$2 data=$1/Testing/Temporary/CTestCostData.txt
-  if [ ! -s "$data" ] && [ -f "tests/costs/$name.txt" ]; then
-    mkdir -p "$(dirname "$data")"
-    { grep -v '^#' "tests/costs/$name.txt"; echo ---; } >"$data"
-  fi
-}
-save_costs() {
-  local dir=$1 name=$2 data=$1/Testing/Temporary/CTestCostData.txt
-  [ "${TUTTI_SAVE_COSTS:-0}" = 1 ] && [ -s "$data" ] || return 0
-  { sed -n '1,2p' "tests/costs/$name.txt"
-    awk 'NF == 3 && $3 >= 1 {printf "%s 1 %.1f\n", $1, $3}' "$data" | sort -k3 -rn; } >"tests/costs/$name.txt.new"
-  mv "tests/costs/$name.txt.new" "tests/costs/$name.txt"
-}
 # Each stage's time, printed at the end with the slowest tests.
 stages=()
 logs=()
@@ -99,7 +81,6 @@ if [ "${TUTTI_SANITIZERS:-1}" = 1 ]; then
     BUILD_DIR=$dir BUILD_TYPE=Debug CMAKE_ARGS="-DTUTTI_SANITIZE=$san -DTUTTI_CUDA=OFF" \
       bash scripts/build.sh >/dev/null
     stage_done "build $dir"
-    seed_costs "$dir" "${san%%,*}"
     start=$SECONDS
     if ! (cd "$dir" && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       TSAN_OPTIONS=halt_on_error=1 ctest -j"$jobs" --output-on-failure -R "$tests" -E "$skip" \
@@ -109,7 +90,6 @@ if [ "${TUTTI_SANITIZERS:-1}" = 1 ]; then
       exit 1
     fi
     echo "== sanitizer build: $san: $(summary "$dir/ctest.log") in $((SECONDS - start)) s"
-    save_costs "$dir" "${san%%,*}"
     stage_done "tests $dir ($(summary "$dir/ctest.log"))"
     logs+=("$dir/ctest.log")
   done
@@ -127,7 +107,6 @@ fi
 CMAKE_ARGS="${CMAKE_ARGS:-}${TUTTI_CUDA_ARCHS:+ -DTUTTI_CUDA_ARCHS=$TUTTI_CUDA_ARCHS}" bash scripts/build.sh
 out=${BUILD_DIR:-build}
 stage_done "build $out"
-seed_costs "$out" release
 cd "$out"
 rc=0
 ctest --output-on-failure -j"$jobs" ${CTEST_EXCLUDE:+-E "$CTEST_EXCLUDE"} ${CTEST_ARGS:-} 2>&1 |
@@ -137,6 +116,5 @@ stage_done "tests $out ($(summary ctest.log))"
 # that cannot be made), not only in ctest's log.
 skipped_reasons
 cd - >/dev/null
-[ "$rc" = 0 ] && save_costs "$out" release
 report "${logs[@]}" "$out/ctest.log"
 exit $rc

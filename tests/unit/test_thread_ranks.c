@@ -113,7 +113,13 @@ static void dropped_group(struct rank_ctx* c) {
 int main(void) {
   setenv("TUTTI_TIMEOUT", "20", 0);
   CHECK(run_ranks(3, dropped_group, NULL) == 3, "collectives after a group dropped at its end");
+#if defined(__SANITIZE_THREAD__)
+  /* Under ThreadSanitizer, which follows every thread's accesses: the races
+   * between ranks show with a few; 24 to 64 threads took half its minute. */
+  const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 16};
+#else
   const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 32, 64};
+#endif
   for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
     int n = ns[i];
     CHECK(run_ranks(n, body, NULL) == n, "every collective with %d ranks as threads", n);
