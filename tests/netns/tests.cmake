@@ -94,6 +94,11 @@ set_tests_properties(${TUTTI_NETNS_TESTS} netns.bw PROPERTIES TIMEOUT 180 SKIP_R
                      LABELS netns)
 # Numbers worth comparing need the machine to themselves.
 set_tests_properties(netns.bw PROPERTIES RUN_SERIAL TRUE)
+# Where the subject is the way between hosts (an interface named, the
+# plugin) rather than the reductions, the matrix runs one type of each
+# element size (test_netns_job's TEST_TYPES); netns.job.* run every type.
+set_property(TEST netns.job.2x2.ifname netns.job.3x1.ifname netns.job.4x2.ifname
+             netns.plugin.job.2x2 netns.plugin.job.3x1 APPEND PROPERTY ENVIRONMENT TEST_TYPES=sizes)
 # ncclSetEncryption across hosts (tests/netns/enc.sh): the matrix with the
 # key on every rank (and through a network plugin, which stays outside the
 # encryption and must say so), a rank with another key, a record altered as
@@ -108,6 +113,8 @@ set_tests_properties(netns.enc.plugin.job.2x1 PROPERTIES ENVIRONMENT "${TUTTI_NE
 foreach(what wrongkey flip relay hidden nonces)
   add_test(NAME netns.enc.${what} COMMAND ${TUTTI_NETNS_ENC} ${what})
 endforeach()
+set_property(TEST netns.enc.job.3x1 netns.enc.plugin.job.2x1 APPEND PROPERTY ENVIRONMENT
+             TEST_TYPES=sizes)
 set_tests_properties(netns.enc.job.2x2 netns.enc.job.3x1 netns.enc.plugin.job.2x1
                      netns.enc.wrongkey netns.enc.flip netns.enc.relay netns.enc.hidden
                      netns.enc.nonces

@@ -66,6 +66,9 @@ def check_ops(c):
                 t = data(rank, n, dt)
                 w = dist.all_reduce(t, op=op, group=g, async_op=True)
                 assert w.wait()
+                # As Gloo's: done once waited for, its future holding the output.
+                assert w.is_completed() and w.is_success(), (g, w.is_completed())
+                assert torch.equal(w.get_future().value()[0], t), (g, w.get_future().value())
                 return t
             # AVG divides: exact where n is a power of two.
             c.same(f"all_reduce {op} {dt}", ar, close=(op == R.AVG and n == 3))
@@ -180,6 +183,7 @@ def check_ops(c):
                    dist.P2POp(dist.irecv, b, prv, g, tag=9)]
             for w in dist.batch_isend_irecv(ops):
                 w.wait()
+                assert w.is_completed(), (g, "a waited-for point-to-point Work is not completed")
             return [a, b]
         c.same("batch_isend_irecv ring with tags", p2p)
 
