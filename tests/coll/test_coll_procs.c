@@ -275,23 +275,12 @@ static void run_group_allreduces(ncclComm_t comm, int n, int r) {
           ncclGetLastError(comm));
 }
 
-/* One datatype of each element size, taken in turn, so that every type
- * meets some cut. */
+/* Under a sanitizer (GCC's macros). */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SANITIZED 1
 #else
 #define SANITIZED 0
 #endif
-
-static ncclDataType_t type_of_size(size_t es, size_t turn) {
-  static const ncclDataType_t by_size[4][4] = {
-      {ncclInt8, ncclUint8, ncclFloat8e4m3, ncclFloat8e5m2},
-      {ncclFloat16, ncclBfloat16, ncclFloat16, ncclBfloat16},
-      {ncclInt32, ncclUint32, ncclFloat32, ncclInt32},
-      {ncclInt64, ncclUint64, ncclFloat64, ncclInt64}};
-  const int row = es == 1 ? 0 : es == 2 ? 1 : es == 4 ? 2 : 3;
-  return by_size[row][turn % 4];
-}
 
 static int ranks_per_host(void) {
   const char* v = getenv("TEST_RANKS_PER_HOST");
@@ -323,7 +312,7 @@ static void run_cuts(ncclComm_t comm, int n, int r, int* k) {
       cuts_counts(cs, &len, 2 * CUTS_MAX, slot, es, n, 1, shape, (size_t)(n + 1) * chunk / es);
       for (int i = 0; i < len && failed == 0; i++) {
         const int op = reduces(c) ? (i + c) % (ncclNumOps + 1) : 0;
-        run_case(comm, n, r, c, type_of_size(es, (size_t)i), op, cs[i], (i + (int)es) & 1,
+        run_case(comm, n, r, c, cuts_type_of_size(es, (size_t)i), op, cs[i], (i + (int)es) & 1,
                  (*k)++ % n);
       }
     }

@@ -5,6 +5,16 @@
 #include "transport/fifo.h"
 #include "tune/tune.h"
 
+ncclDataType_t cuts_type_of_size(size_t elem_size, size_t turn) {
+  static const ncclDataType_t by_size[4][4] = {
+      {ncclInt8, ncclUint8, ncclFloat8e4m3, ncclFloat8e5m2},
+      {ncclFloat16, ncclBfloat16, ncclFloat16, ncclBfloat16},
+      {ncclInt32, ncclUint32, ncclFloat32, ncclInt32},
+      {ncclInt64, ncclUint64, ncclFloat64, ncclInt64}};
+  const int row = elem_size == 1 ? 0 : elem_size == 2 ? 1 : elem_size == 4 ? 2 : 3;
+  return by_size[row][turn % 4];
+}
+
 size_t cuts_chunk_of_queue(size_t buffsize) {
   uint32_t nslots;
   size_t slot;

@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+#include "nccl.h"
+
 #define CUTS_MAX 32 /* counts one call to cuts_counts appends at most */
 
 /* Bytes a chunked schedule moves per round on a host communicator of
@@ -37,5 +39,9 @@ enum cuts_shape {
  * number appended. */
 int cuts_counts(size_t* out, int* len, int cap, size_t unit_bytes, size_t elem_size, int nranks,
                 int kmax, unsigned shape, size_t most);
+
+/* A type of `elem_size` bytes, a different one for each `turn` (integers and
+ * floats in turn, so the cut counts meet every kind of reduction). */
+ncclDataType_t cuts_type_of_size(size_t elem_size, size_t turn);
 
 #endif

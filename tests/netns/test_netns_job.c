@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "checker.h"
+#include "cuts.h"
 #include "harness.h"
 #include "nccl.h"
 #include "reduce/reduce.h"
@@ -206,8 +207,32 @@ static int type_skipped(int t) {
          t != ncclFloat32 && t != ncclFloat64;
 }
 
+/* Every collective at the chunks' cut points (tests/common/cuts.h) for
+ * each element size, the queues NCCL_BUFFSIZE gives: blocks of k*chunk - 1,
+ * k*chunk and k*chunk + 1 elements, count % n in {0, 1, n - 1}, so that a
+ * round sliced one element short or long across hosts fails here. */
+static int cut_points(ncclComm_t comm, int n, int r, int* k) {
+  const size_t chunk = cuts_chunk_bytes(n, n);
+  int usable = 1;
+  for (size_t es = 1; es <= 8 && usable; es *= 2) {
+    for (int c = 0; c < C_NCOLL && usable; c++) {
+      const int split = c == C_ALLREDUCE || c == C_BROADCAST;
+      size_t cs[2 * CUTS_MAX];
+      int len = 0;
+      cuts_counts(cs, &len, 2 * CUTS_MAX, chunk, es, n, 2, CUTS_WHOLE | (split ? CUTS_SPLIT : 0),
+                  0);
+      for (int i = 0; i < len && usable; i++) {
+        const int op = reduces(c) ? (i + c) % (ncclNumOps + 1) : 0;
+        usable = run_case(comm, n, r, c, cuts_type_of_size(es, (size_t)i), op, cs[i],
+                          (i + (int)es) & 1, (*k)++ % n);
+      }
+    }
+  }
+  return usable;
+}
+
 static int matrix(ncclComm_t comm, int n, int r) {
-  int k = 0, usable = 1;
+  int k = 0, usable = cut_points(comm, n, r, &k);
   for (int c = 0; c < C_NCOLL && usable; c++) {
     for (int t = 0; t < ncclNumTypes && usable; t++) {
       if (type_skipped(t)) {

@@ -2,7 +2,8 @@
 # (every pair over TCP, ranks as processes of one host), then hosts as network
 # namespaces (tests/netns/hosts.sh; skipped where namespaces cannot be made).
 add_executable(test_netns_job ${CMAKE_CURRENT_LIST_DIR}/test_netns_job.c
-                              ${CMAKE_SOURCE_DIR}/tests/coll/checker.c)
+                              ${CMAKE_SOURCE_DIR}/tests/coll/checker.c
+                              ${CMAKE_SOURCE_DIR}/tests/common/cuts.c)
 target_include_directories(test_netns_job PRIVATE ${CMAKE_SOURCE_DIR}/src
                                                   ${CMAKE_SOURCE_DIR}/tests/coll
                                                   ${CMAKE_SOURCE_DIR}/tests/common)
