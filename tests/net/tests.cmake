@@ -125,14 +125,16 @@ tutti_net_test(log_off ARGS log_off
 # family (int sizes, size_t sizes, a context per communicator, v12; the
 # other versions' adapters are unit.net_load's); and the deterministic
 # reductions' fold over it.
-# The two newest ABIs in every type; the older adapters in one type of each
-# element size (TEST_TYPES=sizes: their subject is the adapter, not the
-# reductions).
+# The two newest ABIs in every type (v12 at the chunks' cut points too); the
+# older adapters in one type of each element size (TEST_TYPES=sizes: their
+# subject is the adapter, not the reductions).
 foreach(abi 6 9 11 12)
   add_test(NAME net.matrix.v${abi} COMMAND test_netns_job threads 3)
   set(types "")
   if(abi LESS 11)
     set(types ";TEST_TYPES=sizes")
+  elseif(abi EQUAL 12)
+    set(types ";TEST_CUTS=1") # the chunks' cut points too (test_netns_job.c)
   endif()
   set_tests_properties(net.matrix.v${abi} PROPERTIES TIMEOUT 300 ENVIRONMENT
     "NCCL_SHM_DISABLE=1;NCCL_NET=;NCCL_NET_PLUGIN=${TUTTI_NET_PLUGINS}/libnccl-net-mock${abi}.so;TUTTI_TIMEOUT=30${types}")

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The wire between namespace hosts, for tests/netns/enc.sh.
   relay.py LISTEN UPSTREAM OFFSET  a TCP relay: listens on LISTEN (host:port),
-      forwards each connection to UPSTREAM, and flips one bit of byte OFFSET
-      of what UPSTREAM sends back (on every connection), as a faulty or
-      hostile network would. Runs until killed.
+      forwards each connection to UPSTREAM (once it listens: 20 s at most),
+      and flips one bit of byte OFFSET of what UPSTREAM sends back (on every
+      connection), as a faulty or hostile network would. Runs until killed.
   relay.py tap BRIDGE PSK  captures every TCP segment crossing BRIDGE (the
       hosts' bridge, hosts.sh) until SIGINT, then reads each encrypted
       stream (util/seal.c: a hello with the sender's nonce, then records of
@@ -19,6 +19,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 
 
 def addr(text):
@@ -192,15 +193,27 @@ def main():
         sys.exit(tap(sys.argv[2], sys.argv[3].encode()))
     listen, upstream, offset = addr(sys.argv[1]), addr(sys.argv[2]), int(sys.argv[3])
     srv = socket.create_server(listen)
+
+    def serve(client):
+        # UPSTREAM may not listen yet (its rank starts alongside the one that
+        # came here): keep trying for 20 s, as the client itself would on a
+        # refused connection, rather than reset a connection it was given.
+        up = None
+        for _ in range(200):
+            try:
+                up = socket.create_connection(upstream)
+                break
+            except OSError:
+                time.sleep(0.1)
+        if up is None:
+            client.close()
+            return
+        threading.Thread(target=pump, args=(client, up, None), daemon=True).start()
+        pump(up, client, offset)
+
     while True:
         client, _ = srv.accept()
-        try:
-            up = socket.create_connection(upstream)
-        except OSError:
-            client.close()
-            continue
-        threading.Thread(target=pump, args=(client, up, None), daemon=True).start()
-        threading.Thread(target=pump, args=(up, client, offset), daemon=True).start()
+        threading.Thread(target=serve, args=(client,), daemon=True).start()
 
 
 if __name__ == "__main__":

@@ -100,6 +100,9 @@ set_tests_properties(netns.bw PROPERTIES RUN_SERIAL TRUE)
 # element size (test_netns_job's TEST_TYPES); netns.job.* run every type.
 set_property(TEST netns.job.2x2.ifname netns.job.3x1.ifname netns.job.4x2.ifname
              netns.plugin.job.2x2 netns.plugin.job.3x1 APPEND PROPERTY ENVIRONMENT TEST_TYPES=sizes)
+# The chunks' cut points between hosts (TEST_CUTS, test_netns_job.c), where
+# a host holds one rank and two (4x2's 8 ranks on 2 cores doubled its time).
+set_property(TEST netns.job.2x2 netns.job.3x1 APPEND PROPERTY ENVIRONMENT TEST_CUTS=1)
 # ncclSetEncryption across hosts (tests/netns/enc.sh): the matrix with the
 # key on every rank (and through a network plugin, which stays outside the
 # encryption and must say so), a rank with another key, a record altered as
