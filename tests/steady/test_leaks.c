@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "nccl.h"
+#include "rundir.h"
 
 #define WARMUP 50
 #define RSS_SLACK_KB (8 * 1024)
@@ -397,13 +398,10 @@ int main(int argc, char** argv) {
   use_windows = argc > 3 && strcmp(argv[3], "windows") == 0;
   if (SANITIZED)
     printf("built with a sanitizer: resident memory is reported, not checked\n");
-  /* One process of a user's answers tutti-ras for the host (ras.lock):
-   * with the default directory, the role passes to this test whenever
-   * another test that held it ends, and its socket would count as a
-   * descriptor grown mid-run. A runtime directory of its own keeps the
-   * role here from the first communicator on. */
+  /* A runtime directory of its own (rundir.h): the RAS host role stays
+   * here from the first communicator on. */
   char run_dir[] = "/tmp/tutti-leaks-XXXXXX";
-  if (mkdtemp(run_dir) == NULL || setenv("XDG_RUNTIME_DIR", run_dir, 1) != 0) {
+  if (test_rundir_make(run_dir) != 0) {
     perror("test_leaks: a private runtime directory");
     return 1;
   }
@@ -413,13 +411,6 @@ int main(int argc, char** argv) {
   int tbad = tcycles > 0 ? run_threads(tcycles) : 0;
   printf("threads: %d cycles %s; processes: %d cycles %s\n", tcycles, tbad ? "FAILED" : "ok",
          pcycles, pbad ? "FAILED" : "ok");
-  char sub[sizeof run_dir + 32];
-  snprintf(sub, sizeof sub, "%s/tutti/ras.sock", run_dir);
-  (void)unlink(sub);
-  snprintf(sub, sizeof sub, "%s/tutti/ras.lock", run_dir);
-  (void)unlink(sub);
-  snprintf(sub, sizeof sub, "%s/tutti", run_dir);
-  (void)rmdir(sub);
-  (void)rmdir(run_dir);
+  test_rundir_remove(run_dir);
   return pbad || tbad ? 1 : 0;
 }

@@ -11,6 +11,7 @@
 #include "harness.h"
 #include "nccl.h"
 #include "ranks.h"
+#include "rundir.h"
 
 static double now(void) {
   struct timespec ts;
@@ -336,6 +337,12 @@ static void test_no_leaks(void) {
 }
 
 int main(void) {
+  /* test_no_leaks counts descriptors: the RAS host role stays here. */
+  char run_dir[] = "/tmp/tutti-api-XXXXXX";
+  if (test_rundir_make(run_dir) != 0) {
+    perror("test_api: a private runtime directory");
+    return 1;
+  }
   test_versions_and_strings();
   test_threads();
   test_one_thread_many_ranks();
@@ -345,5 +352,6 @@ int main(void) {
   test_nonblocking();
   test_abort_unblocks();
   test_no_leaks();
+  test_rundir_remove(run_dir);
   return test_summary("api");
 }
